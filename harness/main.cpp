@@ -1,0 +1,33 @@
+// fish: the FISH command-line entry point. Subcommands live in harness/*_command.cpp.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/commands.h"
+#include "harness/exit_codes.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"FISH " FISH_VERSION
+               ": LLM quantisation and GPU-offload experiments on GGUF models.\n"
+               "Exit codes: 0 ok, 1 usage or input error, 2 some sweep cells failed, "
+               "3 regression gate failed.",
+               "fish"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", FISH_VERSION);
+  int exit_code = fish::kExitOk;
+  fish::add_inspect_command(app, &exit_code);
+  fish::add_make_model_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return fish::kExitUsage;
+  }
+  return exit_code;
+}
