@@ -1,0 +1,46 @@
+// Shared geometry and scale helpers of the K-quant family (Q2_K .. Q8_K): super-blocks of
+// kQK_K = 256 weights split into sub-blocks of 16 or 32, whose scales are themselves quantised.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace fish {
+
+inline constexpr int kQK_K = 256;       // weights per super-block
+inline constexpr int kKScaleSize = 12;  // bytes of packed 6-bit scales+mins (Q4_K, Q5_K)
+
+// Q4_K/Q5_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed into 12 bytes:
+// bytes 0..3 hold scales 0..3 (low 6 bits), bytes 4..7 mins 0..3 (low 6 bits); for j = 4..7
+// byte 8+(j-4) holds scale j low nibble / min j high nibble, and the 2 high bits of scale j / min j
+// are the top 2 bits of bytes j-4 / j. (ggml-quants.c get_scale_min_k4.)
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q3_K: 16 sub-blocks of 16, each with a 6-bit scale stored with an offset of 32 in 12 bytes:
+// bytes 0..7 hold the low nibbles (scale j in byte j%8, low nibble for j<8, high for j>=8), bytes
+// 8..11 the 2 high bits (scale j in byte 8 + j%4, bit pair j/4). Returns the signed scales
+// (already minus 32), as ggml's dequantize_row_q3_K computes them.
+inline void unpack_scales_q3_k(const uint8_t* packed12, int8_t out[16]) {
+  constexpr uint32_t kmask1 = 0x03030303;
+  constexpr uint32_t kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4];
+  std::memcpy(aux, packed12, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  uint8_t raw[16];
+  std::memcpy(raw, aux, 16);
+  for (int i = 0; i < 16; ++i) out[i] = int8_t(int(raw[i]) - 32);
+}
+
+}  // namespace fish

@@ -1,0 +1,31 @@
+// Q4_K scalar reference, bit-exact with ggml-quants.c (dequantize_row_q4_K, quantize_row_q4_K_ref).
+#include "quant/q4_k.h"
+
+#include <cassert>
+
+#include "quant/f16.h"
+
+namespace fish {
+
+void dequantize_row_q4_k(const BlockQ4_K* x, float* y, int64_t n) {
+  assert(n % kQK_K == 0);
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    const float dmin = f16_to_f32(x[i].dmin);
+    const uint8_t* q = x[i].qs;
+    for (int is = 0; is < 8; is += 2, q += 32) {  // one 64-weight chunk = sub-blocks is, is+1
+      uint8_t sc, m;
+      get_scale_min_k4(is, x[i].scales, &sc, &m);
+      const float d1 = d * float(sc);
+      const float m1 = dmin * float(m);
+      get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+      const float d2 = d * float(sc);
+      const float m2 = dmin * float(m);
+      for (int l = 0; l < 32; ++l) *y++ = d1 * float(q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * float(q[l] >> 4) - m2;
+    }
+  }
+}
+
+}  // namespace fish
