@@ -43,4 +43,33 @@ inline void unpack_scales_q3_k(const uint8_t* packed12, int8_t out[16]) {
   for (int i = 0; i < 16; ++i) out[i] = int8_t(int(raw[i]) - 32);
 }
 
+// Helpers of ggml's K-quant reference quantisers (ggml-quants.c), shared by q2_k .. q6_k.cpp.
+
+// Round to nearest, ties to even, by the 1.5*2^23 trick; precondition |v| <= 4194303.
+inline int nearest_int(float v) {
+  const float shifted = v + 12582912.f;  // 1.5 * 2^23: the integer lands in the low mantissa bits
+  int32_t i;
+  std::memcpy(&i, &shifted, sizeof i);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// Symmetric quantisation of n values to L[i] in 0..2*nmax-1 (value = scale * (L - nmax)) with a
+// scale search minimising the weighted squared error; weights qw, or by rmse_type when qw is null
+// (1: x^2, 2: 1, 3: |x|, else sqrt|x|). rmse_type 0: no search. Returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, const float* qw);
+
+// As make_qx_quants with weights x^2 and coordinate-descent refinement (do_rmse), for Q3_K.
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse);
+
+// Asymmetric quantisation of n values to L[i] in 0..nmax (value = scale * L - the_min), searching
+// nstep+1 scales (rmin + rdelta*is + nmax)/(max - min) for the least weighted squared (or absolute,
+// use_mad) error, each with the least-squares scale and min. Returns the scale; Laux is scratch
+// (n).
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
+                       bool use_mad);
+
+// Packs 8 six-bit scales and mins (each 0..63) into the 12-byte layout read by get_scale_min_k4.
+void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]);
+
 }  // namespace fish

@@ -18,7 +18,10 @@ struct BlockQ2_K {
 };
 static_assert(sizeof(BlockQ2_K) == 84, "ggml block_q2_K is 84 bytes");
 
-// n % kQK_K == 0.
+// n % kQK_K == 0 for both.
 void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t n);
+// ggml quantize_row_q2_K_ref: make_qkx2_quants (3 levels, |x| weights, MAD) per sub-block, then
+// 4-bit scales and mins against d = max scale / 15 and dmin = max min / 15.
+void quantize_row_q2_k_ref(const float* x, BlockQ2_K* y, int64_t n);
 
 }  // namespace fish

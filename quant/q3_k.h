@@ -19,7 +19,10 @@ struct BlockQ3_K {
 };
 static_assert(sizeof(BlockQ3_K) == 110, "ggml block_q3_K is 110 bytes");
 
-// n % kQK_K == 0.
+// n % kQK_K == 0 for both.
 void dequantize_row_q3_k(const BlockQ3_K* x, float* y, int64_t n);
+// ggml quantize_row_q3_K_ref: make_q3_quants (x^2-weighted refinement) per sub-block, then
+// signed 6-bit scales against d = max-magnitude scale / -32.
+void quantize_row_q3_k_ref(const float* x, BlockQ3_K* y, int64_t n);
 
 }  // namespace fish

@@ -1,7 +1,10 @@
 // Q5_K scalar reference, bit-exact with ggml-quants.c (dequantize_row_q5_K, quantize_row_q5_K_ref).
 #include "quant/q5_k.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <cstring>
 
 #include "quant/f16.h"
 
@@ -26,6 +29,71 @@ void dequantize_row_q5_k(const BlockQ5_K* x, float* y, int64_t n) {
       const float m2 = dmin * float(m);
       for (int l = 0; l < 32; ++l) *y++ = d1 * float((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    }
+  }
+}
+
+void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t n) {
+  assert(n % kQK_K == 0);
+  const int64_t nb = n / kQK_K;
+  uint8_t L[kQK_K];
+  uint8_t Laux[32];
+  float weights[32];
+  float mins[kQK_K / 32];
+  float scales[kQK_K / 32];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max_scale = 0;  // scales are >= 0: the min is subtracted
+    float max_min = 0;
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = make_qkx2_quants(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.5f,
+                                   0.1f, 15, false);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      ls[j] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_scale * scales[j])));
+      lm[j] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_min * mins[j])));
+    }
+    pack_scale_min_k4(ls, lm, y[i].scales);
+    y[i].d = f32_to_f16(max_scale / 63.f);
+    y[i].dmin = f32_to_f16(max_min / 63.f);
+    // Requantise against the stored 6-bit scales and mins.
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, y[i].scales, &sc, &m);
+      const float d = f16_to_f32(y[i].d) * float(sc);
+      if (d == 0) continue;
+      const float dm = f16_to_f32(y[i].dmin) * float(m);
+      for (int ii = 0; ii < 32; ++ii) {
+        const int l = nearest_int((x[32 * j + ii] + dm) / d);
+        L[32 * j + ii] = uint8_t(std::max(0, std::min(31, l)));
+      }
+    }
+    uint8_t* qh = y[i].qh;
+    uint8_t* ql = y[i].qs;
+    std::memset(qh, 0, kQK_K / 8);
+    uint8_t m1 = 1, m2 = 2;  // qh bits of the two sub-blocks of the current 64-value chunk
+    for (int c = 0; c < kQK_K; c += 64, ql += 32, m1 = uint8_t(m1 << 2), m2 = uint8_t(m2 << 2)) {
+      for (int j = 0; j < 32; ++j) {
+        int l1 = L[c + j];
+        if (l1 > 15) {
+          l1 -= 16;
+          qh[j] |= m1;
+        }
+        int l2 = L[c + j + 32];
+        if (l2 > 15) {
+          l2 -= 16;
+          qh[j] |= m2;
+        }
+        ql[j] = uint8_t(l1 | (l2 << 4));
+      }
     }
   }
 }

@@ -50,12 +50,12 @@ constexpr TypeInfo kTypes[] = {
     {T::q5_1, "q5_1", 32, 24, FISH_DQ(BlockQ5_1, q5_1), FISH_Q(BlockQ5_1, q5_1)},
     {T::q8_0, "q8_0", 32, 34, FISH_DQ(BlockQ8_0, q8_0), FISH_Q(BlockQ8_0, q8_0)},
     {T::q8_1, "q8_1", 32, 36, FISH_DQ(BlockQ8_1, q8_1), FISH_Q(BlockQ8_1, q8_1)},
-    {T::q2_k, "q2_k", 256, 84, FISH_DQ(BlockQ2_K, q2_k), nullptr},
-    {T::q3_k, "q3_k", 256, 110, FISH_DQ(BlockQ3_K, q3_k), nullptr},
-    {T::q4_k, "q4_k", 256, 144, FISH_DQ(BlockQ4_K, q4_k), nullptr},
-    {T::q5_k, "q5_k", 256, 176, FISH_DQ(BlockQ5_K, q5_k), nullptr},
-    {T::q6_k, "q6_k", 256, 210, FISH_DQ(BlockQ6_K, q6_k), nullptr},
-    {T::q8_k, "q8_k", 256, 292, FISH_DQ(BlockQ8_K, q8_k), nullptr},
+    {T::q2_k, "q2_k", 256, 84, FISH_DQ(BlockQ2_K, q2_k), FISH_Q(BlockQ2_K, q2_k)},
+    {T::q3_k, "q3_k", 256, 110, FISH_DQ(BlockQ3_K, q3_k), FISH_Q(BlockQ3_K, q3_k)},
+    {T::q4_k, "q4_k", 256, 144, FISH_DQ(BlockQ4_K, q4_k), FISH_Q(BlockQ4_K, q4_k)},
+    {T::q5_k, "q5_k", 256, 176, FISH_DQ(BlockQ5_K, q5_k), FISH_Q(BlockQ5_K, q5_k)},
+    {T::q6_k, "q6_k", 256, 210, FISH_DQ(BlockQ6_K, q6_k), FISH_Q(BlockQ6_K, q6_k)},
+    {T::q8_k, "q8_k", 256, 292, FISH_DQ(BlockQ8_K, q8_k), FISH_Q(BlockQ8_K, q8_k)},
     {T::iq2_xxs, "iq2_xxs", 256, 66, nullptr, nullptr},  // d + 256/4 bytes of grid indices
     {T::iq2_xs, "iq2_xs", 256, 74, nullptr, nullptr},    // + 256/32 scale bytes
     {T::iq3_xxs, "iq3_xxs", 256, 98, nullptr, nullptr},  // d + 3*256/8
