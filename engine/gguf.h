@@ -10,11 +10,27 @@
 // The parser trusts nothing: every count, string length, dimension product, type id, offset and
 // size is checked (including integer overflow) before use, and errors name the file, the key or
 // tensor, the byte offset, and expected vs found.
+//
+// Validity rules (decided here, shared by reader and writer):
+// - version 2 or 3; v1 (32-bit counts) and big-endian files are rejected with a clear message.
+// - keys and tensor names are unique; general.alignment, when present, is a u32 power of two.
+// - a tensor has 1..kGgufMaxDims dimensions (GGML_MAX_DIMS = 4), each in [0, 2^63); 0 makes an
+//   empty tensor (0 bytes). The running product of dims must not overflow int64 (checked in dim
+//   order, so [2^62, 4, 0] is rejected although its product is 0). dims[0] (the row) must be a
+//   multiple of the type's block size. The type id must be known to quant/types.h.
+// - tensor offsets are multiples of the alignment and [data_offset + offset, + n_bytes) lies in
+//   the file. Tensors may be in any order; overlap is not checked (the data is only read).
+// - arrays nest at most kGgufMaxArrayDepth deep; a bool byte is 0 or 1.
+// Memory: counts are checked against the bytes left before anything is reserved, so the parsed
+// metadata takes at most ~48 bytes per file byte (a GgufValue per 1-byte array element) and in
+// practice ~5x the metadata size (the tokenizer's string arrays).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,10 +43,16 @@
 
 namespace fish {
 
+inline constexpr uint32_t kGgufMaxDims = 4;          // GGML_MAX_DIMS
+inline constexpr int kGgufMaxArrayDepth = 8;         // arrays inside arrays; real files use 1
+inline constexpr size_t kGgufDefaultAlignment = 32;  // when general.alignment is absent
+
+// clang-format off
 enum class GgufValueType : uint32_t {
   u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8,
   array = 9, u64 = 10, i64 = 11, f64 = 12,
 };
+// clang-format on
 std::string_view gguf_value_type_name(GgufValueType t);
 
 struct GgufArray;
@@ -56,10 +78,16 @@ struct GgufArray {
 };
 
 // Convenience constructors for writers.
+GgufValue gguf_u8(uint8_t x);
+GgufValue gguf_i8(int8_t x);
+GgufValue gguf_u16(uint16_t x);
+GgufValue gguf_i16(int16_t x);
 GgufValue gguf_u32(uint32_t x);
 GgufValue gguf_i32(int32_t x);
 GgufValue gguf_u64(uint64_t x);
+GgufValue gguf_i64(int64_t x);
 GgufValue gguf_f32(float x);
+GgufValue gguf_f64(double x);
 GgufValue gguf_bool(bool x);
 GgufValue gguf_str(std::string s);
 GgufValue gguf_array(GgufValueType elem_type, std::vector<GgufValue> items);
@@ -77,10 +105,10 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // dims[0] = row length (innermost)
   GgmlType type;
-  uint64_t offset;     // relative to the data section
-  uint64_t n_elems;    // product of dims
-  uint64_t n_bytes;    // n_elems / block_elems * block_bytes
-  const uint8_t* data; // points into the mapped file (or parsed bytes)
+  uint64_t offset;      // relative to the data section
+  uint64_t n_elems;     // product of dims
+  uint64_t n_bytes;     // n_elems / block_elems * block_bytes
+  const uint8_t* data;  // points into the mapped file (or parsed bytes)
 
   int64_t n_rows() const { return n_elems == 0 ? 0 : int64_t(n_elems / uint64_t(dims[0])); }
   size_t row_bytes() const { return n_rows() == 0 ? 0 : size_t(n_bytes / uint64_t(n_rows())); }
@@ -127,6 +155,8 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufKv> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> kv_index_;      // key -> index in kvs_
+  std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index in tensors_
 };
 
 // Writes GGUF v3. Metadata keeps insertion order; tensor data is aligned to `alignment` and
@@ -134,7 +164,8 @@ class GgufFile {
 // everything was written and flushed, so a failure never leaves a half-written model behind.
 class GgufWriter {
  public:
-  explicit GgufWriter(size_t alignment = 32);
+  // alignment: a power of two; written as general.alignment when it is not the default 32.
+  explicit GgufWriter(size_t alignment = kGgufDefaultAlignment);
 
   void set(std::string key, GgufValue value);  // replaces the value of an existing key
 
@@ -147,7 +178,9 @@ class GgufWriter {
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> dims, Producer produce);
 
   // Errors: a dims product not divisible by the type's block size, a duplicate tensor name, a
-  // data span of the wrong size, or an I/O failure (message names the path).
+  // data span of the wrong size, or an I/O failure (message names the path). Also anything the
+  // reader would reject: bad dims, an array whose items do not match its elem_type, nesting
+  // deeper than kGgufMaxArrayDepth, or a general.alignment that disagrees with `alignment`.
   Status write(const std::string& path) const;
 
  private:
@@ -155,6 +188,7 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;
+    std::span<const uint8_t> data;  // used when produce is empty
     Producer produce;
   };
   size_t alignment_;
