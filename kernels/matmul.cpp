@@ -1,0 +1,76 @@
+// matmul: quantise activations once, then rows of W split across threads; see matmul.h.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <vector>
+
+namespace fish {
+namespace {
+
+// Blocking for prefill: kRowBlock weight rows (~ 16 x 1-9 KB for n_in 2048-8192) stay in L1/L2
+// while kTokBlock activation rows (~16 x 2-9 KB quantised) are walked against them.
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kTokBlock = 16;
+
+}  // namespace
+
+void quantize_activations(const MatvecKernel& kernel, const float* x, int64_t n_tok, int64_t n_in,
+                          void* xq, ThreadPool& pool) {
+  assert(n_in % kernel.block_elems == 0);
+  const size_t row = kernel.act_row_bytes(n_in);
+  auto* out = static_cast<uint8_t*>(xq);
+  if (kernel.quantize_act == nullptr) {
+    std::memcpy(out, x, row * size_t(n_tok));
+    return;
+  }
+  auto quantize_rows = [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) kernel.quantize_act(x + t * n_in, out + size_t(t) * row, n_in);
+  };
+  if (n_tok == 1) {
+    quantize_rows(0, 1, 0);  // not worth a dispatch
+  } else {
+    pool.parallel_for(n_tok, quantize_rows);
+  }
+}
+
+void matmul_preq(const MatvecKernel& kernel, const void* w, int64_t n_out, int64_t n_in,
+                 const void* xq, int64_t n_tok, float* y, ThreadPool& pool) {
+  assert(n_in % kernel.block_elems == 0);
+  const size_t w_row = row_bytes(kernel.weight, n_in);
+  const size_t x_row = kernel.act_row_bytes(n_in);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(xq);
+  const VecDotFn dot = kernel.vec_dot;
+  pool.parallel_for(n_out, [&](int64_t row_begin, int64_t row_end, int) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
+      const int64_t r1 = std::min(r0 + kRowBlock, row_end);
+      for (int64_t t0 = 0; t0 < n_tok; t0 += kTokBlock) {
+        const int64_t t1 = std::min(t0 + kTokBlock, n_tok);
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* wr = wb + size_t(r) * w_row;
+          for (int64_t t = t0; t < t1; ++t) {
+            y[t * n_out + r] = dot(n_in, wr, xb + size_t(t) * x_row);
+          }
+        }
+      }
+    }
+  });
+}
+
+void matmul(const void* w, GgmlType wtype, int64_t n_out, int64_t n_in, const float* x,
+            int64_t n_tok, float* y, ThreadPool& pool, Isa isa) {
+  const MatvecKernel& kernel = matvec_kernel(wtype, isa);
+  if (kernel.quantize_act == nullptr) {
+    matmul_preq(kernel, w, n_out, n_in, x, n_tok, y, pool);
+    return;
+  }
+  thread_local std::vector<uint8_t> scratch;
+  const size_t need = kernel.act_row_bytes(n_in) * size_t(n_tok);
+  if (scratch.size() < need) scratch.resize(need);
+  quantize_activations(kernel, x, n_tok, n_in, scratch.data(), pool);
+  matmul_preq(kernel, w, n_out, n_in, scratch.data(), n_tok, y, pool);
+}
+
+}  // namespace fish

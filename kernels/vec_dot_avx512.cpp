@@ -1,0 +1,262 @@
+// AVX-512 (F/BW/VL/DQ + VNNI): activation quantisers (bit-exact with the quant/ `_ref` ones) and
+// dot products of the 32-weight block formats and float weights. Layout and pairing: vec_dot.h.
+//
+// Two 32-weight blocks per 512-bit register. vpdpbusd multiplies UNSIGNED weight codes by signed
+// int8 activations and sums groups of 4 into int32 (no int16 intermediate, so nothing
+// saturates). Formats with a constant offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 stored signed:
+// (q ^ 0x80) - 128) subtract offset * sum(activations), itself one vpdpbusd against a broadcast
+// offset byte; Q4_1/Q5_1 add m * s from Q8_1's stored sum. An odd last block runs in 256 bits.
+// GCC 12's avx512fintrin.h builds results from _mm512_undefined_*(), which trips
+// -Wmaybe-uninitialized in every caller (GCC bug 105593); the warning is about the header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <cassert>
+
+#include "kernels/simd_avx2.h"
+#include "kernels/vec_dot.h"
+
+namespace fish {
+namespace {
+
+inline __m512i load512(const void* p) {
+  return _mm512_loadu_si512(p);
+}
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+inline __m512i join256(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+inline __m512 join_scale(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+// Exact std::round of 16 lanes (see round_half_away_f32x8).
+inline __m512 round_half_away_f32x16(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+  const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(1.0f));
+  return _mm512_mask_add_ps(t, up, t, one);
+}
+
+// Quantises the 32 floats of one Q8_0/Q8_1 block into qs; sets *d (f32, before f16 rounding);
+// returns sum(q).
+inline int quantize_block32(const float* x, float* d_out, int8_t* qs) {
+  const __m512 x0 = _mm512_loadu_ps(x);
+  const __m512 x1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+  const float d = amax / 127;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  *d_out = d;
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m512i q0 = _mm512_cvttps_epi32(round_half_away_f32x16(_mm512_mul_ps(x0, vid)));
+  const __m512i q1 = _mm512_cvttps_epi32(round_half_away_f32x16(_mm512_mul_ps(x1, vid)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtsepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtsepi32_epi8(q1));
+  return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+}  // namespace
+
+// ---- activation quantisers ----
+
+void quantize_row_q8_0_avx512(const float* x, void* y, int64_t n) {
+  assert(n % kQK8_0 == 0);
+  auto* out = static_cast<BlockQ8_0*>(y);
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    float d;
+    quantize_block32(x + i * kQK8_0, &d, out[i].qs);
+    out[i].d = f32_to_f16_simd(d);
+  }
+}
+
+void quantize_row_q8_1_avx512(const float* x, void* y, int64_t n) {
+  assert(n % kQK8_1 == 0);
+  auto* out = static_cast<BlockQ8_1*>(y);
+  for (int64_t i = 0; i < n / kQK8_1; ++i) {
+    float d;
+    const int sum = quantize_block32(x + i * kQK8_1, &d, out[i].qs);
+    out[i].d = f32_to_f16_simd(d);
+    out[i].s = f32_to_f16_simd(float(sum) * d);  // the f32 d, as the reference
+  }
+}
+
+void quantize_row_q8_k_avx512(const float* x, void* y, int64_t n) {
+  assert(n % kQK_K == 0);
+  auto* out = static_cast<BlockQ8_K*>(y);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < kQK_K; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+    const float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+      std::memset(&out[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    // The reference keeps the sign of the FIRST value of largest magnitude.
+    float max = 0.0f;
+    const __m512 vamax = _mm512_set1_ps(amax);
+    for (int k = 0; k < kQK_K; k += 16) {
+      const __mmask16 hit =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + k)), vamax, _CMP_EQ_OQ);
+      if (hit != 0) {
+        max = x[k + __builtin_ctz(unsigned(hit))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;  // as quant/q8_k.cpp: q in [-127, 127]
+    const __m512 vis = _mm512_set1_ps(iscale);
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      // cvtps rounds to nearest even (MXCSR default) like ggml's nearest_int; min(127, v).
+      const __m512i q =
+          _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vis)),
+                           _mm512_set1_epi32(127));
+      out[i].bsums[g] = int16_t(_mm512_reduce_add_epi32(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i].qs + 16 * g), _mm512_cvtsepi32_epi8(q));
+    }
+    out[i].d = 1.0f / iscale;
+  }
+}
+
+// ---- 32-weight block formats: codes(block) gives 32 unsigned weight codes (weight j at byte j)
+// such that w = d * (code - kOffset) [+ m for the formats with a minimum]. ----
+
+namespace {
+
+struct CodesQ4_0 {
+  static constexpr int kOffset = 8;
+  static __m256i codes(const BlockQ4_0& b) { return unpack_nibbles_32(b.qs); }
+};
+struct CodesQ4_1 {
+  static constexpr int kOffset = 0;
+  static __m256i codes(const BlockQ4_1& b) { return unpack_nibbles_32(b.qs); }
+};
+inline __m256i codes_5bit(const uint8_t* qh, const uint8_t* qs) {
+  return _mm256_or_si256(unpack_nibbles_32(qs),
+                         _mm256_and_si256(expand_bits_32(qh), _mm256_set1_epi8(0x10)));
+}
+struct CodesQ5_0 {
+  static constexpr int kOffset = 16;
+  static __m256i codes(const BlockQ5_0& b) { return codes_5bit(b.qh, b.qs); }
+};
+struct CodesQ5_1 {
+  static constexpr int kOffset = 0;
+  static __m256i codes(const BlockQ5_1& b) { return codes_5bit(b.qh, b.qs); }
+};
+struct CodesQ8_0 {
+  static constexpr int kOffset = 128;  // int8 q stored as q ^ 0x80 = q + 128 (unsigned)
+  static __m256i codes(const BlockQ8_0& b) {
+    return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8(char(0x80)));
+  }
+};
+
+template <typename Codes, typename WBlock, typename ABlock>
+float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b) {
+  constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
+  const __m512i off = _mm512_set1_epi8(char(Codes::kOffset));
+  __m512 acc = _mm512_setzero_ps();
+  float summs = 0.0f;
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m512i qw = join256(Codes::codes(a[i]), Codes::codes(a[i + 1]));
+    const __m512i qa = join256(load256(b[i].qs), load256(b[i + 1].qs));
+    __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qw, qa);
+    if constexpr (Codes::kOffset != 0) {
+      dp = _mm512_sub_epi32(dp, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, qa));
+    }
+    const __m512 d = join_scale(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d),
+                                f16_to_f32_simd(a[i + 1].d) * f16_to_f32_simd(b[i + 1].d));
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dp), acc);
+    if constexpr (kHasMin) {
+      summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s) +
+               f16_to_f32_simd(a[i + 1].m) * f16_to_f32_simd(b[i + 1].s);
+    }
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (i < nb) {  // odd block count: one 256-bit block (AVX512VL + VNNI)
+    const __m256i qa = load256(b[i].qs);
+    __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), Codes::codes(a[i]), qa);
+    if constexpr (Codes::kOffset != 0) {
+      dp = _mm256_sub_epi32(
+          dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(off), qa));
+    }
+    sum += f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d) * float(hsum_i32x8(dp));
+    if constexpr (kHasMin) summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s);
+  }
+  return sum + summs;
+}
+
+}  // namespace
+
+float vec_dot_q4_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK4_0 == 0);
+  return dot_blocks32<CodesQ4_0>(n / kQK4_0, static_cast<const BlockQ4_0*>(w),
+                                 static_cast<const BlockQ8_0*>(x));
+}
+float vec_dot_q4_1_q8_1_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK4_1 == 0);
+  return dot_blocks32<CodesQ4_1>(n / kQK4_1, static_cast<const BlockQ4_1*>(w),
+                                 static_cast<const BlockQ8_1*>(x));
+}
+float vec_dot_q5_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK5_0 == 0);
+  return dot_blocks32<CodesQ5_0>(n / kQK5_0, static_cast<const BlockQ5_0*>(w),
+                                 static_cast<const BlockQ8_0*>(x));
+}
+float vec_dot_q5_1_q8_1_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK5_1 == 0);
+  return dot_blocks32<CodesQ5_1>(n / kQK5_1, static_cast<const BlockQ5_1*>(w),
+                                 static_cast<const BlockQ8_1*>(x));
+}
+float vec_dot_q8_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK8_0 == 0);
+  return dot_blocks32<CodesQ8_0>(n / kQK8_0, static_cast<const BlockQ8_0*>(w),
+                                 static_cast<const BlockQ8_0*>(x));
+}
+
+// ---- float weights: 4 accumulators of 16, masked tail ----
+
+namespace {
+template <typename LoadW>
+inline float dot_f32x16_loop(int64_t n, const float* xf, LoadW load_w) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm512_fmadd_ps(load_w(i + 16 * k, __mmask16(0xFFFF)),
+                               _mm512_loadu_ps(xf + i + 16 * k), acc[k]);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    acc[0] = _mm512_fmadd_ps(load_w(i, m), _mm512_maskz_loadu_ps(m, xf + i), acc[0]);
+  }
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+}  // namespace
+
+float vec_dot_f32_f32_avx512(int64_t n, const void* w, const void* x) {
+  const auto* a = static_cast<const float*>(w);
+  return dot_f32x16_loop(n, static_cast<const float*>(x),
+                         [a](int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, a + i); });
+}
+
+float vec_dot_f16_f32_avx512(int64_t n, const void* w, const void* x) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  return dot_f32x16_loop(n, static_cast<const float*>(x), [a](int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
+  });
+}
+
+float vec_dot_bf16_f32_avx512(int64_t n, const void* w, const void* x) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  return dot_f32x16_loop(n, static_cast<const float*>(x), [a](int64_t i, __mmask16 m) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, a + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));  // bf16 = top half of an f32
+  });
+}
+
+}  // namespace fish

@@ -1,0 +1,176 @@
+// AVX2: K-quant weights (Q2_K..Q6_K) x Q8_K activations. Layouts: quant/q*_k.h.
+// Each 32-weight slice: unsigned weight codes (at most 6 bits) x int8 activations with maddubs
+// (int16 pair sums <= 2*63*128, no saturation), then madd with the int16 sub-block scales gives
+// int32 partial sums (exact); one f32 FMA per super-block. Constant offsets (Q3_K's -4, Q6_K's
+// -32) and minimums (Q2_K, Q4_K, Q5_K) are applied through Q8_K's bsums.
+#include <cassert>
+
+#include "kernels/simd_avx2.h"
+#include "kernels/vec_dot.h"
+#include "quant/q2_k.h"
+#include "quant/q3_k.h"
+#include "quant/q4_k.h"
+#include "quant/q5_k.h"
+#include "quant/q6_k.h"
+
+namespace fish {
+namespace {
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// int16 scale s0 for the first 16 weights of a 32-weight slice (one 128-bit lane), s1 the next 16.
+inline __m256i scales_16_16(int s0, int s1) {
+  return _mm256_set_m128i(_mm_set1_epi16(short(s1)), _mm_set1_epi16(short(s0)));
+}
+
+// Bytes of v whose bit `bit` (a one-bit mask) is set -> `value`, else 0.
+inline __m256i bit_to(__m256i v, int bit, char value) {
+  const __m256i m = _mm256_set1_epi8(char(bit));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, m), m), _mm256_set1_epi8(value));
+}
+
+}  // namespace
+
+float vec_dot_q2_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* a = static_cast<const BlockQ2_K*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int summs = 0;
+    for (int s = 0; s < 16; ++s) summs += (a[i].scales[s] >> 4) * b[i].bsums[s];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(a[i].qs + 32 * h);
+      const uint8_t* sc = a[i].scales + 8 * h;
+      for (int k = 0; k < 4; ++k) {
+        const __m256i qw = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const __m256i p = _mm256_maddubs_epi16(qw, load256(b[i].qs + 128 * h + 32 * k));
+        sumi = _mm256_add_epi32(
+            sumi, _mm256_madd_epi16(p, scales_16_16(sc[2 * k] & 0xF, sc[2 * k + 1] & 0xF)));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
+                          _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += b[i].d * f16_to_f32_simd(a[i].dmin) * float(summs);
+  }
+  return hsum_f32x8(acc) - acc_min;
+}
+
+float vec_dot_q3_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* a = static_cast<const BlockQ3_K*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc[16];
+    q3_k_scales(a[i].scales, sc);
+    int offset = 0;  // sum_s sc_s * 4 * bsum_s: codes are stored as q + 4 (0..7)
+    for (int s = 0; s < 16; ++s) offset += sc[s] * b[i].bsums[s];
+    const __m256i hm = load256(a[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(a[i].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i qw = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3),
+                                           bit_to(hm, 1 << (4 * h + k), 4));
+        const __m256i p = _mm256_maddubs_epi16(qw, load256(b[i].qs + 128 * h + 32 * k));
+        sumi = _mm256_add_epi32(
+            sumi, _mm256_madd_epi16(p, scales_16_16(sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1])));
+      }
+    }
+    const int isum = hsum_i32x8(sumi) - 4 * offset;
+    sum += b[i].d * f16_to_f32_simd(a[i].d) * float(isum);
+  }
+  return sum;
+}
+
+namespace {
+// Q4_K / Q5_K share everything but the 5th bit.
+template <bool kHasHigh, typename Block>
+inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
+    int summs = 0;
+    for (int j = 0; j < 8; ++j) summs += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kHasHigh) qh = load256(a[i].qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(a[i].qs + 32 * c);
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kHasHigh) {
+        lo = _mm256_or_si256(lo, bit_to(qh, 1 << (2 * c), 16));
+        hi = _mm256_or_si256(hi, bit_to(qh, 1 << (2 * c + 1), 16));
+      }
+      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(short(sc[2 * c]))));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(short(sc[2 * c + 1]))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
+                          _mm256_cvtepi32_ps(sumi), acc);
+    acc_min += b[i].d * f16_to_f32_simd(a[i].dmin) * float(summs);
+  }
+  return hsum_f32x8(acc) - acc_min;
+}
+}  // namespace
+
+float vec_dot_q4_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  return dot_q45_k<false>(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
+}
+
+float vec_dot_q5_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  return dot_q45_k<true>(n, static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(x));
+}
+
+float vec_dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* a = static_cast<const BlockQ6_K*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int8_t* sc = a[i].scales;
+    int offset = 0;  // codes are q + 32 (0..63): subtract 32 * sum_s sc_s * bsum_s
+    for (int s = 0; s < 16; ++s) offset += sc[s] * b[i].bsums[s];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load256(a[i].ql + 64 * h);
+      const __m256i l1 = load256(a[i].ql + 64 * h + 32);
+      const __m256i qh = load256(a[i].qh + 32 * h);
+      __m256i qw[4];
+      qw[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                              _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+      qw[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+      qw[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                              _mm256_and_si256(qh, m30));
+      qw[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      for (int r = 0; r < 4; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(qw[r], load256(b[i].qs + 128 * h + 32 * r));
+        sumi = _mm256_add_epi32(
+            sumi, _mm256_madd_epi16(p, scales_16_16(sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1])));
+      }
+    }
+    const int isum = hsum_i32x8(sumi) - 32 * offset;
+    sum += b[i].d * f16_to_f32_simd(a[i].d) * float(isum);
+  }
+  return sum;
+}
+
+}  // namespace fish
