@@ -34,7 +34,8 @@ void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n) {
       std::memset(&y[i], 0, sizeof(BlockQ8_K));
       continue;
     }
-    // -127 (not -128) keeps every q in [-127, 127], which ggml's SIMD dot products rely on.
+    // -127 (ggml changed it from -128): q stays in [-127, 127], so negating a quant never
+    // overflows int8 (sign tricks in ggml's SIMD dot products rely on it).
     const float iscale = -127.f / max;
     for (int j = 0; j < kQK_K; ++j) y[i].qs[j] = int8_t(std::min(127, nearest_int(iscale * x[j])));
     for (int g = 0; g < kQK_K / 16; ++g) {

@@ -18,8 +18,9 @@ static_assert(sizeof(BlockQ8_K) == 292, "ggml block_q8_K is 292 bytes");
 
 // n % kQK_K == 0 for both.
 void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n);
-// ggml quantize_row_q8_K_ref: iscale = -127 / max (signed max-magnitude value),
-// q = min(127, nearest_int(iscale * v)), d = 1 / iscale; an all-zero block gives d = 0.
+// ggml quantize_row_q8_K_ref: iscale = -127 / max (max: the signed value of largest magnitude, so
+// it maps to q = -127 and d = 1 / iscale has the opposite sign), q = min(127, nearest_int(iscale *
+// v)); an all-zero block gives d = 0 and zero quants and bsums.
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n);
 
 }  // namespace fish
