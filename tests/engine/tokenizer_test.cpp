@@ -1,0 +1,349 @@
+#include "engine/tokenizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "engine/bpe_tokenizer.h"
+#include "engine/gguf.h"
+#include "test_env.h"
+
+namespace fish {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Ids = std::vector<int32_t>;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n" (each
+// input keeps its own newlines), outputs one line of space-separated ids per input.
+struct VocabCase {
+  std::string input;
+  Ids expected;
+};
+
+std::vector<VocabCase> read_vocab_cases(const std::string& vocab_path) {
+  const std::string inp = read_file(vocab_path + ".inp");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t next = inp.find(sep, pos);
+    if (next == std::string::npos) {
+      inputs.push_back(inp.substr(pos));
+      break;
+    }
+    inputs.push_back(inp.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  std::ifstream out(vocab_path + ".out");
+  std::vector<VocabCase> cases;
+  std::string line;
+  for (size_t i = 0; std::getline(out, line); ++i) {
+    VocabCase c;
+    c.input = i < inputs.size() ? inputs[i] : "";
+    std::istringstream ls(line);
+    for (int32_t id; ls >> id;) c.expected.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  EXPECT_EQ(cases.size(), inputs.size()) << vocab_path;
+  return cases;
+}
+
+Tokenizer load(const std::string& path) {
+  auto file = GgufFile::open(path);
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+  auto tok = Tokenizer::from_gguf(*file);
+  EXPECT_TRUE(tok.ok()) << (tok.ok() ? "" : tok.error().message);
+  return std::move(tok).value();
+}
+
+std::string vocab_file(const char* name) {
+  return test::testdata_dir() + "/vocab/" + name;
+}
+
+// ---- pre-tokenizer rules ----
+
+TEST(PreTokenize, Gpt2SplitsWordsWithTheirLeadingSpace) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_tokenize("Hello world", PreTokenizer::gpt2), (V{"Hello", " world"}));
+  EXPECT_EQ(pre_tokenize("it's 42 ok!!", PreTokenizer::gpt2), (V{"it", "'s", " 42", " ok", "!!"}));
+  EXPECT_EQ(pre_tokenize("I'LL we'll", PreTokenizer::gpt2), (V{"I", "'", "LL", " we", "'ll"}));
+}
+
+TEST(PreTokenize, Gpt2LeavesLastSpaceOfARunToTheNextWord) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_tokenize("a   b", PreTokenizer::gpt2), (V{"a", "  ", " b"}));
+  EXPECT_EQ(pre_tokenize("a  ", PreTokenizer::gpt2), (V{"a", "  "}));
+  EXPECT_EQ(pre_tokenize("\n\n x", PreTokenizer::gpt2), (V{"\n\n", " x"}));
+  EXPECT_EQ(pre_tokenize("\tx", PreTokenizer::gpt2), (V{"\t", "x"}));
+}
+
+TEST(PreTokenize, SmolLmSplitsEveryDigitAlone) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_tokenize("ab 2024!", PreTokenizer::smollm),
+            (V{"ab", " ", "2", "0", "2", "4", "!"}));
+  EXPECT_EQ(pre_tokenize("3333", PreTokenizer::gpt2), (V{"3333"}));
+}
+
+TEST(PreTokenize, DefaultRulesCutPunctuationFirstAndDigitsInThrees) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_tokenize("Hello, world!", PreTokenizer::default_rules),
+            (V{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(pre_tokenize("x 12345", PreTokenizer::default_rules), (V{"x", " ", "123", "45"}));
+}
+
+TEST(PreTokenize, WordsConcatenateToTheInput) {
+  const std::string text = "  Über 3.5 km\t\n\n 😀😀 'tis ¿Qué? ٣٤ end  ";
+  for (PreTokenizer p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::default_rules}) {
+    std::string joined;
+    for (const std::string& w : pre_tokenize(text, p)) joined += w;
+    EXPECT_EQ(joined, text);
+  }
+}
+
+TEST(PreTokenize, ByteTableMapsPrintableBytesToThemselves) {
+  EXPECT_EQ(byte_to_code_point('A'), uint32_t('A'));
+  EXPECT_EQ(byte_to_code_point(' '), 0x120u);   // 'Ġ'
+  EXPECT_EQ(byte_to_code_point('\n'), 0x10Au);  // 'Ċ'
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(byte_from_code_point(byte_to_code_point(uint8_t(b))), b);
+  EXPECT_EQ(byte_from_code_point(0x144), -1);
+}
+
+// ---- BPE on a hand-built vocabulary ----
+
+VocabSpec small_bpe(std::vector<std::string> merges) {
+  VocabSpec s;
+  s.model = "gpt2";
+  s.pre = "gpt-2";
+  s.tokens = {"a",
+              "b",
+              "c",
+              "ab",
+              "bc",
+              "abc",
+              "\xC4\xA0",
+              "\xC4\xA0"
+              "a",
+              "<|end|>",
+              "aa"};
+  s.token_types = {1, 1, 1, 1, 1, 1, 1, 1, 3, 1};
+  s.merges = std::move(merges);
+  s.eos_id = 8;
+  return s;
+}
+
+TEST(BpeTokenizer, MergesLowestRankFirst) {
+  auto t1 = Tokenizer::from_spec(small_bpe({"a b", "b c", "ab c"}), "test");
+  ASSERT_TRUE(t1.ok()) << t1.error().message;
+  EXPECT_THAT(t1->encode("abc", false, false), ElementsAre(5));
+  // "b c" first: "a" + "bc" has no merge, so two tokens.
+  auto t2 = Tokenizer::from_spec(small_bpe({"b c", "a b", "ab c"}), "test");
+  ASSERT_TRUE(t2.ok()) << t2.error().message;
+  EXPECT_THAT(t2->encode("abc", false, false), ElementsAre(0, 4));
+}
+
+TEST(BpeTokenizer, EqualRanksMergeLeftmostFirst) {
+  auto t = Tokenizer::from_spec(small_bpe({"a a"}), "test");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_THAT(t->encode("aaa", false, false), ElementsAre(9, 0));
+}
+
+TEST(BpeTokenizer, SpaceJoinsTheFollowingWordAsItsByteStandIn) {
+  auto t = Tokenizer::from_spec(small_bpe({"\xC4\xA0 a"}), "test");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_THAT(t->encode("b a", false, false), ElementsAre(1, 7));
+  EXPECT_EQ(t->decode(Ids{1, 7}), "b a");
+}
+
+TEST(BpeTokenizer, ControlTokensMatchOnlyWhenParsingSpecials) {
+  auto t = Tokenizer::from_spec(small_bpe({}), "test");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_THAT(t->encode("a<|end|>b", false, true), ElementsAre(0, 8, 1));
+  EXPECT_THAT(t->encode("a<|end|>b", false, false), ::testing::Not(::testing::Contains(8)));
+  EXPECT_TRUE(t->is_eog(8));
+  EXPECT_EQ(t->decode(Ids{0, 8, 1}), "a<|end|>b");
+  EXPECT_EQ(t->decode(Ids{0, 8, 1}, /*render_special=*/false), "ab");
+}
+
+TEST(BpeTokenizer, RejectsMergeWithoutSeparator) {
+  auto t = Tokenizer::from_spec(small_bpe({"a b", "abc"}), "test");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.merges[1]"));
+}
+
+TEST(Tokenizer, RejectsUnknownModelAndPreTokenizer) {
+  VocabSpec s = small_bpe({});
+  s.model = "bert";
+  auto t = Tokenizer::from_spec(s, "x.gguf");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.model"));
+  s = small_bpe({});
+  s.pre = "qwen2";
+  t = Tokenizer::from_spec(s, "x.gguf");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.pre"));
+  EXPECT_THAT(t.error().message, HasSubstr("qwen2"));
+}
+
+TEST(Tokenizer, RejectsDuplicateTokensAndOutOfRangeIds) {
+  VocabSpec s = small_bpe({});
+  s.tokens[2] = "a";
+  auto t = Tokenizer::from_spec(s, "x.gguf");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("duplicate token 'a'"));
+  s = small_bpe({});
+  s.bos_id = 10;
+  t = Tokenizer::from_spec(s, "x.gguf");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.bos_token_id"));
+  s = small_bpe({});
+  s.scores = {1.0f};
+  t = Tokenizer::from_spec(s, "x.gguf");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.scores"));
+}
+
+// ---- SPM on a hand-built vocabulary ----
+
+VocabSpec small_spm(float score_space_h, float score_hi) {
+  VocabSpec s;
+  s.model = "llama";
+  s.tokens = {"<unk>", "<s>", "</s>"};
+  s.token_types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    s.tokens.push_back(name);
+    s.token_types.push_back(6);
+  }
+  for (const char* t : {"\xE2\x96\x81", "h", "i", "hi", "\xE2\x96\x81h"}) {
+    s.tokens.push_back(t);
+    s.token_types.push_back(1);
+  }
+  s.scores.assign(s.tokens.size(), 0.0f);
+  s.scores[259] = -1;  // ▁
+  s.scores[260] = -2;  // h
+  s.scores[261] = -2;  // i
+  s.scores[262] = score_hi;
+  s.scores[263] = score_space_h;
+  return s;
+}
+
+TEST(SpmTokenizer, MergesHighestScoreFirst) {
+  auto a = Tokenizer::from_spec(small_spm(-0.5f, -1.5f), "test");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_THAT(a->encode("hi", false, false), ElementsAre(263, 261));  // ▁h i
+  auto b = Tokenizer::from_spec(small_spm(-1.5f, -0.5f), "test");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_THAT(b->encode("hi", false, false), ElementsAre(259, 262));  // ▁ hi
+}
+
+TEST(SpmTokenizer, AddsBosAndSpacePrefixAsTheVocabularySays) {
+  auto t = Tokenizer::from_spec(small_spm(-0.5f, -1.5f), "test");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_TRUE(t->add_bos());
+  EXPECT_THAT(t->encode("hi", true, false), ElementsAre(1, 263, 261));
+  EXPECT_THAT(t->encode("", true, false), ElementsAre(1));
+  EXPECT_THAT(t->encode("", false, false), ElementsAre());
+  VocabSpec s = small_spm(-0.5f, -1.5f);
+  s.add_space_prefix = false;
+  auto np = Tokenizer::from_spec(s, "test");
+  ASSERT_TRUE(np.ok()) << np.error().message;
+  EXPECT_THAT(np->encode("hi", false, false), ElementsAre(262));  // no ▁: "hi"
+}
+
+TEST(SpmTokenizer, FallsBackToByteTokensForUnknownCharacters) {
+  auto t = Tokenizer::from_spec(small_spm(-0.5f, -1.5f), "test");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  const Ids ids = t->encode("\xC3\xA9", false, false);  // é
+  EXPECT_THAT(ids, ElementsAre(259, 3 + 0xC3, 3 + 0xA9));
+  EXPECT_EQ(t->decode(ids), "\xC3\xA9");
+  EXPECT_EQ(t->decode(t->encode(" hi hi", true, false), false), " hi hi");
+}
+
+// ---- llama.cpp's vectors (tests/data/vocab) ----
+
+void expect_vectors_match(const char* name, bool exact_round_trip) {
+  const std::string path = vocab_file(name);
+  const Tokenizer tok = load(path);
+  const auto cases = read_vocab_cases(path);
+  ASSERT_EQ(cases.size(), 46u);
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Ids got = tok.encode(cases[i].input, /*add_special=*/false, /*parse_special=*/false);
+    EXPECT_EQ(got, cases[i].expected) << name << " case " << i << ": '" << cases[i].input << "'";
+    failures += got != cases[i].expected;
+    if (exact_round_trip) {
+      EXPECT_EQ(tok.decode(got), cases[i].input) << name << " case " << i;
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(VocabVectors, Gpt2MatchesLlamaCpp) {
+  expect_vectors_match("ggml-vocab-gpt-2.gguf", true);
+}
+
+TEST(VocabVectors, LlamaSpmMatchesLlamaCpp) {
+  expect_vectors_match("ggml-vocab-llama-spm.gguf", true);
+}
+
+TEST(VocabVectors, VocabOnlyFilesLoadWithTheirSpecialTokens) {
+  const Tokenizer gpt2 = load(vocab_file("ggml-vocab-gpt-2.gguf"));
+  EXPECT_EQ(gpt2.kind(), Tokenizer::Kind::bpe);
+  EXPECT_EQ(gpt2.vocab_size(), 50257);
+  EXPECT_EQ(gpt2.bos(), 50256);
+  EXPECT_TRUE(gpt2.is_eog(50256));
+  EXPECT_FALSE(gpt2.add_bos());
+  EXPECT_EQ(gpt2.token_to_piece(18435), " Hello");
+  const Tokenizer spm = load(vocab_file("ggml-vocab-llama-spm.gguf"));
+  EXPECT_EQ(spm.kind(), Tokenizer::Kind::spm);
+  EXPECT_EQ(spm.vocab_size(), 32000);
+  EXPECT_EQ(spm.bos(), 1);
+  EXPECT_EQ(spm.eos(), 2);
+  EXPECT_TRUE(spm.add_bos());
+  EXPECT_TRUE(spm.add_space_prefix());
+  EXPECT_EQ(spm.encode("Hello", true, false).front(), 1);
+  EXPECT_EQ(spm.token_to_piece(3 + 0x0A), "\n");  // <0x0A>
+}
+
+TEST(VocabVectors, FromGgufNamesMissingAndIllTypedKeys) {
+  const std::string path = testing::TempDir() + "/tokenizer_bad.gguf";
+  {
+    GgufWriter w;
+    w.set("tokenizer.ggml.model", gguf_str("gpt2"));
+    ASSERT_TRUE(w.write(path).ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    auto t = Tokenizer::from_gguf(*f);
+    ASSERT_FALSE(t.ok());
+    EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.tokens"));
+  }
+  {
+    GgufWriter w;
+    w.set("tokenizer.ggml.model", gguf_u32(2));
+    ASSERT_TRUE(w.write(path).ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    auto t = Tokenizer::from_gguf(*f);
+    ASSERT_FALSE(t.ok());
+    EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.model"));
+  }
+  std::remove(path.c_str());
+}
+
+// ---- the real models ----
+
+}  // namespace
+}  // namespace fish
