@@ -23,21 +23,19 @@ inline float f32_from_bits(uint32_t u) {
   return f;
 }
 
-// Exact: every f16 value is representable as f32.
+// Exact: every f16 value is representable as f32. Rebiases the exponent with integer adds
+// (F. Giesen's half_to_float_fast); subnormals are renormalised by one exact f32 subtraction.
 inline float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;  // 5-bit biased exponent (bias 15)
-  uint32_t mant = h & 0x3ffu;              // 10-bit mantissa
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));  // inf / NaN
-  if (exp != 0) return f32_from_bits(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
-  if (mant == 0) return f32_from_bits(sign);  // +-0
-  // Subnormal f16: value = mant * 2^-24. Normalise into an f32 exponent.
-  int e = -1;
-  do {
-    ++e;
-    mant <<= 1;
-  } while ((mant & 0x400u) == 0);
-  return f32_from_bits(sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13));
+  constexpr uint32_t kShiftedExp = 0x7c00u << 13;  // f16 exponent field, in f32 position
+  uint32_t o = uint32_t(h & 0x7fffu) << 13;        // exponent and mantissa
+  const uint32_t exp = kShiftedExp & o;
+  o += (127u - 15u) << 23;                            // rebias 15 -> 127
+  o += exp == kShiftedExp ? (128u - 16u) << 23 : 0u;  // inf / NaN: exponent all ones
+  // Subnormal: 2^-14 * (1 + m/1024) - 2^-14 = m * 2^-24, exactly. Selects, not branches, so
+  // row loops vectorise.
+  const uint32_t sub = f32_bits(f32_from_bits(o + (1u << 23)) - f32_from_bits(113u << 23));
+  o = exp == 0 ? sub : o;
+  return f32_from_bits(o | (uint32_t(h & 0x8000u) << 16));
 }
 
 // Round to nearest even, like the hardware F16C vcvtps2ph with rounding mode 0.

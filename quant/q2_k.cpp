@@ -9,7 +9,7 @@
 
 namespace fish {
 
-void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t n) {
+void dequantize_row_q2_k(const BlockQ2_K* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK_K == 0);
   const int64_t nb = n / kQK_K;
   for (int64_t i = 0; i < nb; ++i) {

@@ -9,7 +9,7 @@
 
 namespace fish {
 
-void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
+void dequantize_row_q4_0(const BlockQ4_0* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK4_0 == 0);
   const int64_t nb = n / kQK4_0;
   for (int64_t i = 0; i < nb; ++i, y += kQK4_0) {

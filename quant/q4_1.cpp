@@ -8,7 +8,7 @@
 
 namespace fish {
 
-void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n) {
+void dequantize_row_q4_1(const BlockQ4_1* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK4_1 == 0);
   const int64_t nb = n / kQK4_1;
   for (int64_t i = 0; i < nb; ++i, y += kQK4_1) {

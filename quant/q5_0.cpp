@@ -10,7 +10,7 @@
 
 namespace fish {
 
-void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n) {
+void dequantize_row_q5_0(const BlockQ5_0* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK5_0 == 0);
   const int64_t nb = n / kQK5_0;
   for (int64_t i = 0; i < nb; ++i, y += kQK5_0) {

@@ -9,7 +9,7 @@
 
 namespace fish {
 
-void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n) {
+void dequantize_row_q5_1(const BlockQ5_1* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK5_1 == 0);
   const int64_t nb = n / kQK5_1;
   for (int64_t i = 0; i < nb; ++i, y += kQK5_1) {

@@ -10,7 +10,7 @@
 
 namespace fish {
 
-void dequantize_row_q6_k(const BlockQ6_K* x, float* y, int64_t n) {
+void dequantize_row_q6_k(const BlockQ6_K* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK_K == 0);
   const int64_t nb = n / kQK_K;
   for (int64_t i = 0; i < nb; ++i) {
@@ -19,16 +19,17 @@ void dequantize_row_q6_k(const BlockQ6_K* x, float* y, int64_t n) {
     const uint8_t* qh = x[i].qh;
     const int8_t* sc = x[i].scales;
     for (int half = 0; half < kQK_K / 128; ++half, y += 128, ql += 64, qh += 32, sc += 8) {
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * float(sc[is + 0]) * float(q1);
-        y[l + 32] = d * float(sc[is + 2]) * float(q2);
-        y[l + 64] = d * float(sc[is + 4]) * float(q3);
-        y[l + 96] = d * float(sc[is + 6]) * float(q4);
+      // Quarter k (32 values): low nibble of ql[l] (k=0), ql[l+32] (k=1), high nibble of ql[l]
+      // (k=2), ql[l+32] (k=3); high bits 2k..2k+1 of qh[l]. Sub-block scale sc[2k + l/16].
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t* lo = ql + 32 * (k & 1);
+        const int lo_shift = 4 * (k >> 1);
+        const float d0 = d * float(sc[2 * k]);  // ggml's d * sc * q, associated as (d * sc) * q
+        const float d1 = d * float(sc[2 * k + 1]);
+        for (int l = 0; l < 32; ++l) {
+          const int q = (((lo[l] >> lo_shift) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+          y[32 * k + l] = (l < 16 ? d0 : d1) * float(q);
+        }
       }
     }
   }

@@ -9,7 +9,7 @@
 
 namespace fish {
 
-void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
+void dequantize_row_q8_0(const BlockQ8_0* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK8_0 == 0);
   const int64_t nb = n / kQK8_0;
   for (int64_t i = 0; i < nb; ++i, y += kQK8_0) {
@@ -32,7 +32,7 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t n) {
   }
 }
 
-void dequantize_row_q8_1(const BlockQ8_1* x, float* y, int64_t n) {
+void dequantize_row_q8_1(const BlockQ8_1* __restrict x, float* __restrict y, int64_t n) {
   assert(n % kQK8_1 == 0);
   const int64_t nb = n / kQK8_1;
   for (int64_t i = 0; i < nb; ++i, y += kQK8_1) {
