@@ -3,8 +3,8 @@
 // Everything here is in an anonymous namespace on purpose: an inline function with external
 // linkage compiled into two TUs with different -m flags is one symbol, and the linker may keep the
 // AVX-512 copy for the AVX2 caller (SIGILL on an AVX2-only CPU). For the same reason the ISA files
-// must not odr-use inline functions of shared headers (quant/f16.h f16_to_f32, get_scale_min_k4):
-// they use the local copies below.
+// must not odr-use inline functions of shared headers (quant/f16.h f16_to_f32, quant/k_quants.h
+// helpers): they use the local copies below.
 #pragma once
 
 #include <immintrin.h>
@@ -96,15 +96,16 @@ inline __m256i dot_s8s8_i32x8(__m256i a, __m256i b) {
   return dot_u8s8_i32x8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-// Local copy of quant/k_quants.h get_scale_min_k4 (see the note at the top).
-inline void scale_min_k4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
+// Q4_K/Q5_K 12-byte scales -> 16 bytes: bytes 0..7 = the 8 6-bit scales, 8..15 = the 8 mins
+// (ggml's utmp shuffle; the same values as get_scale_min_k4 j = 0..7).
+inline void unpack_scales_mins_k4(const uint8_t* packed12, uint32_t out[4]) {
+  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, packed12, 12);
+  out[0] = u[0] & kmask1;
+  out[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  out[2] = u[1] & kmask1;
+  out[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
 }
 
 // Local copy of quant/k_quants.h unpack_scales_q3_k: 16 signed scales (minus 32).

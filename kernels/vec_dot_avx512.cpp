@@ -1,11 +1,15 @@
-// AVX-512 (F/BW/VL/DQ + VNNI): activation quantisers (bit-exact with the quant/ `_ref` ones) and
-// dot products of the 32-weight block formats and float weights. Layout and pairing: vec_dot.h.
+// AVX-512 (F/BW/VL/DQ + VNNI): activation quantisers (bit-exact with the quant/ `_ref` ones,
+// 16 lanes, saturating vpmovsdb) and dot products of the 32-weight block formats and float
+// weights. Layout and pairing: vec_dot.h.
 //
-// Two 32-weight blocks per 512-bit register. vpdpbusd multiplies UNSIGNED weight codes by signed
-// int8 activations and sums groups of 4 into int32 (no int16 intermediate, so nothing
-// saturates). Formats with a constant offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 stored signed:
-// (q ^ 0x80) - 128) subtract offset * sum(activations), itself one vpdpbusd against a broadcast
-// offset byte; Q4_1/Q5_1 add m * s from Q8_1's stored sum. An odd last block runs in 256 bits.
+// 32-weight blocks: one block per 256-bit VNNI vpdpbusd (AVX512VL), two blocks per loop
+// iteration into two accumulators. vpdpbusd multiplies UNSIGNED weight codes by signed int8
+// activations and sums groups of 4 into int32 (no int16 intermediate: nothing saturates).
+// Formats with a constant offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 stored signed: (q ^ 0x80) -
+// 128) subtract offset * sum(activations), itself one vpdpbusd against a broadcast offset byte;
+// Q4_1/Q5_1 add m * s from Q8_1's stored sum. (Measured: packing two 18-34 byte blocks into one
+// 512-bit register costs more in inserts and scale broadcasts than it saves.)
+//
 // GCC 12's avx512fintrin.h builds results from _mm512_undefined_*(), which trips
 // -Wmaybe-uninitialized in every caller (GCC bug 105593); the warning is about the header.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -19,17 +23,8 @@
 namespace fish {
 namespace {
 
-inline __m512i load512(const void* p) {
-  return _mm512_loadu_si512(p);
-}
 inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-inline __m512i join256(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-inline __m512 join_scale(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
 }
 
 // Exact std::round of 16 lanes (see round_half_away_f32x8).
@@ -154,37 +149,26 @@ struct CodesQ8_0 {
 template <typename Codes, typename WBlock, typename ABlock>
 float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b) {
   constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
-  const __m512i off = _mm512_set1_epi8(char(Codes::kOffset));
-  __m512 acc = _mm512_setzero_ps();
+  const __m256i off = _mm256_set1_epi8(char(Codes::kOffset));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   float summs = 0.0f;
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m512i qw = join256(Codes::codes(a[i]), Codes::codes(a[i + 1]));
-    const __m512i qa = join256(load256(b[i].qs), load256(b[i + 1].qs));
-    __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qw, qa);
-    if constexpr (Codes::kOffset != 0) {
-      dp = _mm512_sub_epi32(dp, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, qa));
-    }
-    const __m512 d = join_scale(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d),
-                                f16_to_f32_simd(a[i + 1].d) * f16_to_f32_simd(b[i + 1].d));
-    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dp), acc);
-    if constexpr (kHasMin) {
-      summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s) +
-               f16_to_f32_simd(a[i + 1].m) * f16_to_f32_simd(b[i + 1].s);
-    }
-  }
-  float sum = _mm512_reduce_add_ps(acc);
-  if (i < nb) {  // odd block count: one 256-bit block (AVX512VL + VNNI)
+  auto block = [&](int64_t i, __m256& acc) {
     const __m256i qa = load256(b[i].qs);
     __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), Codes::codes(a[i]), qa);
     if constexpr (Codes::kOffset != 0) {
-      dp = _mm256_sub_epi32(
-          dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(off), qa));
+      dp = _mm256_sub_epi32(dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, qa));
     }
-    sum += f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d) * float(hsum_i32x8(dp));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d)),
+                          _mm256_cvtepi32_ps(dp), acc);
     if constexpr (kHasMin) summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s);
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    block(i, acc0);
+    block(i + 1, acc1);
   }
-  return sum + summs;
+  if (i < nb) block(i, acc0);
+  return hsum_f32x8(_mm256_add_ps(acc0, acc1)) + summs;
 }
 
 }  // namespace

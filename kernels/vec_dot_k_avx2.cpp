@@ -96,12 +96,19 @@ template <bool kHasHigh, typename Block>
 inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
-  float acc_min = 0.0f;
+  __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-    int summs = 0;
-    for (int j = 0; j < 8; ++j) summs += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+    uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
+    unpack_scales_mins_k4(a[i].scales, sm);
+    const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
+    // sum_j min_j * (bsums[2j] + bsums[2j+1]) in int32 lanes: pairs of bsums by hadd, then madd.
+    const __m256i bs = load256(b[i].bsums);
+    const __m128i bs_pairs =
+        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mins =
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(b[i].d * f16_to_f32_simd(a[i].dmin)),
+                           _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min);
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kHasHigh) qh = load256(a[i].qh);
     __m256i sumi = _mm256_setzero_si256();
@@ -120,9 +127,10 @@ inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
                           _mm256_cvtepi32_ps(sumi), acc);
-    acc_min += b[i].d * f16_to_f32_simd(a[i].dmin) * float(summs);
   }
-  return hsum_f32x8(acc) - acc_min;
+  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return hsum_f32x8(acc) - _mm_cvtss_f32(m);
 }
 }  // namespace
 

@@ -1,7 +1,9 @@
 // AVX-512 (F/BW/VL/DQ + VNNI): K-quant weights (Q2_K..Q6_K) x Q8_K activations. Layouts:
-// quant/q*_k.h. 64 weights per 512-bit register: unsigned weight codes x int8 activations with
-// vpdpbusd (int32 sums of 4, nothing saturates), times the per-lane sub-block scale (vpmulld),
-// summed in int32 per super-block (exact), one f32 FMA per super-block. Offsets (Q3_K -4, Q6_K -32)
+// quant/q*_k.h. 64 weights per 512-bit register: unsigned weight codes (<= 63) x int8
+// activations with vpmaddubsw (int16 pair sums <= 2*63*128: no saturation), then VNNI vpdpwssd
+// multiplies by the int16 sub-block scale and accumulates int32 pairs in one instruction
+// (cheaper than vpdpbusd + vpmulld for the scale); int32 per super-block (exact), one f32 FMA per
+// super-block. Offsets (Q3_K -4, Q6_K -32)
 // and minimums (Q2_K, Q4_K, Q5_K) go through Q8_K's bsums, as in the AVX2 and scalar versions.
 //
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized in callers (GCC bug 105593).
@@ -30,22 +32,30 @@ inline __m256i load256(const void* p) {
 inline __m512i join256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-inline __m512i dpbusd(__m512i u8, __m512i s8) {
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u8, s8);
-}
 // Bytes of w whose bit in `bits` (one bit per 256-bit half) is set get `value` OR-ed in.
 inline __m512i or_where_bit(__m512i w, __m512i bits_src, int bit_lo, int bit_hi, char value) {
   const __m512i m = join256(_mm256_set1_epi8(char(bit_lo)), _mm256_set1_epi8(char(bit_hi)));
   return _mm512_or_si512(
       w, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(bits_src, m), _mm512_set1_epi8(value)));
 }
-// Lane j of a 64-weight vpdpbusd result covers weights 4j..4j+3, i.e. sub-block (of 16) j/4.
-// Returns the 16-lane scale vector for sub-blocks first..first+3 of `scales` (16 int32 lanes).
-inline __m512i spread_scales_4(__m512i scales, int first) {
-  const __m512i idx = _mm512_add_epi32(
-      _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set1_epi32(first));
-  return _mm512_permutexvar_epi32(idx, scales);
+// int16 lane k of a 64-weight vpmaddubsw result covers weights 2k, 2k+1.
+alignas(64) constexpr int16_t kLaneIota16[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+// int16 scale per lane of a 64-weight maddubs result, sub-blocks of 2^log2_sub weights starting
+// at sub-block `first`: lane k gets scales16[first + 2k / 2^log2_sub].
+inline __m512i spread_scales16(__m512i scales16, int first, int log2_sub) {
+  const __m512i iota = _mm512_load_si512(kLaneIota16);
+  const __m512i idx = _mm512_add_epi16(_mm512_srli_epi16(iota, unsigned(log2_sub - 1)),
+                                       _mm512_set1_epi16(short(first)));
+  return _mm512_permutexvar_epi16(idx, scales16);
 }
+// sumi += (u8 codes x s8 activations, pairs) x int16 scales, pairs: vpmaddubsw + vpdpwssd. The
+// int16 pair sums stay below 2 * 63 * 128 for codes <= 63, so nothing saturates.
+inline __m512i dot_scaled(__m512i sumi, __m512i codes, __m512i act, __m512i scales16) {
+  return _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(codes, act), scales16);
+}
+
 // sum_s scales[s] * bsums[s] over the 16 sub-blocks of 16.
 inline int scaled_bsums(__m512i scales, const int16_t* bsums) {
   const __m512i bs = _mm512_cvtepi16_epi32(load256(bsums));
@@ -64,7 +74,10 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const __m512i packed =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales)));
-    const __m512i sc = _mm512_and_si512(packed, _mm512_set1_epi32(0xF));
+    // per sub-block: low nibble scale, high nibble min
+    const __m512i sc16 = _mm512_zextsi256_si512(_mm256_and_si256(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales))),
+        _mm256_set1_epi16(0xF)));
     const int summs = scaled_bsums(_mm512_srli_epi32(packed, 4), b[i].bsums);
     __m512i sumi = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -73,10 +86,9 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
           join256(_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
       const __m512i w23 = join256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
                                   _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
-      const __m512i dp01 = dpbusd(w01, load512(b[i].qs + 128 * h));
-      const __m512i dp23 = dpbusd(w23, load512(b[i].qs + 128 * h + 64));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp01, spread_scales_4(sc, 8 * h)));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp23, spread_scales_4(sc, 8 * h + 4)));
+      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
+      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
+                        spread_scales16(sc16, 8 * h + 4, 4));
     }
     acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
                           _mm512_cvtepi32_ps(sumi), acc);
@@ -94,8 +106,10 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t sc8[16];
     q3_k_scales(a[i].scales, sc8);
-    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc8)));
-    const int offset = scaled_bsums(sc, b[i].bsums);  // codes are q + 4: subtract 4 * this
+    const __m128i sc8v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc8));
+    const __m512i sc16 = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(sc8v));
+    // codes are q + 4: subtract 4 * this
+    const int offset = scaled_bsums(_mm512_cvtepi8_epi32(sc8v), b[i].bsums);
     const __m256i hm = load256(a[i].hmask);
     const __m512i hm2 = join256(hm, hm);
     __m512i sumi = _mm512_setzero_si512();
@@ -106,10 +120,9 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
                             _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
       w01 = or_where_bit(w01, hm2, 1 << (4 * h), 1 << (4 * h + 1), 4);
       w23 = or_where_bit(w23, hm2, 1 << (4 * h + 2), 1 << (4 * h + 3), 4);
-      const __m512i dp01 = dpbusd(w01, load512(b[i].qs + 128 * h));
-      const __m512i dp23 = dpbusd(w23, load512(b[i].qs + 128 * h + 64));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp01, spread_scales_4(sc, 8 * h)));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp23, spread_scales_4(sc, 8 * h + 4)));
+      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
+      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
+                        spread_scales16(sc16, 8 * h + 4, 4));
     }
     acc = _mm512_fmadd_ps(
         _mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
@@ -126,12 +139,20 @@ template <bool kHasHigh, typename Block>
 inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m512 acc = _mm512_setzero_ps();
-  float acc_min = 0.0f;
+  __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-    int summs = 0;
-    for (int j = 0; j < 8; ++j) summs += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+    uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
+    unpack_scales_mins_k4(a[i].scales, sm);
+    const __m512i sc16 = _mm512_zextsi256_si512(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm))));
+    // sum_j min_j * (bsums[2j] + bsums[2j+1]): pairs of bsums by hadd, then madd.
+    const __m256i bs = load256(b[i].bsums);
+    const __m128i bs_pairs =
+        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mins =
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(b[i].d * f16_to_f32_simd(a[i].dmin)),
+                           _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min);
     __m512i qh2 = _mm512_setzero_si512();
     if constexpr (kHasHigh) {
       const __m256i qh = load256(a[i].qh);
@@ -142,15 +163,15 @@ inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
       const __m256i q = load256(a[i].qs + 32 * c);
       __m512i qw = join256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
       if constexpr (kHasHigh) qw = or_where_bit(qw, qh2, 1 << (2 * c), 1 << (2 * c + 1), 16);
-      const __m512i dp = dpbusd(qw, load512(b[i].qs + 64 * c));
-      const __m512i scv = join256(_mm256_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp, scv));
+      // low nibbles: sub-block 2c, high nibbles (lanes 16..31): 2c+1
+      sumi = dot_scaled(sumi, qw, load512(b[i].qs + 64 * c), spread_scales16(sc16, 2 * c, 5));
     }
     acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
                           _mm512_cvtepi32_ps(sumi), acc);
-    acc_min += b[i].d * f16_to_f32_simd(a[i].dmin) * float(summs);
   }
-  return _mm512_reduce_add_ps(acc) - acc_min;
+  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
 }
 }  // namespace
 
@@ -172,9 +193,10 @@ float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
   const __m512i m30 = _mm512_set1_epi8(0x30);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const __m512i sc =
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales)));
-    const int offset = scaled_bsums(sc, b[i].bsums);  // codes are q + 32: subtract 32 * this
+    const __m128i sc8v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales));
+    const __m512i sc16 = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(sc8v));
+    // codes are q + 32: subtract 32 * this
+    const int offset = scaled_bsums(_mm512_cvtepi8_epi32(sc8v), b[i].bsums);
     __m512i sumi = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // ql[64h..64h+63]: low 4 bits of weights 0..63 (low nibbles) and 64..127 (high nibbles).
@@ -187,10 +209,9 @@ float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
                                           _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
       const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                           _mm512_and_si512(qh2, m30));
-      const __m512i dp01 = dpbusd(w01, load512(b[i].qs + 128 * h));
-      const __m512i dp23 = dpbusd(w23, load512(b[i].qs + 128 * h + 64));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp01, spread_scales_4(sc, 8 * h)));
-      sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp23, spread_scales_4(sc, 8 * h + 4)));
+      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
+      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
+                        spread_scales16(sc16, 8 * h + 4, 4));
     }
     acc = _mm512_fmadd_ps(
         _mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
