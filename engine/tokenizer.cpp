@@ -115,17 +115,24 @@ Result<Tokenizer> Tokenizer::from_spec(VocabSpec spec, std::string_view source) 
   vocab->text_ = std::move(spec.tokens);
   vocab->score_ = spec.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(spec.scores);
   vocab->attr_.resize(n, kTokNormal);
-  vocab->ids_.reserve(n);
+  size_t n_slots = 16;
+  while (n_slots < 2 * n) n_slots *= 2;
+  vocab->slots_.assign(n_slots, -1);
+  vocab->slot_mask_ = n_slots - 1;
   for (size_t i = 0; i < n; ++i) {
     if (!spec.token_types.empty()) vocab->attr_[i] = attr_from_type(spec.token_types[i]);
     // llama.cpp names empty tokens so that they can neither match text nor collide.
     if (vocab->text_[i].empty()) vocab->text_[i] = "[EMPTY_" + std::to_string(i) + "]";
-    auto [it, inserted] = vocab->ids_.emplace(vocab->text_[i], int32_t(i));
-    if (!inserted) {
-      return make_error(
-          "tokenizer: {}: tokenizer.ggml.tokens: duplicate token '{}' at ids {} and {}", source,
-          vocab->text_[i], it->second, i);
+    const std::string& s = vocab->text_[i];
+    size_t h = Vocab::StringHash{}(s)&vocab->slot_mask_;
+    for (; vocab->slots_[h] >= 0; h = (h + 1) & vocab->slot_mask_) {
+      if (vocab->text_[size_t(vocab->slots_[h])] == s) {
+        return make_error(
+            "tokenizer: {}: tokenizer.ggml.tokens: duplicate token '{}' at ids {} and {}", source,
+            s, vocab->slots_[h], i);
+      }
     }
+    vocab->slots_[h] = int32_t(i);
   }
 
   // Special ids: the keys, else llama.cpp's defaults (SPM: <unk>=0, <s>=1, </s>=2).
@@ -216,26 +223,44 @@ Result<Tokenizer> Tokenizer::from_spec(VocabSpec spec, std::string_view source) 
     FISH_ASSIGN_OR_RETURN(t.bpe_, BpeTokenizer::build(vocab, spec.merges, *pre, source));
   }
 
-  t.pieces_.resize(n);
-  for (size_t i = 0; i < n; ++i) t.pieces_[i] = t.render(int32_t(i));
+  t.piece_offset_.resize(n + 1);
+  t.pieces_.reserve(n * 8);
+  for (size_t i = 0; i < n; ++i) {
+    t.piece_offset_[i] = uint32_t(t.pieces_.size());
+    t.render(int32_t(i), t.pieces_);
+  }
+  t.piece_offset_[n] = uint32_t(t.pieces_.size());
   return t;
 }
 
-std::string Tokenizer::render(int32_t id) const {
+void Tokenizer::render(int32_t id, std::string& out) const {
   const std::string& text = vocab_->text(id);
   const uint8_t attr = vocab_->attr(id);
-  if (attr & kSpecialAttrs) return text;
-  if (attr & kTokByte) {
-    // "<0xXX>"
-    if (text.size() == 6 && text.compare(0, 3, "<0x") == 0) {
-      return std::string(1, char(std::stoi(text.substr(3, 2), nullptr, 16)));
-    }
-    return text;
+  if (attr & kSpecialAttrs) {
+    out += text;
+    return;
   }
-  if (!(attr & kTokNormal)) return {};  // unused / undefined: nothing (llama.cpp)
-  if (kind_ == Kind::bpe) return BpeTokenizer::decode_token_text(text);
-  std::string out;
-  out.reserve(text.size());
+  if (attr & kTokByte) {
+    // "<0xXX>"; anything else is kept as written.
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                    : -1;
+    };
+    if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' && hex(text[3]) >= 0 &&
+        hex(text[4]) >= 0) {
+      out.push_back(char(hex(text[3]) * 16 + hex(text[4])));
+    } else {
+      out += text;
+    }
+    return;
+  }
+  if (!(attr & kTokNormal)) return;  // unused / undefined: nothing (llama.cpp)
+  if (kind_ == Kind::bpe) {
+    out += BpeTokenizer::decode_token_text(text);
+    return;
+  }
   for (size_t i = 0; i < text.size();) {
     if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
       out.push_back(' ');
@@ -244,7 +269,6 @@ std::string Tokenizer::render(int32_t id) const {
       out.push_back(text[i++]);
     }
   }
-  return out;
 }
 
 bool Tokenizer::is_eog(int32_t id) const {
@@ -339,14 +363,14 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
   bool strip_space = add_space_prefix_;  // the encoder's prefix space, SPM only
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_->size()) continue;
-    const std::string& piece = pieces_[size_t(id)];
+    const std::string_view piece = token_to_piece(id);
     if (vocab_->attr(id) & kSpecialAttrs) {
       if (render_special || (vocab_->attr(id) & kTokUserDefined)) out += piece;
       strip_space = add_space_prefix_;
       continue;
     }
     if (strip_space && !piece.empty() && piece[0] == ' ') {
-      out.append(piece, 1);
+      out.append(piece.substr(1));
     } else {
       out += piece;
     }

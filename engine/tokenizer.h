@@ -83,8 +83,10 @@ class Vocab {
   uint8_t attr(int32_t id) const { return attr_[size_t(id)]; }
   // Id of the token whose text is exactly `s`, or -1.
   int32_t find(std::string_view s) const {
-    auto it = ids_.find(s);
-    return it == ids_.end() ? -1 : it->second;
+    for (size_t h = StringHash{}(s)&slot_mask_;; h = (h + 1) & slot_mask_) {
+      const int32_t id = slots_[h];
+      if (id < 0 || text_[size_t(id)] == s) return id;
+    }
   }
 
  private:
@@ -92,7 +94,10 @@ class Vocab {
   std::vector<std::string> text_;
   std::vector<float> score_;
   std::vector<uint8_t> attr_;
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids_;
+  // text -> id: open addressing with linear probing over token ids (-1 = empty), at most half
+  // full. One flat array instead of a node per token keeps building a 262k vocabulary fast.
+  std::vector<int32_t> slots_;
+  size_t slot_mask_ = 0;
 };
 
 class Tokenizer {
@@ -115,7 +120,10 @@ class Tokenizer {
   // in front of the text (and after each special token) is removed again.
   std::string decode(std::span<const int32_t> ids, bool render_special = true) const;
   // The bytes one token stands for (control tokens: their text). Precondition: valid id.
-  const std::string& token_to_piece(int32_t id) const { return pieces_[size_t(id)]; }
+  std::string_view token_to_piece(int32_t id) const {
+    return std::string_view(pieces_).substr(
+        piece_offset_[size_t(id)], piece_offset_[size_t(id) + 1] - piece_offset_[size_t(id)]);
+  }
 
   Kind kind() const { return kind_; }
   const Vocab& vocab() const { return *vocab_; }
@@ -141,13 +149,14 @@ class Tokenizer {
     int32_t token;      // -1 for text
   };
   std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
-  std::string render(int32_t id) const;
+  void render(int32_t id, std::string& out) const;  // appends the piece of `id`
 
   Kind kind_ = Kind::bpe;
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<const BpeTokenizer> bpe_;
   std::shared_ptr<const SpmTokenizer> spm_;
-  std::vector<std::string> pieces_;  // token_to_piece cache
+  std::string pieces_;                  // every token's piece, concatenated
+  std::vector<uint32_t> piece_offset_;  // token id -> start in pieces_; one more at the end
   int32_t bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1;
   bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
   std::vector<int32_t> eog_;  // sorted

@@ -344,6 +344,115 @@ TEST(VocabVectors, FromGgufNamesMissingAndIllTypedKeys) {
 }
 
 // ---- the real models ----
+// Expected ids come from independent implementations built from the same GGUF
+// (scripts/tokenizer_reference.py: HF `tokenizers` for SmolLM2, `sentencepiece` for Gemma 3).
+
+const char* kPrompt = "The capital of France is";
+const char* kMixed =
+    " In 2024, prices rose 3.5% \xE2\x80\x94 \xC3\xBC"
+    "ber-fast!";
+const char* kLayout = "Line one\n\n  indented\tTab \xF0\x9F\x98\x80";
+
+Tokenizer load_model(const char* file) {
+  const std::string path = test::model_path(file);
+  return load(path);
+}
+
+TEST(RealModels, SmolLm2MatchesHfTokenizers) {
+  if (test::model_path(test::kSmolLm2).empty()) GTEST_SKIP() << "model not fetched";
+  const Tokenizer t = load_model(test::kSmolLm2);
+  EXPECT_EQ(t.vocab_size(), 49152);
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_THAT(t.encode(kPrompt, true, false), ElementsAre(504, 3575, 282, 4649, 314));
+  EXPECT_EQ(t.encode(kMixed, false, false),
+            (Ids{533, 216, 34, 32,   34,   36,  28,  5770, 8739, 216, 35,
+                 30,  37,  21, 1841, 5549, 137, 593, 29,   7987, 17}));
+  EXPECT_EQ(t.encode(kLayout, false, false),
+            (Ids{11907, 582, 8866, 641, 6574, 197, 30064, 40303, 218}));
+  for (const char* s : {kPrompt, kMixed, kLayout})
+    EXPECT_EQ(t.decode(t.encode(s, false, false)), s);
+}
+
+TEST(RealModels, SmolLm2ChatMarkersAreSpecialTokens) {
+  if (test::model_path(test::kSmolLm2).empty()) GTEST_SKIP() << "model not fetched";
+  const Tokenizer t = load_model(test::kSmolLm2);
+  const std::string chat = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
+  const Ids ids = t.encode(chat, false, true);
+  EXPECT_EQ(ids, (Ids{1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198}));
+  EXPECT_EQ(t.decode(ids), chat);
+  EXPECT_EQ(t.decode(ids, /*render_special=*/false), "user\nWhat is 2+2?\nassistant\n");
+  EXPECT_THAT(t.encode(chat, false, false), ::testing::Not(::testing::Contains(1)));
+  EXPECT_TRUE(t.is_eog(2));  // <|im_end|>
+  EXPECT_TRUE(t.is_eog(0));  // <|endoftext|>
+  EXPECT_FALSE(t.is_eog(1));
+}
+
+TEST(RealModels, Gemma3MatchesSentencePiece) {
+  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  const Tokenizer t = load_model(test::kGemma3);
+  EXPECT_EQ(t.vocab_size(), 262144);
+  EXPECT_EQ(t.kind(), Tokenizer::Kind::spm);
+  EXPECT_FALSE(t.add_space_prefix());
+  EXPECT_THAT(t.encode(kPrompt, true, false), ElementsAre(2, 818, 5279, 529, 7001, 563));
+  EXPECT_EQ(t.encode(kMixed, false, false),
+            (Ids{799, 236743, 236778, 236771, 236778, 236812, 236764, 6527, 11076, 236743, 236800,
+                 236761, 236810, 236908, 2192, 8046, 236772, 8970, 236888}));
+  for (const char* s : {kPrompt, kMixed, kLayout})
+    EXPECT_EQ(t.decode(t.encode(s, false, false)), s);
+}
+
+TEST(RealModels, Gemma3MatchesUserDefinedTokensInRawText) {
+  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  const Tokenizer t = load_model(test::kGemma3);
+  // "\n\n" (108), "  " (138) and "\t" (255968) are user-defined tokens. llama.cpp cuts them out
+  // of the raw text before the SPM merge, so "  indented" is "  " + "indented" (no ▁).
+  // sentencepiece escapes spaces first and gives "▁" + "▁indented" (236743 196366) here;
+  // the other pieces agree with it.
+  EXPECT_EQ(t.encode(kLayout, false, false),
+            (Ids{4539, 886, 108, 138, 724, 16764, 255968, 7874, 163543}));
+  EXPECT_EQ(t.token_to_piece(138), "  ");
+  EXPECT_EQ(std::string(t.token_to_piece(724)) + std::string(t.token_to_piece(16764)), "indented");
+}
+
+TEST(RealModels, Gemma3ChatMarkersAreSpecialTokens) {
+  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  const Tokenizer t = load_model(test::kGemma3);
+  const std::string chat = "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n";
+  const Ids ids = t.encode(chat, true, true);
+  // BOS, <start_of_turn>, sentencepiece("user\nWhat is 2+2?"), <end_of_turn>, "\n", ...
+  EXPECT_EQ(ids, (Ids{2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106,
+                      107, 105, 4368, 107}));
+  EXPECT_EQ(t.decode(ids), "<bos>" + chat);
+  EXPECT_TRUE(t.is_eog(106));  // <end_of_turn>
+  EXPECT_TRUE(t.is_eog(1));    // <eos>
+  EXPECT_FALSE(t.is_eog(105));
+}
+
+// GPL-3 (35 KB of English) through both real vocabularies: the decode round trip holds, and
+// the times are reported as test properties (no timed assertion).
+TEST(RealModels, LongTextRoundTripsAndReportsSpeed) {
+  const std::string text = read_file("/usr/share/common-licenses/GPL-3");
+  if (text.empty()) GTEST_SKIP() << "no GPL-3 text";
+  for (const char* m : {test::kSmolLm2, test::kGemma3}) {
+    const std::string path = test::model_path(m);
+    if (path.empty()) continue;
+    auto file = GgufFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    auto tok = Tokenizer::from_gguf(*file);
+    const auto t1 = Clock::now();
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Ids ids = tok->encode(text, false, false);
+    const auto t2 = Clock::now();
+    EXPECT_EQ(tok->decode(ids), text) << m;
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::printf("%s: build %.1f ms, encode %zu bytes -> %zu tokens in %.1f ms\n", m, ms(t1 - t0),
+                text.size(), ids.size(), ms(t2 - t1));
+    RecordProperty(std::string(m) + "_build_ms", std::to_string(ms(t1 - t0)));
+    RecordProperty(std::string(m) + "_encode_ms", std::to_string(ms(t2 - t1)));
+  }
+}
 
 }  // namespace
 }  // namespace fish
