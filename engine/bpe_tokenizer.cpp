@@ -1,8 +1,8 @@
 #include "engine/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <cassert>
-#include <queue>
 
 #include "engine/unicode.h"
 
@@ -321,53 +321,68 @@ Result<std::shared_ptr<BpeTokenizer>> BpeTokenizer::build(std::shared_ptr<const 
   return t;
 }
 
+namespace {
+// One symbol per byte of a word; merging grows a symbol and empties its right neighbour.
+struct BpeSymbol {
+  int32_t prev, next;
+  uint32_t start, len;  // bytes of the word
+  int32_t piece;        // piece id, -1 if the byte's stand-in is no piece
+};
+struct BpePair {
+  uint32_t rank;
+  int32_t left, right;                      // symbol indices
+  int32_t left_piece, right_piece;          // pieces when queued; stale once either changed
+  int32_t result;                           // piece of the merged symbol
+  bool operator<(const BpePair& o) const {  // heap top = lowest rank, then leftmost
+    return rank > o.rank || (rank == o.rank && left > o.left);
+  }
+};
+}  // namespace
+
+struct BpeTokenizer::Scratch {
+  std::vector<BpeSymbol> sym;
+  std::vector<BpePair> heap;
+};
+
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
   const std::vector<uint32_t> cps = utf8_to_code_points(text);
   const Utf8Text t = reencode(cps);
+  Scratch scratch;
   size_t begin = 0;
   for (size_t len : split_words(cps, pre_)) {
     const uint32_t b0 = t.offset[begin], b1 = t.offset[begin + len];
-    encode_word(std::string_view(t.bytes).substr(b0, b1 - b0), out);
+    encode_word(std::string_view(t.bytes).substr(b0, b1 - b0), scratch, out);
     begin += len;
   }
 }
 
-void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  // One symbol per byte; merging grows a symbol and empties its right neighbour.
-  struct Symbol {
-    int32_t prev, next;
-    uint32_t start, len;  // bytes of `word`
-    int32_t piece;        // piece id, -1 if the byte's stand-in is no piece
-  };
-  struct Pair {
-    uint32_t rank;
-    int32_t left, right;                   // symbol indices
-    int32_t left_piece, right_piece;       // pieces when queued; stale once either changed
-    int32_t result;                        // piece of the merged symbol
-    bool operator<(const Pair& o) const {  // priority_queue top = lowest rank, then leftmost
-      return rank > o.rank || (rank == o.rank && left > o.left);
-    }
-  };
+void BpeTokenizer::encode_word(std::string_view word, Scratch& scratch,
+                               std::vector<int32_t>& out) const {
   const int32_t n = int32_t(word.size());
-  std::vector<Symbol> sym(static_cast<size_t>(n));
+  std::vector<BpeSymbol>& sym = scratch.sym;
+  std::vector<BpePair>& heap = scratch.heap;
+  sym.resize(size_t(n));
+  heap.clear();
   for (int32_t i = 0; i < n; ++i) {
     sym[size_t(i)] = {i - 1, i + 1 < n ? i + 1 : -1, uint32_t(i), 1,
                       byte_piece_[uint8_t(word[size_t(i)])]};
   }
-  std::priority_queue<Pair> queue;
   const auto try_pair = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const int32_t pl = sym[size_t(l)].piece, pr = sym[size_t(r)].piece;
     if (pl < 0 || pr < 0) return;
     auto it = merge_rank_.find((uint64_t(uint32_t(pl)) << 32) | uint32_t(pr));
-    if (it != merge_rank_.end()) queue.push({it->second.rank, l, r, pl, pr, it->second.result});
+    if (it == merge_rank_.end()) return;
+    heap.push_back({it->second.rank, l, r, pl, pr, it->second.result});
+    std::push_heap(heap.begin(), heap.end());
   };
   for (int32_t i = 1; i < n; ++i) try_pair(i - 1, i);
-  while (!queue.empty()) {
-    const Pair p = queue.top();
-    queue.pop();
-    Symbol& l = sym[size_t(p.left)];
-    Symbol& r = sym[size_t(p.right)];
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const BpePair p = heap.back();
+    heap.pop_back();
+    BpeSymbol& l = sym[size_t(p.left)];
+    BpeSymbol& r = sym[size_t(p.right)];
     if (l.len == 0 || r.len == 0 || l.piece != p.left_piece || r.piece != p.right_piece) continue;
     assert(l.next == p.right);
     l.piece = p.result;
@@ -379,7 +394,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     try_pair(p.left, l.next);
   }
   for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = sym[size_t(i)].next) {
-    const Symbol& s = sym[size_t(i)];
+    const BpeSymbol& s = sym[size_t(i)];
     if (s.piece >= 0 && s.piece < vocab_->size()) {
       out.push_back(s.piece);
       continue;

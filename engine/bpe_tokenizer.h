@@ -61,7 +61,8 @@ class BpeTokenizer {
 
  private:
   BpeTokenizer() = default;
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  struct Scratch;  // buffers reused across the words of one encode() call
+  void encode_word(std::string_view word, Scratch& scratch, std::vector<int32_t>& out) const;
   int32_t intern(std::string_view s);
 
   std::shared_ptr<const Vocab> vocab_;

@@ -5,7 +5,8 @@
 // UTF-8 characters, and the adjacent pair whose concatenation is a token with the highest score
 // is merged first (ties: the leftmost), until no pair forms a token. A final symbol that is not a
 // token is written as byte tokens <0xXX> (byte fallback), or as the one-character token when the
-// vocabulary has no <0xXX>, or as <unk>.
+// vocabulary has no <0xXX>, or as <unk>. Malformed UTF-8 is kept byte for byte, except that a
+// lead byte right before a space takes in the first bytes of that space's '▁' (llama.cpp too).
 #pragma once
 
 #include <cstdint>

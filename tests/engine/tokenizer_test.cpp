@@ -3,13 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "engine/bpe_tokenizer.h"
 #include "engine/gguf.h"
+#include "engine/unicode.h"
 #include "test_env.h"
 
 namespace fish {
@@ -343,6 +346,94 @@ TEST(VocabVectors, FromGgufNamesMissingAndIllTypedKeys) {
   std::remove(path.c_str());
 }
 
+// ---- properties on random text ----
+
+// Text from a pool of pieces that stress the splitter and merges: words, digits, punctuation,
+// runs of spaces / tabs / newlines, contractions, accents, CJK, emoji with joiners.
+std::string random_text(std::mt19937& rng, int n_pieces) {
+  static const char* kPool[] = {"the",
+                                " The",
+                                "capital",
+                                "France",
+                                " is",
+                                "  ",
+                                "   ",
+                                "\t",
+                                "\n",
+                                "\n\n",
+                                " \n ",
+                                "'s",
+                                "'ll",
+                                "'T",
+                                "0",
+                                "42",
+                                "2024",
+                                "3.14",
+                                "!",
+                                "?!",
+                                ", ",
+                                "...",
+                                "(",
+                                ")",
+                                "$",
+                                "<",
+                                ">",
+                                "\xC3\xBC"
+                                "ber",
+                                "na\xC3\xAFve",
+                                "\xE4\xB8\xAD\xE6\x96\x87",
+                                "\xF0\x9F\x98\x80",
+                                "\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F",
+                                "\xD9\xA3\xD9\xA4",
+                                "\xE1\x9E\x80\xE1\x9E\xB6",
+                                "\xC2\xA0",
+                                "\xE3\x80\x80",
+                                "x",
+                                "Q",
+                                "_",
+                                "#",
+                                "\xE2\x80\x94"};
+  std::uniform_int_distribution<size_t> pick(0, std::size(kPool) - 1);
+  std::string s;
+  for (int i = 0; i < n_pieces; ++i) s += kPool[pick(rng)];
+  return s;
+}
+
+void expect_random_round_trips(const Tokenizer& t, const char* name) {
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = random_text(rng, 1 + i % 40);
+    const Ids ids = t.encode(text, false, false);
+    ASSERT_EQ(t.decode(ids), text) << name << ": '" << text << "'";
+    for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < t.vocab_size());
+  }
+}
+
+TEST(VocabVectors, RandomTextRoundTrips) {
+  expect_random_round_trips(load(vocab_file("ggml-vocab-gpt-2.gguf")), "gpt-2");
+  expect_random_round_trips(load(vocab_file("ggml-vocab-llama-spm.gguf")), "llama-spm");
+}
+
+TEST(VocabVectors, MalformedUtf8TokenizesWithReplacementOrBytes) {
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const Tokenizer bpe = load(vocab_file("ggml-vocab-gpt-2.gguf"));
+  const Tokenizer spm = load(vocab_file("ggml-vocab-llama-spm.gguf"));
+  for (int i = 0; i < 100; ++i) {
+    std::string bytes;
+    for (int k = 0; k < 1 + i; ++k) bytes.push_back(char(byte(rng)));
+    // BPE reads code points: each malformed byte becomes U+FFFD (llama.cpp does the same).
+    std::string repaired;
+    for (uint32_t cp : utf8_to_code_points(bytes)) append_utf8(repaired, cp);
+    ASSERT_EQ(bpe.decode(bpe.encode(bytes, false, false)), repaired);
+    // SPM falls back to byte tokens, so every byte survives; but not a space after a broken
+    // lead byte: the lead claims the first bytes of the space's "\xE2\x96\x81" escape (as in
+    // llama.cpp), and those come back as themselves, not as ' '.
+    std::replace(bytes.begin(), bytes.end(), ' ', 'x');
+    ASSERT_EQ(spm.decode(spm.encode(bytes, false, false)), bytes);
+  }
+}
+
 // ---- the real models ----
 // Expected ids come from independent implementations built from the same GGUF
 // (scripts/tokenizer_reference.py: HF `tokenizers` for SmolLM2, `sentencepiece` for Gemma 3).
@@ -426,6 +517,13 @@ TEST(RealModels, Gemma3ChatMarkersAreSpecialTokens) {
   EXPECT_TRUE(t.is_eog(106));  // <end_of_turn>
   EXPECT_TRUE(t.is_eog(1));    // <eos>
   EXPECT_FALSE(t.is_eog(105));
+}
+
+TEST(RealModels, RandomTextRoundTrips) {
+  for (const char* m : {test::kSmolLm2, test::kGemma3}) {
+    if (test::model_path(m).empty()) continue;
+    expect_random_round_trips(load_model(m), m);
+  }
 }
 
 // GPL-3 (35 KB of English) through both real vocabularies: the decode round trip holds, and
