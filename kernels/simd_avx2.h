@@ -58,6 +58,19 @@ inline __m256 round_half_away_f32x8(__m256 v) {
   return _mm256_add_ps(t, adj);
 }
 
+// Scales of a 32-weight block pair from the first 4 bytes of the weight block and of the
+// activation block (every ggml 32-block format starts with f16 d, then f16 m / s where it has
+// one): lane 0 = d_w * d_a, lane 1 = m_w * s_a (garbage for formats without m/s). One F16C
+// conversion for all four halves instead of four scalar ones.
+inline __m128 block_scales(const void* w, const void* a) {
+  uint32_t wu, au;
+  std::memcpy(&wu, w, 4);
+  std::memcpy(&au, a, 4);
+  const __m128 f =
+      _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(int(wu)), _mm_cvtsi32_si128(int(au))));
+  return _mm_mul_ps(f, _mm_movehl_ps(f, f));  // [dw*da, mw*sa, ., .]
+}
+
 // 4 x 8 int32 (each in -128..127) -> 32 int8 in lane order.
 inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b);  // a0-3 b0-3 | a4-7 b4-7

@@ -101,83 +101,86 @@ void quantize_row_q8_k_avx2(const float* x, void* y, int64_t n) {
   }
 }
 
-// ---- 32-weight block formats ----
+// ---- 32-weight block formats. dot(i) gives block i's 8 int32 partial sums; two blocks per
+// iteration into independent accumulators. ----
+
+namespace {
+template <bool kHasMin, typename WBlock, typename ABlock, typename Dot>
+inline float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b, Dot dot) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m128 acc_min[2] = {_mm_setzero_ps(), _mm_setzero_ps()};  // lane 1: sum of m * s
+  auto block = [&](int64_t i, int k) {
+    const __m128 sc = block_scales(&a[i], &b[i]);
+    acc[k] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dot(i)), acc[k]);
+    if constexpr (kHasMin) acc_min[k] = _mm_add_ps(acc_min[k], sc);
+  };
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    block(i, 0);
+    block(i + 1, 1);
+  }
+  if (i < nb) block(i, 0);
+  float sum = hsum_f32x8(_mm256_add_ps(acc[0], acc[1]));
+  if constexpr (kHasMin) {
+    const __m128 m = _mm_add_ps(acc_min[0], acc_min[1]);
+    sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+  }
+  return sum;
+}
+
+inline __m256i load_qs(const int8_t* qs) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
+}  // namespace
 
 float vec_dot_q4_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
   assert(n % kQK4_0 == 0);
   const auto* a = static_cast<const BlockQ4_0*>(w);
   const auto* b = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+  return dot_blocks32<false>(n / kQK4_0, a, b, [&](int64_t i) {
     const __m256i qw = _mm256_sub_epi8(unpack_nibbles_32(a[i].qs), _mm256_set1_epi8(8));
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256 d = _mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8s8_i32x8(qw, qa)), acc);
-  }
-  return hsum_f32x8(acc);
+    return dot_s8s8_i32x8(qw, load_qs(b[i].qs));
+  });
 }
 
 float vec_dot_q4_1_q8_1_avx2(int64_t n, const void* w, const void* x) {
   assert(n % kQK4_1 == 0);
   const auto* a = static_cast<const BlockQ4_1*>(w);
   const auto* b = static_cast<const BlockQ8_1*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / kQK4_1; ++i) {
-    const __m256i qw = unpack_nibbles_32(a[i].qs);  // 0..15
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256 d = _mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8s8_i32x8(qw, qa)), acc);
-    summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s);
-  }
-  return hsum_f32x8(acc) + summs;
+  return dot_blocks32<true>(n / kQK4_1, a, b, [&](int64_t i) {
+    return dot_u8s8_i32x8(unpack_nibbles_32(a[i].qs), load_qs(b[i].qs));  // codes 0..15
+  });
 }
 
 float vec_dot_q5_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
   assert(n % kQK5_0 == 0);
   const auto* a = static_cast<const BlockQ5_0*>(w);
   const auto* b = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK5_0; ++i) {
+  return dot_blocks32<false>(n / kQK5_0, a, b, [&](int64_t i) {
     // q - 16 in int8: nibble | 0xF0 (= nibble - 16) where the 5th bit is clear, nibble where set.
     const __m256i hi = _mm256_andnot_si256(expand_bits_32(a[i].qh), _mm256_set1_epi8(char(0xF0)));
-    const __m256i qw = _mm256_or_si256(unpack_nibbles_32(a[i].qs), hi);
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256 d = _mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8s8_i32x8(qw, qa)), acc);
-  }
-  return hsum_f32x8(acc);
+    return dot_s8s8_i32x8(_mm256_or_si256(unpack_nibbles_32(a[i].qs), hi), load_qs(b[i].qs));
+  });
 }
 
 float vec_dot_q5_1_q8_1_avx2(int64_t n, const void* w, const void* x) {
   assert(n % kQK5_1 == 0);
   const auto* a = static_cast<const BlockQ5_1*>(w);
   const auto* b = static_cast<const BlockQ8_1*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / kQK5_1; ++i) {
+  return dot_blocks32<true>(n / kQK5_1, a, b, [&](int64_t i) {
     const __m256i hi = _mm256_and_si256(expand_bits_32(a[i].qh), _mm256_set1_epi8(0x10));
-    const __m256i qw = _mm256_or_si256(unpack_nibbles_32(a[i].qs), hi);  // 0..31
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256 d = _mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8s8_i32x8(qw, qa)), acc);
-    summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s);
-  }
-  return hsum_f32x8(acc) + summs;
+    return dot_u8s8_i32x8(_mm256_or_si256(unpack_nibbles_32(a[i].qs), hi),  // codes 0..31
+                          load_qs(b[i].qs));
+  });
 }
 
 float vec_dot_q8_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
   assert(n % kQK8_0 == 0);
   const auto* a = static_cast<const BlockQ8_0*>(w);
   const auto* b = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK8_0; ++i) {
-    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256 d = _mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8s8_i32x8(qw, qa)), acc);
-  }
-  return hsum_f32x8(acc);
+  return dot_blocks32<false>(n / kQK8_0, a, b, [&](int64_t i) {
+    return dot_s8s8_i32x8(load_qs(a[i].qs), load_qs(b[i].qs));
+  });
 }
 
 // ---- float weights: 4 independent accumulators of 8 keep the FMA pipes busy; scalar tail ----

@@ -150,25 +150,31 @@ template <typename Codes, typename WBlock, typename ABlock>
 float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b) {
   constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
   const __m256i off = _mm256_set1_epi8(char(Codes::kOffset));
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float summs = 0.0f;
-  auto block = [&](int64_t i, __m256& acc) {
+  // Two independent chains (blocks i, i+1) so FMA/add latency does not bound the loop.
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m128 acc_min[2] = {_mm_setzero_ps(), _mm_setzero_ps()};  // lane 1: sum of m * s
+  auto block = [&](int64_t i, int k) {
     const __m256i qa = load256(b[i].qs);
     __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), Codes::codes(a[i]), qa);
     if constexpr (Codes::kOffset != 0) {
       dp = _mm256_sub_epi32(dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, qa));
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32_simd(a[i].d) * f16_to_f32_simd(b[i].d)),
-                          _mm256_cvtepi32_ps(dp), acc);
-    if constexpr (kHasMin) summs += f16_to_f32_simd(a[i].m) * f16_to_f32_simd(b[i].s);
+    const __m128 sc = block_scales(&a[i], &b[i]);
+    acc[k] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dp), acc[k]);
+    if constexpr (kHasMin) acc_min[k] = _mm_add_ps(acc_min[k], sc);
   };
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
-    block(i, acc0);
-    block(i + 1, acc1);
+    block(i, 0);
+    block(i + 1, 1);
   }
-  if (i < nb) block(i, acc0);
-  return hsum_f32x8(_mm256_add_ps(acc0, acc1)) + summs;
+  if (i < nb) block(i, 0);
+  float sum = hsum_f32x8(_mm256_add_ps(acc[0], acc[1]));
+  if constexpr (kHasMin) {
+    const __m128 m = _mm_add_ps(acc_min[0], acc_min[1]);
+    sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+  }
+  return sum;
 }
 
 }  // namespace
