@@ -3,6 +3,8 @@
 // inf scale has no meaningful "correct" output to compare).
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +30,11 @@ const std::vector<DequantCase> kCases = {
     {GgmlType::q3_k, {108}},  {GgmlType::q4_k, {0, 2}}, {GgmlType::q5_k, {0, 2}},
     {GgmlType::q6_k, {208}},
 };
+
+// Test names and failure messages show the type name, not the struct's bytes.
+void PrintTo(const DequantCase& c, std::ostream* os) {
+  *os << type_name(c.type);
+}
 
 uint16_t random_finite_f16(std::mt19937& rng) {
   for (;;) {

@@ -50,8 +50,16 @@ inline std::string run_quant_reference(const TempDir& dir, const std::vector<std
     std::ofstream out(job_file);
     for (const std::string& j : jobs) out << j << '\n';
   }
-  const std::string cmd = "'" + python() + "' '" + quant_reference_script() + "' batch '" +
-                          job_file + "' > '" + log_file + "' 2>&1";
+  // Built with += : GCC 12 warns falsely (-Wrestrict, PR 105329) on chained "lit" + string.
+  std::string cmd = "'";
+  cmd += python();
+  cmd += "' '";
+  cmd += quant_reference_script();
+  cmd += "' batch '";
+  cmd += job_file;
+  cmd += "' > '";
+  cmd += log_file;
+  cmd += "' 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc == 0) return "";
   std::ifstream log(log_file);

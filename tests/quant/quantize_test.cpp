@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,6 +109,11 @@ std::vector<float> gaussian(int64_t n, uint32_t seed) {
   return w;
 }
 
+// Test names and failure messages show the type name, not the struct's bytes.
+void PrintTo(const ErrorBand& b, std::ostream* os) {
+  *os << type_name(b.type);
+}
+
 class RoundTripError : public ::testing::TestWithParam<ErrorBand> {};
 
 TEST_P(RoundTripError, OnGaussianDataIsWithinMeasuredBand) {
@@ -142,7 +148,9 @@ TEST(RoundTripError, EdgeCaseBlocksStayFiniteAndZeroStaysZero) {
     quantize_roundtrip(t.type, w, back);
     for (size_t i = 0; i < w.size(); ++i) {
       ASSERT_TRUE(std::isfinite(back[i])) << t.name << " value " << i;
-      if (i < 256) ASSERT_EQ(back[i], 0.f) << t.name << " value " << i;
+      if (i < 256) {
+        ASSERT_EQ(back[i], 0.f) << t.name << " value " << i;
+      }
     }
     // Constant blocks (values 256..767) are representable closely by every format.
     EXPECT_LT(relative_rms_error(std::span(w).subspan(256, 512), std::span(back).subspan(256, 512)),
