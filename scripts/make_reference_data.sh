@@ -10,16 +10,18 @@
 #      prompt_0 also gets a 16-token greedy continuation;
 #   3. reference_tokenize.py annotate adds the decoded continuation text.
 #
-# Environment: FISH_PYTHON (numpy + gguf), REF_TOK_PYTHON (+ transformers,
-# tokenizers, sentencepiece, protobuf: scripts/requirements-reference.txt; defaults
-# to FISH_PYTHON), FISH_MODELS_DIR (default <repo>/models).
+# Environment: FISH_PYTHON (numpy + gguf), FISH_MODELS_DIR (default <repo>/models),
+# REF_TOK_PYTHON: a python with scripts/requirements-reference.txt (transformers,
+# torch, ...). When it is unset, steps 1 and 3 reuse the token ids and decoded
+# texts already committed (a greedy text is kept only if its ids are unchanged),
+# so the logits can be regenerated with numpy + gguf alone.
 # Takes several minutes per model on 2 cores (dequantising, loading Gemma's
 # 262144-entry vocabulary and the greedy steps dominate).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${FISH_PYTHON:-/root/.cache/fish/venv/bin/python}"
-tok_py="${REF_TOK_PYTHON:-$py}"
+tok_py="${REF_TOK_PYTHON:-}"
 models="${FISH_MODELS_DIR:-$repo/models}"
 out_root="$repo/tests/data/reference"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
@@ -71,11 +73,65 @@ run_model() { # $1: GGUF file name, $2: data folder name
   mkdir -p "$dir"
   write_prompts "$dir"
   mv "$dir/prompts.json" "$work/prompts_$2.json"
-  "$tok_py" "$repo/scripts/reference_tokenize.py" jobs "$gguf" "$work/prompts_$2.json" "$work/jobs_$2.json"
-  "$py" "$repo/scripts/reference_forward.py" "$gguf" --jobs "$work/jobs_$2.json"
-  "$tok_py" "$repo/scripts/reference_tokenize.py" annotate "$gguf" "$dir"/prompt_*.json
+  if [[ -n "$tok_py" ]]; then
+    "$tok_py" "$repo/scripts/reference_tokenize.py" jobs "$gguf" "$work/prompts_$2.json" "$work/jobs_$2.json"
+    "$py" "$repo/scripts/reference_forward.py" "$gguf" --jobs "$work/jobs_$2.json"
+    "$tok_py" "$repo/scripts/reference_tokenize.py" annotate "$gguf" "$dir"/prompt_*.json
+  else
+    echo "make_reference_data: REF_TOK_PYTHON unset, reusing committed token ids in $dir" >&2
+    mkdir -p "$work/old_$2"
+    cp "$dir"/prompt_*.json "$work/old_$2/"
+    reuse_ids "$work/prompts_$2.json" "$work/old_$2" "$work/jobs_$2.json"
+    "$py" "$repo/scripts/reference_forward.py" "$gguf" --jobs "$work/jobs_$2.json"
+    keep_texts "$work/old_$2" "$dir"
+  fi
 }
 
-run_model SmolLM2-135M-Instruct.Q4_1.gguf smollm2-135m-instruct-q4_1
-run_model gemma-3-270m-q4_k_m.gguf gemma-3-270m-q4_k_m
+# Jobs from the committed files: same prompt text required, ids taken as stored.
+reuse_ids() { # $1: prompts.json, $2: folder of committed files, $3: jobs.json out
+  "$py" - "$1" "$2" "$3" <<'EOF'
+import json, os, sys
+prompts, old, out = sys.argv[1:]
+jobs = []
+for p in json.load(open(prompts)):
+    rec = json.load(open(os.path.join(old, os.path.basename(p["out"]))))
+    if rec["prompt"] != p["prompt"]:
+        sys.exit(f"{p['out']}: prompt changed; set REF_TOK_PYTHON to re-tokenise")
+    jobs.append(dict(p, tokens=rec["tokens"][: rec["n_prompt_tokens"]], tokenizer=rec["tokenizer"]))
+json.dump(jobs, open(out, "w"))
+EOF
+}
+
+# Copy decoded texts from the committed files where the ids did not change.
+keep_texts() { # $1: folder of committed files, $2: folder of new files
+  "$py" - "$1" "$2" <<'EOF'
+import json, os, sys
+old_dir, new_dir = sys.argv[1:]
+for name in sorted(os.listdir(old_dir)):
+    old = json.load(open(os.path.join(old_dir, name)))
+    path = os.path.join(new_dir, name)
+    new = json.load(open(path))
+    if "greedy" in new and old.get("greedy", {}).get("ids") == new["greedy"]["ids"] and "text" in old["greedy"]:
+        new["greedy"]["text"] = old["greedy"]["text"]
+    elif "greedy" in new:
+        print(f"{path}: greedy ids changed, text dropped (set REF_TOK_PYTHON)", file=sys.stderr)
+    n = new["n_prompt_tokens"]
+    if "continuation_text" in old and old["tokens"][n:] == new["tokens"][n:]:
+        new["continuation_text"] = old["continuation_text"]
+    with open(path, "w") as f:
+        json.dump(new, f, separators=(",", ":"))
+        f.write("\n")
+EOF
+}
+
+# Arguments: which models to regenerate (smollm2, gemma3); default both.
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(smollm2 gemma3)
+for t in "${targets[@]}"; do
+  case "$t" in
+    smollm2) run_model SmolLM2-135M-Instruct.Q4_1.gguf smollm2-135m-instruct-q4_1 ;;
+    gemma3) run_model gemma-3-270m-q4_k_m.gguf gemma-3-270m-q4_k_m ;;
+    *) echo "make_reference_data: unknown model '$t' (smollm2, gemma3)" >&2; exit 2 ;;
+  esac
+done
 du -sh "$out_root"

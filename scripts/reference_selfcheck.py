@@ -8,7 +8,7 @@ agreement over all positions. It needs torch + transformers (see
 requirements-reference.txt); it is a one-off check, not part of the data
 pipeline.
 
-  reference_selfcheck.py MODEL.gguf [--text "..."] [--dtype float64]
+  reference_selfcheck.py MODEL.gguf [--text "..." | --text-file F [--max-chars N]] [--dtype float64]
 """
 
 from __future__ import annotations
@@ -32,9 +32,14 @@ def main() -> int:
         default="The quick brown fox jumps over the lazy dog. Paris is the capital and largest city of France, "
         "with an estimated population of two million residents.",
     )
+    ap.add_argument("--text-file", help="read the prompt from this file instead (whitespace collapsed)")
+    ap.add_argument("--max-chars", type=int, default=3200, help="with --text-file: use this many characters")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     args = ap.parse_args()
 
+    if args.text_file:
+        with open(args.text_file) as fh:
+            args.text = " ".join(fh.read()[: args.max_chars].split())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -43,7 +48,7 @@ def main() -> int:
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
     ids = tok(args.text)["input_ids"]
     t0 = time.time()
-    hf = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, torch_dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
     hf.eval()
     if hasattr(hf.config, "_attn_implementation"):
         hf.config._attn_implementation = "eager"
