@@ -43,6 +43,7 @@ void matmul_preq(const MatvecKernel& kernel, const void* w, int64_t n_out, int64
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
   const VecDotFn dot = kernel.vec_dot;
+  const VecDotX4Fn dot4 = kernel.vec_dot_x4;
   pool.parallel_for(n_out, [&](int64_t row_begin, int64_t row_end, int) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
       const int64_t r1 = std::min(r0 + kRowBlock, row_end);
@@ -50,9 +51,15 @@ void matmul_preq(const MatvecKernel& kernel, const void* w, int64_t n_out, int64
         const int64_t t1 = std::min(t0 + kTokBlock, n_tok);
         for (int64_t r = r0; r < r1; ++r) {
           const uint8_t* wr = wb + size_t(r) * w_row;
-          for (int64_t t = t0; t < t1; ++t) {
-            y[t * n_out + r] = dot(n_in, wr, xb + size_t(t) * x_row);
+          int64_t t = t0;
+          if (dot4 != nullptr) {
+            for (; t + 4 <= t1; t += 4) {  // weight codes decoded once for 4 tokens
+              float out[4];
+              dot4(n_in, wr, xb + size_t(t) * x_row, x_row, out);
+              for (int k = 0; k < 4; ++k) y[(t + k) * n_out + r] = out[k];
+            }
           }
+          for (; t < t1; ++t) y[t * n_out + r] = dot(n_in, wr, xb + size_t(t) * x_row);
         }
       }
     }

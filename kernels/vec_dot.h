@@ -15,6 +15,7 @@
 // compiled for that ISA: call them only when isa_supported() says so.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/q4_0.h"
@@ -27,6 +28,10 @@
 namespace fish {
 
 using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Four activation rows (tokens) against one weight row, for prefill: out[t] = vec_dot(n, w, x +
+// t * x_stride bytes), t = 0..3, bitwise equal to four calls of the same ISA's vec_dot (the weight
+// codes are decoded once and used four times; per-token arithmetic is unchanged).
+using VecDotX4Fn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, float* out);
 // f32 row -> activation blocks (n a multiple of the block size).
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
 
@@ -68,6 +73,15 @@ float vec_dot_f32_f32_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_bf16_f32_avx2(int64_t n, const void* w, const void* x);
 
+void vec_dot_q4_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q4_1_q8_1_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_1_q8_1_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q8_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q4_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q6_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+
 // ---- AVX-512 F/BW/VL/DQ + VNNI (vec_dot_avx512.cpp, vec_dot_k_avx512.cpp) ----
 float vec_dot_q4_0_q8_0_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_q4_1_q8_1_avx512(int64_t n, const void* w, const void* x);
@@ -82,5 +96,13 @@ float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_f32_f32_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_bf16_f32_avx512(int64_t n, const void* w, const void* x);
+void vec_dot_q4_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q4_1_q8_1_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_1_q8_1_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q8_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q4_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q5_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q6_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 
 }  // namespace fish

@@ -101,18 +101,65 @@ void quantize_row_q8_k_avx2(const float* x, void* y, int64_t n) {
   }
 }
 
-// ---- 32-weight block formats. dot(i) gives block i's 8 int32 partial sums; two blocks per
-// iteration into independent accumulators. ----
+// ---- 32-weight block formats. Dot::codes(block) gives the 32 weight codes, Dot::dot(codes,
+// activations) block i's 8 int32 partial sums. NT activation rows (tokens) share each block's
+// decoded codes; per token the operations are those of NT = 1 (bitwise the same result). Two
+// blocks per iteration into independent accumulators. ----
 
 namespace {
-template <bool kHasMin, typename WBlock, typename ABlock, typename Dot>
-inline float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b, Dot dot) {
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m128 acc_min[2] = {_mm_setzero_ps(), _mm_setzero_ps()};  // lane 1: sum of m * s
+inline __m256i load_qs(const int8_t* qs) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
+
+struct DotQ4_0 {  // codes q - 8 (signed)
+  static __m256i codes(const BlockQ4_0& b) {
+    return _mm256_sub_epi8(unpack_nibbles_32(b.qs), _mm256_set1_epi8(8));
+  }
+  static __m256i dot(__m256i c, __m256i a) { return dot_s8s8_i32x8(c, a); }
+};
+struct DotQ4_1 {  // codes 0..15
+  static __m256i codes(const BlockQ4_1& b) { return unpack_nibbles_32(b.qs); }
+  static __m256i dot(__m256i c, __m256i a) { return dot_u8s8_i32x8(c, a); }
+};
+struct DotQ5_0 {  // q - 16 in int8: nibble | 0xF0 (= nibble - 16) where the 5th bit is clear
+  static __m256i codes(const BlockQ5_0& b) {
+    const __m256i hi = _mm256_andnot_si256(expand_bits_32(b.qh), _mm256_set1_epi8(char(0xF0)));
+    return _mm256_or_si256(unpack_nibbles_32(b.qs), hi);
+  }
+  static __m256i dot(__m256i c, __m256i a) { return dot_s8s8_i32x8(c, a); }
+};
+struct DotQ5_1 {  // codes 0..31
+  static __m256i codes(const BlockQ5_1& b) {
+    const __m256i hi = _mm256_and_si256(expand_bits_32(b.qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles_32(b.qs), hi);
+  }
+  static __m256i dot(__m256i c, __m256i a) { return dot_u8s8_i32x8(c, a); }
+};
+struct DotQ8_0 {  // signed int8 codes
+  static __m256i codes(const BlockQ8_0& b) { return load_qs(b.qs); }
+  static __m256i dot(__m256i c, __m256i a) { return dot_s8s8_i32x8(c, a); }
+};
+
+template <typename Dot, int NT, typename WBlock, typename ABlock>
+void dot_blocks32(int64_t nb, const WBlock* a, const ABlock* const* b, float* out) {
+  constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
+  __m256 acc[2][NT];
+  __m128 acc_min[2][NT];  // lane 1: sum of m * s
+  for (int k = 0; k < 2; ++k) {
+    for (int t = 0; t < NT; ++t) {
+      acc[k][t] = _mm256_setzero_ps();
+      acc_min[k][t] = _mm_setzero_ps();
+    }
+  }
   auto block = [&](int64_t i, int k) {
-    const __m128 sc = block_scales(&a[i], &b[i]);
-    acc[k] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dot(i)), acc[k]);
-    if constexpr (kHasMin) acc_min[k] = _mm_add_ps(acc_min[k], sc);
+    const __m256i qw = Dot::codes(a[i]);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m128 sc = block_scales(&a[i], &b[t][i]);
+      acc[k][t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc),
+                                  _mm256_cvtepi32_ps(Dot::dot(qw, load_qs(b[t][i].qs))), acc[k][t]);
+      if constexpr (kHasMin) acc_min[k][t] = _mm_add_ps(acc_min[k][t], sc);
+    }
   };
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
@@ -120,67 +167,65 @@ inline float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b, Dot dot)
     block(i + 1, 1);
   }
   if (i < nb) block(i, 0);
-  float sum = hsum_f32x8(_mm256_add_ps(acc[0], acc[1]));
-  if constexpr (kHasMin) {
-    const __m128 m = _mm_add_ps(acc_min[0], acc_min[1]);
-    sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+  for (int t = 0; t < NT; ++t) {
+    float sum = hsum_f32x8(_mm256_add_ps(acc[0][t], acc[1][t]));
+    if constexpr (kHasMin) {
+      const __m128 m = _mm_add_ps(acc_min[0][t], acc_min[1][t]);
+      sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+    }
+    out[t] = sum;
   }
-  return sum;
 }
 
-inline __m256i load_qs(const int8_t* qs) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+template <typename Dot, typename WBlock, typename ABlock>
+float dot1(int64_t n, const void* w, const void* x) {
+  assert(n % 32 == 0);
+  const auto* b = static_cast<const ABlock*>(x);
+  float out;
+  dot_blocks32<Dot, 1>(n / 32, static_cast<const WBlock*>(w), &b, &out);
+  return out;
+}
+
+template <typename Dot, typename WBlock, typename ABlock>
+void dot4(int64_t n, const void* w, const void* x, size_t x_stride, float* out) {
+  assert(n % 32 == 0);
+  const ABlock* rows[4];
+  for (int t = 0; t < 4; ++t) {
+    rows[t] = reinterpret_cast<const ABlock*>(static_cast<const uint8_t*>(x) + t * x_stride);
+  }
+  dot_blocks32<Dot, 4>(n / 32, static_cast<const WBlock*>(w), rows, out);
 }
 }  // namespace
 
 float vec_dot_q4_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK4_0 == 0);
-  const auto* a = static_cast<const BlockQ4_0*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  return dot_blocks32<false>(n / kQK4_0, a, b, [&](int64_t i) {
-    const __m256i qw = _mm256_sub_epi8(unpack_nibbles_32(a[i].qs), _mm256_set1_epi8(8));
-    return dot_s8s8_i32x8(qw, load_qs(b[i].qs));
-  });
+  return dot1<DotQ4_0, BlockQ4_0, BlockQ8_0>(n, w, x);
 }
-
 float vec_dot_q4_1_q8_1_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK4_1 == 0);
-  const auto* a = static_cast<const BlockQ4_1*>(w);
-  const auto* b = static_cast<const BlockQ8_1*>(x);
-  return dot_blocks32<true>(n / kQK4_1, a, b, [&](int64_t i) {
-    return dot_u8s8_i32x8(unpack_nibbles_32(a[i].qs), load_qs(b[i].qs));  // codes 0..15
-  });
+  return dot1<DotQ4_1, BlockQ4_1, BlockQ8_1>(n, w, x);
 }
-
 float vec_dot_q5_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK5_0 == 0);
-  const auto* a = static_cast<const BlockQ5_0*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  return dot_blocks32<false>(n / kQK5_0, a, b, [&](int64_t i) {
-    // q - 16 in int8: nibble | 0xF0 (= nibble - 16) where the 5th bit is clear, nibble where set.
-    const __m256i hi = _mm256_andnot_si256(expand_bits_32(a[i].qh), _mm256_set1_epi8(char(0xF0)));
-    return dot_s8s8_i32x8(_mm256_or_si256(unpack_nibbles_32(a[i].qs), hi), load_qs(b[i].qs));
-  });
+  return dot1<DotQ5_0, BlockQ5_0, BlockQ8_0>(n, w, x);
 }
-
 float vec_dot_q5_1_q8_1_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK5_1 == 0);
-  const auto* a = static_cast<const BlockQ5_1*>(w);
-  const auto* b = static_cast<const BlockQ8_1*>(x);
-  return dot_blocks32<true>(n / kQK5_1, a, b, [&](int64_t i) {
-    const __m256i hi = _mm256_and_si256(expand_bits_32(a[i].qh), _mm256_set1_epi8(0x10));
-    return dot_u8s8_i32x8(_mm256_or_si256(unpack_nibbles_32(a[i].qs), hi),  // codes 0..31
-                          load_qs(b[i].qs));
-  });
+  return dot1<DotQ5_1, BlockQ5_1, BlockQ8_1>(n, w, x);
 }
-
 float vec_dot_q8_0_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK8_0 == 0);
-  const auto* a = static_cast<const BlockQ8_0*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  return dot_blocks32<false>(n / kQK8_0, a, b, [&](int64_t i) {
-    return dot_s8s8_i32x8(load_qs(a[i].qs), load_qs(b[i].qs));
-  });
+  return dot1<DotQ8_0, BlockQ8_0, BlockQ8_0>(n, w, x);
+}
+void vec_dot_q4_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<DotQ4_0, BlockQ4_0, BlockQ8_0>(n, w, x, s, out);
+}
+void vec_dot_q4_1_q8_1_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<DotQ4_1, BlockQ4_1, BlockQ8_1>(n, w, x, s, out);
+}
+void vec_dot_q5_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<DotQ5_0, BlockQ5_0, BlockQ8_0>(n, w, x, s, out);
+}
+void vec_dot_q5_1_q8_1_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<DotQ5_1, BlockQ5_1, BlockQ8_1>(n, w, x, s, out);
+}
+void vec_dot_q8_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<DotQ8_0, BlockQ8_0, BlockQ8_0>(n, w, x, s, out);
 }
 
 // ---- float weights: 4 independent accumulators of 8 keep the FMA pipes busy; scalar tail ----

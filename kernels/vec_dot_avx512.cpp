@@ -146,22 +146,35 @@ struct CodesQ8_0 {
   }
 };
 
-template <typename Codes, typename WBlock, typename ABlock>
-float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b) {
+// NT activation rows (tokens) against one weight row: the weight codes of each block are decoded
+// once and used NT times; per token the operations (and their order) are those of NT = 1, so the
+// result per token is bitwise the same for every NT.
+template <typename Codes, int NT, typename WBlock, typename ABlock>
+void dot_blocks32(int64_t nb, const WBlock* a, const ABlock* const* b, float* out) {
   constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
   const __m256i off = _mm256_set1_epi8(char(Codes::kOffset));
-  // Two independent chains (blocks i, i+1) so FMA/add latency does not bound the loop.
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m128 acc_min[2] = {_mm_setzero_ps(), _mm_setzero_ps()};  // lane 1: sum of m * s
-  auto block = [&](int64_t i, int k) {
-    const __m256i qa = load256(b[i].qs);
-    __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), Codes::codes(a[i]), qa);
-    if constexpr (Codes::kOffset != 0) {
-      dp = _mm256_sub_epi32(dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, qa));
+  // Two independent chains per token (even / odd blocks) so FMA latency does not bound the loop.
+  __m256 acc[2][NT];
+  __m128 acc_min[2][NT];  // lane 1: sum of m * s
+  for (int k = 0; k < 2; ++k) {
+    for (int t = 0; t < NT; ++t) {
+      acc[k][t] = _mm256_setzero_ps();
+      acc_min[k][t] = _mm_setzero_ps();
     }
-    const __m128 sc = block_scales(&a[i], &b[i]);
-    acc[k] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dp), acc[k]);
-    if constexpr (kHasMin) acc_min[k] = _mm_add_ps(acc_min[k], sc);
+  }
+  auto block = [&](int64_t i, int k) {
+    const __m256i qw = Codes::codes(a[i]);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m256i qa = load256(b[t][i].qs);
+      __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qw, qa);
+      if constexpr (Codes::kOffset != 0) {
+        dp = _mm256_sub_epi32(dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, qa));
+      }
+      const __m128 sc = block_scales(&a[i], &b[t][i]);
+      acc[k][t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dp), acc[k][t]);
+      if constexpr (kHasMin) acc_min[k][t] = _mm_add_ps(acc_min[k][t], sc);
+    }
   };
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
@@ -169,40 +182,66 @@ float dot_blocks32(int64_t nb, const WBlock* a, const ABlock* b) {
     block(i + 1, 1);
   }
   if (i < nb) block(i, 0);
-  float sum = hsum_f32x8(_mm256_add_ps(acc[0], acc[1]));
-  if constexpr (kHasMin) {
-    const __m128 m = _mm_add_ps(acc_min[0], acc_min[1]);
-    sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+  for (int t = 0; t < NT; ++t) {
+    float sum = hsum_f32x8(_mm256_add_ps(acc[0][t], acc[1][t]));
+    if constexpr (kHasMin) {
+      const __m128 m = _mm_add_ps(acc_min[0][t], acc_min[1][t]);
+      sum += _mm_cvtss_f32(_mm_movehdup_ps(m));
+    }
+    out[t] = sum;
   }
-  return sum;
+}
+
+template <typename Codes, typename WBlock, typename ABlock>
+float dot1(int64_t n, const void* w, const void* x) {
+  assert(n % 32 == 0);
+  const auto* b = static_cast<const ABlock*>(x);
+  float out;
+  dot_blocks32<Codes, 1>(n / 32, static_cast<const WBlock*>(w), &b, &out);
+  return out;
+}
+
+template <typename Codes, typename WBlock, typename ABlock>
+void dot4(int64_t n, const void* w, const void* x, size_t x_stride, float* out) {
+  assert(n % 32 == 0);
+  const ABlock* rows[4];
+  for (int t = 0; t < 4; ++t) {
+    rows[t] = reinterpret_cast<const ABlock*>(static_cast<const uint8_t*>(x) + t * x_stride);
+  }
+  dot_blocks32<Codes, 4>(n / 32, static_cast<const WBlock*>(w), rows, out);
 }
 
 }  // namespace
 
 float vec_dot_q4_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK4_0 == 0);
-  return dot_blocks32<CodesQ4_0>(n / kQK4_0, static_cast<const BlockQ4_0*>(w),
-                                 static_cast<const BlockQ8_0*>(x));
+  return dot1<CodesQ4_0, BlockQ4_0, BlockQ8_0>(n, w, x);
 }
 float vec_dot_q4_1_q8_1_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK4_1 == 0);
-  return dot_blocks32<CodesQ4_1>(n / kQK4_1, static_cast<const BlockQ4_1*>(w),
-                                 static_cast<const BlockQ8_1*>(x));
+  return dot1<CodesQ4_1, BlockQ4_1, BlockQ8_1>(n, w, x);
 }
 float vec_dot_q5_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK5_0 == 0);
-  return dot_blocks32<CodesQ5_0>(n / kQK5_0, static_cast<const BlockQ5_0*>(w),
-                                 static_cast<const BlockQ8_0*>(x));
+  return dot1<CodesQ5_0, BlockQ5_0, BlockQ8_0>(n, w, x);
 }
 float vec_dot_q5_1_q8_1_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK5_1 == 0);
-  return dot_blocks32<CodesQ5_1>(n / kQK5_1, static_cast<const BlockQ5_1*>(w),
-                                 static_cast<const BlockQ8_1*>(x));
+  return dot1<CodesQ5_1, BlockQ5_1, BlockQ8_1>(n, w, x);
 }
 float vec_dot_q8_0_q8_0_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK8_0 == 0);
-  return dot_blocks32<CodesQ8_0>(n / kQK8_0, static_cast<const BlockQ8_0*>(w),
-                                 static_cast<const BlockQ8_0*>(x));
+  return dot1<CodesQ8_0, BlockQ8_0, BlockQ8_0>(n, w, x);
+}
+void vec_dot_q4_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<CodesQ4_0, BlockQ4_0, BlockQ8_0>(n, w, x, s, out);
+}
+void vec_dot_q4_1_q8_1_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<CodesQ4_1, BlockQ4_1, BlockQ8_1>(n, w, x, s, out);
+}
+void vec_dot_q5_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<CodesQ5_0, BlockQ5_0, BlockQ8_0>(n, w, x, s, out);
+}
+void vec_dot_q5_1_q8_1_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<CodesQ5_1, BlockQ5_1, BlockQ8_1>(n, w, x, s, out);
+}
+void vec_dot_q8_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
+  dot4<CodesQ8_0, BlockQ8_0, BlockQ8_0>(n, w, x, s, out);
 }
 
 // ---- float weights: 4 accumulators of 16, masked tail ----

@@ -91,27 +91,37 @@ float vec_dot_q3_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
 }
 
 namespace {
-// Q4_K / Q5_K share everything but the 5th bit.
-template <bool kHasHigh, typename Block>
-inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
+// Q4_K / Q5_K share everything but the 5th bit. NT activation rows (tokens) share the decoded
+// weight codes; per token the operations are those of NT = 1 (bitwise the same result).
+template <bool kHasHigh, int NT, typename Block>
+inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_min = _mm_setzero_ps();
+  __m256 acc[NT];
+  __m128 acc_min[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    acc_min[t] = _mm_setzero_ps();
+  }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
     unpack_scales_mins_k4(a[i].scales, sm);
     const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
-    // sum_j min_j * (bsums[2j] + bsums[2j+1]) in int32 lanes: pairs of bsums by hadd, then madd.
-    const __m256i bs = load256(b[i].bsums);
-    const __m128i bs_pairs =
-        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     const __m128i mins =
         _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
-    acc_min = _mm_fmadd_ps(_mm_set1_ps(b[i].d * f16_to_f32_simd(a[i].dmin)),
-                           _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min);
+    const float d = f16_to_f32_simd(a[i].d), dmin = f16_to_f32_simd(a[i].dmin);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      // sum_j min_j * (bsums[2j] + bsums[2j+1]): pairs of bsums by hadd, then madd.
+      const __m256i bs = load256(b[t][i].bsums);
+      const __m128i bs_pairs =
+          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      acc_min[t] = _mm_fmadd_ps(_mm_set1_ps(b[t][i].d * dmin),
+                                _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min[t]);
+    }
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kHasHigh) qh = load256(a[i].qh);
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(a[i].qs + 32 * c);
       __m256i lo = _mm256_and_si256(q, m4);
@@ -120,42 +130,38 @@ inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
         lo = _mm256_or_si256(lo, bit_to(qh, 1 << (2 * c), 16));
         hi = _mm256_or_si256(hi, bit_to(qh, 1 << (2 * c + 1), 16));
       }
-      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
-      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(short(sc[2 * c]))));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(short(sc[2 * c + 1]))));
+      const __m256i s0 = _mm256_set1_epi16(short(sc[2 * c]));
+      const __m256i s1 = _mm256_set1_epi16(short(sc[2 * c + 1]));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p0 = _mm256_maddubs_epi16(lo, load256(b[t][i].qs + 64 * c));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, load256(b[t][i].qs + 64 * c + 32));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p0, s0));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p1, s1));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
-                          _mm256_cvtepi32_ps(sumi), acc);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(b[t][i].d * d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    }
   }
-  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-  m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return hsum_f32x8(acc) - _mm_cvtss_f32(m);
-}
-}  // namespace
-
-float vec_dot_q4_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  return dot_q45_k<false>(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_min[t], _mm_movehl_ps(acc_min[t], acc_min[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = hsum_f32x8(acc[t]) - _mm_cvtss_f32(m);
+  }
 }
 
-float vec_dot_q5_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  return dot_q45_k<true>(n, static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(x));
-}
-
-float vec_dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  const auto* a = static_cast<const BlockQ6_K*>(w);
-  const auto* b = static_cast<const BlockQ8_K*>(x);
+template <int NT>
+inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  float sum = 0.0f;
+  float sum[NT];
+  for (int t = 0; t < NT; ++t) sum[t] = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const int8_t* sc = a[i].scales;
-    int offset = 0;  // codes are q + 32 (0..63): subtract 32 * sum_s sc_s * bsum_s
-    for (int s = 0; s < 16; ++s) offset += sc[s] * b[i].bsums[s];
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load256(a[i].ql + 64 * h);
       const __m256i l1 = load256(a[i].ql + 64 * h + 32);
@@ -170,15 +176,76 @@ float vec_dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
       qw[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
       for (int r = 0; r < 4; ++r) {
-        const __m256i p = _mm256_maddubs_epi16(qw[r], load256(b[i].qs + 128 * h + 32 * r));
-        sumi = _mm256_add_epi32(
-            sumi, _mm256_madd_epi16(p, scales_16_16(sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1])));
+        const __m256i scv = scales_16_16(sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1]);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(qw[r], load256(b[t][i].qs + 128 * h + 32 * r));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, scv));
+        }
       }
     }
-    const int isum = hsum_i32x8(sumi) - 32 * offset;
-    sum += b[i].d * f16_to_f32_simd(a[i].d) * float(isum);
+    const float d = f16_to_f32_simd(a[i].d);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      int offset = 0;  // codes are q + 32 (0..63): subtract 32 * sum_s sc_s * bsum_s
+      for (int s = 0; s < 16; ++s) offset += sc[s] * b[t][i].bsums[s];
+      const int isum = hsum_i32x8(sumi[t]) - 32 * offset;
+      sum[t] += b[t][i].d * d * float(isum);
+    }
   }
-  return sum;
+  for (int t = 0; t < NT; ++t) out[t] = sum[t];
+}
+
+inline void rows4(const void* x, size_t x_stride, const BlockQ8_K* rows[4]) {
+  for (int t = 0; t < 4; ++t) {
+    rows[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
+  }
+}
+}  // namespace
+
+float vec_dot_q4_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q45_k<false, 1>(n, static_cast<const BlockQ4_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q4_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t x_stride,
+                               float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q45_k<false, 4>(n, static_cast<const BlockQ4_K*>(w), rows, out);
+}
+
+float vec_dot_q5_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q45_k<true, 1>(n, static_cast<const BlockQ5_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q5_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t x_stride,
+                               float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q45_k<true, 4>(n, static_cast<const BlockQ5_K*>(w), rows, out);
+}
+
+float vec_dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q6_k<1>(n, static_cast<const BlockQ6_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q6_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t x_stride,
+                               float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q6_k<4>(n, static_cast<const BlockQ6_K*>(w), rows, out);
 }
 
 }  // namespace fish

@@ -134,70 +134,77 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
 }
 
 namespace {
-// Q4_K / Q5_K share everything but the 5th bit.
-template <bool kHasHigh, typename Block>
-inline float dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* b) {
+// Q4_K / Q5_K share everything but the 5th bit. NT activation rows (tokens) against one weight
+// row: the weight codes of each chunk are decoded once and used NT times; the per-token
+// operations are the same as for NT = 1, so every NT gives bitwise the same result per token.
+template <bool kHasHigh, int NT, typename Block>
+inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m512 acc = _mm512_setzero_ps();
-  __m128 acc_min = _mm_setzero_ps();
+  __m512 acc[NT];
+  __m128 acc_min[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_min[t] = _mm_setzero_ps();
+  }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
     unpack_scales_mins_k4(a[i].scales, sm);
     const __m512i sc16 = _mm512_zextsi256_si512(
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm))));
-    // sum_j min_j * (bsums[2j] + bsums[2j+1]): pairs of bsums by hadd, then madd.
-    const __m256i bs = load256(b[i].bsums);
-    const __m128i bs_pairs =
-        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     const __m128i mins =
         _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
-    acc_min = _mm_fmadd_ps(_mm_set1_ps(b[i].d * f16_to_f32_simd(a[i].dmin)),
-                           _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min);
+    const float d = f16_to_f32_simd(a[i].d), dmin = f16_to_f32_simd(a[i].dmin);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      // sum_j min_j * (bsums[2j] + bsums[2j+1]): pairs of bsums by hadd, then madd.
+      const __m256i bs = load256(b[t][i].bsums);
+      const __m128i bs_pairs =
+          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      acc_min[t] = _mm_fmadd_ps(_mm_set1_ps(b[t][i].d * dmin),
+                                _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min[t]);
+    }
     __m512i qh2 = _mm512_setzero_si512();
     if constexpr (kHasHigh) {
       const __m256i qh = load256(a[i].qh);
       qh2 = join256(qh, qh);
     }
-    __m512i sumi = _mm512_setzero_si512();
+    __m512i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(a[i].qs + 32 * c);
       __m512i qw = join256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
       if constexpr (kHasHigh) qw = or_where_bit(qw, qh2, 1 << (2 * c), 1 << (2 * c + 1), 16);
       // low nibbles: sub-block 2c, high nibbles (lanes 16..31): 2c+1
-      sumi = dot_scaled(sumi, qw, load512(b[i].qs + 64 * c), spread_scales16(sc16, 2 * c, 5));
+      const __m512i scv = spread_scales16(sc16, 2 * c, 5);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        sumi[t] = dot_scaled(sumi[t], qw, load512(b[t][i].qs + 64 * c), scv);
+      }
     }
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
-                          _mm512_cvtepi32_ps(sumi), acc);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    }
   }
-  __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-  m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
-}
-}  // namespace
-
-float vec_dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  return dot_q45_k<false>(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x));
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_min[t], _mm_movehl_ps(acc_min[t], acc_min[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m);
+  }
 }
 
-float vec_dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  return dot_q45_k<true>(n, static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(x));
-}
-
-float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
-  assert(n % kQK_K == 0);
-  const auto* a = static_cast<const BlockQ6_K*>(w);
-  const auto* b = static_cast<const BlockQ8_K*>(x);
+template <int NT>
+inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, float* out) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m30 = _mm512_set1_epi8(0x30);
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const __m128i sc8v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales));
     const __m512i sc16 = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(sc8v));
-    // codes are q + 32: subtract 32 * this
-    const int offset = scaled_bsums(_mm512_cvtepi8_epi32(sc8v), b[i].bsums);
-    __m512i sumi = _mm512_setzero_si512();
+    const __m512i sc32 = _mm512_cvtepi8_epi32(sc8v);
+    __m512i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // ql[64h..64h+63]: low 4 bits of weights 0..63 (low nibbles) and 64..127 (high nibbles).
       const __m512i ql = load512(a[i].ql + 64 * h);
@@ -209,17 +216,80 @@ float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
                                           _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
       const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                           _mm512_and_si512(qh2, m30));
-      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
-      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
-                        spread_scales16(sc16, 8 * h + 4, 4));
+      const __m512i s01 = spread_scales16(sc16, 8 * h, 4);
+      const __m512i s23 = spread_scales16(sc16, 8 * h + 4, 4);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        sumi[t] = dot_scaled(sumi[t], w01, load512(b[t][i].qs + 128 * h), s01);
+        sumi[t] = dot_scaled(sumi[t], w23, load512(b[t][i].qs + 128 * h + 64), s23);
+      }
     }
-    acc = _mm512_fmadd_ps(
-        _mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
-        _mm512_cvtepi32_ps(_mm512_sub_epi32(
-            sumi, _mm512_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))),
-        acc);
+    const float d = f16_to_f32_simd(a[i].d);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      // codes are q + 32: subtract 32 * sum_s sc_s * bsum_s
+      const int offset = scaled_bsums(sc32, b[t][i].bsums);
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d),
+                               _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                                   sumi[t], _mm512_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                              0, 0, 0, 0, 0, 0, 0))),
+                               acc[t]);
+    }
   }
-  return _mm512_reduce_add_ps(acc);
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// Activation rows t = 0..3 at x + t * x_stride bytes.
+inline void rows4(const void* x, size_t x_stride, const BlockQ8_K* rows[4]) {
+  for (int t = 0; t < 4; ++t) {
+    rows[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
+  }
+}
+}  // namespace
+
+float vec_dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q45_k<false, 1>(n, static_cast<const BlockQ4_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q4_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t x_stride,
+                                 float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q45_k<false, 4>(n, static_cast<const BlockQ4_K*>(w), rows, out);
+}
+
+float vec_dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q45_k<true, 1>(n, static_cast<const BlockQ5_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q5_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t x_stride,
+                                 float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q45_k<true, 4>(n, static_cast<const BlockQ5_K*>(w), rows, out);
+}
+
+float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_q6_k<1>(n, static_cast<const BlockQ6_K*>(w), &b, &out);
+  return out;
+}
+void vec_dot_q6_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t x_stride,
+                                 float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_q6_k<4>(n, static_cast<const BlockQ6_K*>(w), rows, out);
 }
 
 }  // namespace fish

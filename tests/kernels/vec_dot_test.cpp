@@ -215,5 +215,34 @@ TEST(VecDot, QuantisedDotIsWithinActivationQuantisationErrorOfF32Dot) {
   }
 }
 
+TEST(VecDot, FourTokenVariantEqualsFourSingleDotsBitwise) {
+  std::mt19937 rng(21);
+  int checked = 0;
+  for (GgmlType t : matvec_weight_types()) {
+    for (Isa isa : simd_isas()) {
+      const MatvecKernel& k = matvec_kernel(t, isa);
+      if (k.vec_dot_x4 == nullptr) continue;
+      for (int64_t n : lengths(t)) {
+        SCOPED_TRACE(label(t, isa, n, Fill::kRandomBits));
+        const std::vector<uint8_t> w = test::make_weights(t, 1, n, Fill::kRandomBits, rng);
+        const size_t row = k.act_row_bytes(n) + 8;  // a padded stride: rows need not be adjacent
+        std::vector<uint8_t> xq(4 * row);
+        for (int r = 0; r < 4; ++r) {
+          k.quantize_act(test::random_floats(n, rng).data(), xq.data() + r * row, n);
+        }
+        float out[4];
+        k.vec_dot_x4(n, w.data(), xq.data(), row, out);
+        for (int r = 0; r < 4; ++r) {
+          EXPECT_EQ(out[r], k.vec_dot(n, w.data(), xq.data() + r * row)) << "token " << r;
+        }
+        ++checked;
+      }
+    }
+  }
+  if (!simd_isas().empty()) {
+    EXPECT_GE(checked, 8);  // q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k have 4-token variants
+  }
+}
+
 }  // namespace
 }  // namespace fish
