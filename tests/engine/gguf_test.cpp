@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -488,6 +489,32 @@ TEST(GgufReader, EscapesUnprintableNamesInErrors) {
       .kv_u32(std::string_view("a\nb\x01", 4), 1)
       .kv_u32(std::string_view("a\nb\x01", 4), 2);
   EXPECT_THAT(parse_error(g), HasSubstr("key a\\x0ab\\x01: duplicate key"));
+}
+
+// Replays the fuzz corpus (tests/fuzz/corpus/gguf) in the ordinary test build, so a sanitizer
+// build of the tests re-checks every input the fuzzer found interesting. The named seeds
+// (*.gguf, written by scripts/gguf_make_test_file.py) are valid files.
+TEST(GgufReader, ReplaysTheFuzzCorpusWithErrorsOrValidFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(test::source_dir()) / "tests/fuzz/corpus/gguf";
+  ASSERT_TRUE(fs::is_directory(dir)) << dir;
+  size_t n_files = 0;
+  size_t n_valid = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    ++n_files;
+    auto f = GgufFile::open(e.path().string());
+    if (e.path().extension() == ".gguf") {
+      EXPECT_TRUE(f.ok()) << e.path() << ": " << f.error().message;
+    }
+    if (f.ok()) {
+      ++n_valid;
+      expect_data_inside_file(*f);
+    } else {
+      EXPECT_THAT(f.error().message, StartsWith("gguf: " + e.path().string() + ": "));
+    }
+  }
+  EXPECT_GE(n_files, 8u);
+  EXPECT_GE(n_valid, 8u);
 }
 
 }  // namespace
