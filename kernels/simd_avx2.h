@@ -58,17 +58,16 @@ inline __m256 round_half_away_f32x8(__m256 v) {
   return _mm256_add_ps(t, adj);
 }
 
-// Scales of a 32-weight block pair from the first 4 bytes of the weight block and of the
+// Scales of a 32-weight block pair from the first 8 bytes of the weight block and of the
 // activation block (every ggml 32-block format starts with f16 d, then f16 m / s where it has
-// one): lane 0 = d_w * d_a, lane 1 = m_w * s_a (garbage for formats without m/s). One F16C
-// conversion for all four halves instead of four scalar ones.
+// one; all blocks are >= 18 bytes): lane 0 = d_w * d_a, lane 1 = m_w * s_a (lanes 1-3 are other
+// bytes read as f16 where a format has no m / s: unused). vcvtph2ps with a memory operand is a
+// load + one port-0 uop; building the vector from scalars would cost shuffle-port (p5) uops,
+// the bottleneck of these loops. f16 * f16 products are never f32-denormal, so no FP assists.
 inline __m128 block_scales(const void* w, const void* a) {
-  uint32_t wu, au;
-  std::memcpy(&wu, w, 4);
-  std::memcpy(&au, a, 4);
-  const __m128 f =
-      _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(int(wu)), _mm_cvtsi32_si128(int(au))));
-  return _mm_mul_ps(f, _mm_movehl_ps(f, f));  // [dw*da, mw*sa, ., .]
+  const __m128 fw = _mm_cvtph_ps(_mm_loadl_epi64(static_cast<const __m128i*>(w)));
+  const __m128 fa = _mm_cvtph_ps(_mm_loadl_epi64(static_cast<const __m128i*>(a)));
+  return _mm_mul_ps(fw, fa);
 }
 
 // 4 x 8 int32 (each in -128..127) -> 32 int8 in lane order.
@@ -80,10 +79,13 @@ inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
 }
 
 // 16 bytes of nibble pairs -> 32 bytes: low nibbles of bytes 0..15, then high nibbles.
+// Broadcast load (a pure load uop) + per-64-bit-lane variable shift instead of a vinserti128,
+// to keep the shuffle port free.
 inline __m256i unpack_nibbles_32(const uint8_t* p) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-  return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+  const __m256i b =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi64(b, _mm256_set_epi64x(4, 4, 0, 0)),
+                          _mm256_set1_epi8(0x0F));
 }
 
 // 32 bits (little-endian) -> 32 bytes, byte i = 0xFF if bit i is set, else 0.
