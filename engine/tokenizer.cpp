@@ -33,11 +33,13 @@ uint8_t attr_from_type(int32_t type) {
 
 constexpr uint8_t kSpecialAttrs = kTokControl | kTokUnknown | kTokUserDefined;
 
-// Token texts that end generation (llama.cpp's list, minus models FISH does not run).
-constexpr std::array<std::string_view, 12> kEogTexts = {
-    "<|eot_id|>",    "<|im_end|>",      "<|end|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>",      "<EOT>",   "_<EOT>",
-    "</s>",          "<|end_of_text|>", "<eos>",   "<end_of_utterance>"};
+// Token texts that end generation (llama.cpp's list, minus models FISH does not run). Not
+// "</s>": Gemma 3 has it as an ordinary user-defined token (HTML strike-through end tag), and
+// where "</s>" really is EOS (Llama) the eos id names it anyway.
+constexpr std::array<std::string_view, 11> kEogTexts = {
+    "<|eot_id|>",        "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>",        "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<eos>",
+    "<end_of_utterance>"};
 
 // Reads an optional key into `out` with the typed getter; absent keys leave it empty.
 template <typename T, typename Getter>

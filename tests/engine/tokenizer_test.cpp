@@ -514,8 +514,10 @@ TEST(RealModels, Gemma3ChatMarkersAreSpecialTokens) {
   EXPECT_EQ(ids, (Ids{2, 105, 2364, 107, 3689, 563, 236743, 236778, 236862, 236778, 236881, 106,
                       107, 105, 4368, 107}));
   EXPECT_EQ(t.decode(ids), "<bos>" + chat);
-  EXPECT_TRUE(t.is_eog(106));  // <end_of_turn>
-  EXPECT_TRUE(t.is_eog(1));    // <eos>
+  EXPECT_TRUE(t.is_eog(106));   // <end_of_turn>
+  EXPECT_FALSE(t.is_eog(212));  // "</s>", user-defined in Gemma 3
+  EXPECT_THAT(t.encode("a</s>b", false, false), ::testing::Contains(212));
+  EXPECT_TRUE(t.is_eog(1));  // <eos>
   EXPECT_FALSE(t.is_eog(105));
 }
 
