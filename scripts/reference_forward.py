@@ -21,7 +21,9 @@ Numerics: every weight is dequantised once to float32 by gguf and cached as
 the compute dtype (default float64, so the reference's own rounding error is
 negligible next to the engine's); every matmul, norm, softmax and the
 logsumexp run in that dtype. The whole sequence is one matrix with a causal
-(and, for sliding layers, windowed) mask: no per-token loop.
+(and, for sliding layers, windowed) mask: no per-token loop. Greedy decoding
+feeds one token per step through a KV cache, a separate code path; each run
+checks that the greedy tokens equal the teacher-forced argmax.
 
 Usage
   reference_forward.py MODEL.gguf --tokens 1,2,3 [--greedy N] [--extend-to N]
@@ -209,24 +211,25 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def attention(q, k, v, scale: float, window: int) -> np.ndarray:
-    """Causal GQA attention over one sequence.
+def attention(q, k, v, scale: float, window: int, pos0: int = 0) -> np.ndarray:
+    """Causal GQA attention of T new queries over all S keys.
 
-    q [T, n_head, d], k/v [T, n_kv, d]; query head h reads kv head
-    h // (n_head / n_kv). window > 0 also masks keys with
-    q_pos - k_pos >= window (llama.cpp LLAMA_SWA_TYPE_STANDARD).
-    Returns [T, n_head * d_v].
+    q [T, n_head, d] at positions pos0..pos0+T-1; k/v [S, n_kv, d] at
+    positions 0..S-1 (S = pos0 + T). Query head h reads kv head
+    h // (n_head / n_kv). Key j is masked for query position i when j > i,
+    and with window > 0 also when i - j >= window (llama.cpp
+    LLAMA_SWA_TYPE_STANDARD). Returns [T, n_head * d_v].
     """
     T, n_head, d = q.shape
-    n_kv = k.shape[1]
+    S, n_kv = k.shape[0], k.shape[1]
     g = n_head // n_kv
     qh = q.transpose(1, 0, 2).reshape(n_kv, g * T, d)  # [kv, g*T, d]
-    kh = k.transpose(1, 2, 0)  # [kv, d, T]
-    vh = v.transpose(1, 0, 2)  # [kv, T, dv]
-    s = np.matmul(qh, kh) * scale  # [kv, g*T, T]
-    s = s.reshape(n_kv, g, T, T)
-    i = np.arange(T)[:, None]
-    j = np.arange(T)[None, :]
+    kh = k.transpose(1, 2, 0)  # [kv, d, S]
+    vh = v.transpose(1, 0, 2)  # [kv, S, dv]
+    s = np.matmul(qh, kh) * scale  # [kv, g*T, S]
+    s = s.reshape(n_kv, g, T, S)
+    i = pos0 + np.arange(T)[:, None]
+    j = np.arange(S)[None, :]
     masked = j > i
     if window > 0:
         masked = masked | (i - j >= window)
@@ -234,19 +237,26 @@ def attention(q, k, v, scale: float, window: int) -> np.ndarray:
     s = s - s.max(axis=-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)
-    o = np.matmul(p.reshape(n_kv, g * T, T), vh)  # [kv, g*T, dv]
+    o = np.matmul(p.reshape(n_kv, g * T, S), vh)  # [kv, g*T, dv]
     o = o.reshape(n_kv * g, T, -1).transpose(1, 0, 2)  # [T, n_head, dv]
     return o.reshape(T, -1)
 
 
 # -- forward -----------------------------------------------------------------
-def hidden_states(m: Model, tokens: list[int]) -> np.ndarray:
-    """Final-normed hidden states [T, n_embd] for tokens at positions 0..T-1."""
+def hidden_states(m: Model, tokens: list[int], cache: list | None = None) -> np.ndarray:
+    """Final-normed hidden states [T, n_embd] of tokens.
+
+    Without cache the tokens sit at positions 0..T-1 (the teacher-forced
+    path). With cache (a list, empty at the start; greedy decoding only) they
+    follow the positions already cached, whose roped K and V the list holds per
+    layer, and their own K/V are appended.
+    """
     ids = np.asarray(tokens, dtype=np.int64)
     if ids.size == 0 or ids.min() < 0 or ids.max() >= m.n_vocab:
         raise SystemExit(f"token ids must be in [0, {m.n_vocab}), got {tokens}")
     T = ids.size
-    pos = np.arange(T)
+    pos0 = cache[0][0].shape[0] if cache else 0
+    pos = pos0 + np.arange(T)
     x = m.w("token_embd.weight")[ids].copy()
     if m.arch == "gemma3":
         x *= np.sqrt(np.float32(m.n_embd))  # llama.cpp: ggml_scale(inpL, sqrtf(n_embd))
@@ -263,7 +273,14 @@ def hidden_states(m: Model, tokens: list[int]) -> np.ndarray:
         base = m.freq_base_swa if swa else m.freq_base
         q = rope(q, pos, m.n_rot, base, m.rope_neox)
         k = rope(k, pos, m.n_rot, base, m.rope_neox)
-        a = attention(q, k, v, m.attn_scale, m.n_swa if swa else 0)
+        if cache is not None:
+            if len(cache) <= il:
+                cache.append((k, v))
+            else:
+                k = np.concatenate([cache[il][0], k])
+                v = np.concatenate([cache[il][1], v])
+                cache[il] = (k, v)
+        a = attention(q, k, v, m.attn_scale, m.n_swa if swa else 0, pos0)
         a = a @ m.w(b + "attn_output.weight").T
         if m.arch == "gemma3":
             a = rms_norm(a, m.w(b + "post_attention_norm.weight"), m.eps)
@@ -288,13 +305,15 @@ def logits(m: Model, tokens: list[int], last_only: bool = False) -> np.ndarray:
 
 
 def greedy(m: Model, tokens: list[int], n: int) -> list[int]:
-    """n argmax tokens after tokens; recomputes the whole sequence per step."""
-    seq = list(tokens)
-    out = []
+    """n argmax tokens after tokens (KV-cached: one new token per step)."""
+    cache: list = []
+    out: list[int] = []
+    feed = list(tokens)
     for _ in range(n):
-        nxt = int(np.argmax(logits(m, seq, last_only=True)[0]))
+        h = hidden_states(m, feed, cache)[-1:]
+        nxt = int(np.argmax((h @ m.output_weight().T)[0]))
         out.append(nxt)
-        seq.append(nxt)
+        feed = [nxt]
     return out
 
 
@@ -374,6 +393,13 @@ def run_job(m: Model, tokens, *, greedy_n=0, extend_to=0, top_k=32, out=None, pr
     seq = list(tokens) + gen[:n_ext]
     lg = logits(m, seq)
     t2 = time.time()
+    # The greedy tokens came from the KV-cached path; the teacher-forced pass
+    # recomputed them without a cache. Their argmax must agree (short of a tie).
+    for s_ in range(len(seq) - n_prompt):
+        t = n_prompt - 1 + s_
+        if int(np.argmax(lg[t])) != seq[t + 1]:
+            print(f"[reference_forward] warning: position {t}: teacher-forced argmax "
+                  f"{int(np.argmax(lg[t]))} != greedy token {seq[t + 1]}", file=sys.stderr)
     print(
         f"[reference_forward] {os.path.basename(m.path)} {log_name}arch={m.arch} dtype={m.dtype} "
         f"positions={len(seq)} greedy_steps={n_gen}: greedy {t1 - t0:.2f}s, teacher-forced {t2 - t1:.2f}s",
