@@ -663,7 +663,14 @@ Result<std::vector<float>> GgufFile::get_f32_array(std::string_view key) const {
   }
   std::vector<float> out;
   out.reserve(a->items.size());
-  for (const GgufValue& item : a->items) out.push_back(float(*item.as_double()));
+  for (size_t i = 0; i < a->items.size(); ++i) {
+    const double d = *a->items[i].as_double();
+    // A finite double beyond float's range has no float value (the cast would be UB).
+    if (std::isfinite(d) && std::fabs(d) > double(std::numeric_limits<float>::max())) {
+      return make_error("gguf: {}: key {}[{}]: value {} does not fit in f32", name_, key, i, d);
+    }
+    out.push_back(float(d));
+  }
   return out;
 }
 

@@ -205,10 +205,11 @@ TEST(GgufReader, AcceptsEmptyTensor) {
 
 TEST(GgufReader, TypedGettersConvertFittingIntegersAndNameMismatches) {
   GgufBytes g;
-  g.header(0, 5).kv_u32("a.u32", 7).kv_str("a.str", "x");
-  g.str("a.big").u32(10).u64(~uint64_t(0));                  // u64 max
-  g.str("a.f32").u32(6).pod(1.5f);                           // f32
-  g.str("a.arr").u32(9).u32(4).u64(3).u32(1).u32(2).u32(3);  // u32 array
+  g.header(0, 6).kv_u32("a.u32", 7).kv_str("a.str", "x");
+  g.str("a.f64arr").u32(9).u32(12).u64(2).pod(0.5).pod(1e300);  // f64 array
+  g.str("a.big").u32(10).u64(~uint64_t(0));                     // u64 max
+  g.str("a.f32").u32(6).pod(1.5f);                              // f32
+  g.str("a.arr").u32(9).u32(4).u64(3).u32(1).u32(2).u32(3);     // u32 array
   auto f = GgufFile::parse(g.b, "m.gguf");
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->get_int("a.u32").value(), 7);
@@ -227,6 +228,8 @@ TEST(GgufReader, TypedGettersConvertFittingIntegersAndNameMismatches) {
               HasSubstr("expected an array of string, found array of 3 u32"));
   EXPECT_THAT(f->get_bool("a.u32").error().message, HasSubstr("expected a bool, found u32"));
   EXPECT_EQ(f->find("a.missing"), nullptr);
+  EXPECT_THAT(f->get_f32_array("a.f64arr").error().message,
+              HasSubstr("key a.f64arr[1]: value 1e+300 does not fit in f32"));
   ASSERT_NE(f->find("a.big"), nullptr);
   EXPECT_EQ(f->find("a.big")->as_uint(), ~uint64_t(0));
   EXPECT_EQ(f->find("a.big")->as_int(), std::nullopt);
