@@ -26,7 +26,9 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { reset(); }
+MappedFile::~MappedFile() {
+  reset();
+}
 
 void MappedFile::reset() {
   if (data_) munmap(const_cast<uint8_t*>(data_), size_);

@@ -28,22 +28,37 @@ Error make_error(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(v_); }
-  Error&& take_error() { assert(!ok()); return std::get<1>(std::move(v_)); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
+  Error&& take_error() {
+    assert(!ok());
+    return std::get<1>(std::move(v_));
+  }
 
  private:
   std::variant<T, Error> v_;
@@ -58,8 +73,14 @@ class [[nodiscard]] Status {
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
-  Error&& take_error() { assert(!ok_); return std::move(error_); }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
+  Error&& take_error() {
+    assert(!ok_);
+    return std::move(error_);
+  }
 
  private:
   Error error_;
@@ -69,9 +90,9 @@ class [[nodiscard]] Status {
 }  // namespace fish
 
 // Propagates an error from a Status or Result expression: FISH_TRY(write_all(f, buf));
-#define FISH_TRY(expr)                                   \
-  do {                                                   \
-    auto&& fish_try_r_ = (expr);                         \
+#define FISH_TRY(expr)                                      \
+  do {                                                      \
+    auto&& fish_try_r_ = (expr);                            \
     if (!fish_try_r_.ok()) return fish_try_r_.take_error(); \
   } while (0)
 
@@ -79,8 +100,7 @@ class [[nodiscard]] Status {
 #define FISH_CONCAT_(a, b) FISH_CONCAT_INNER_(a, b)
 // Declares `lhs` from a Result expression or returns its error:
 //   FISH_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
-#define FISH_ASSIGN_OR_RETURN(lhs, expr)                                          \
-  auto FISH_CONCAT_(fish_r_, __LINE__) = (expr);                                  \
-  if (!FISH_CONCAT_(fish_r_, __LINE__).ok())                                      \
-    return FISH_CONCAT_(fish_r_, __LINE__).take_error();                          \
+#define FISH_ASSIGN_OR_RETURN(lhs, expr)                                                          \
+  auto FISH_CONCAT_(fish_r_, __LINE__) = (expr);                                                  \
+  if (!FISH_CONCAT_(fish_r_, __LINE__).ok()) return FISH_CONCAT_(fish_r_, __LINE__).take_error(); \
   lhs = std::move(FISH_CONCAT_(fish_r_, __LINE__)).value()

@@ -18,13 +18,15 @@ constexpr uint32_t kRound[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+inline uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
 
 }  // namespace
 
 Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-         0x5be0cd19} {}
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const uint8_t* p) {
   uint32_t w[64];
@@ -38,11 +40,26 @@ void Sha256::block(const uint8_t* p) {
   }
   uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
   for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
+    uint32_t t1 =
+        h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
     uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
   }
-  h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d; h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
 }
 
 void Sha256::update(const void* data, size_t n_bytes) {
@@ -51,11 +68,19 @@ void Sha256::update(const void* data, size_t n_bytes) {
   if (buf_len_ > 0) {
     size_t take = std::min(n_bytes, sizeof(buf_) - buf_len_);
     std::memcpy(buf_ + buf_len_, p, take);
-    buf_len_ += take; p += take; n_bytes -= take;
-    if (buf_len_ == sizeof(buf_)) { block(buf_); buf_len_ = 0; }
+    buf_len_ += take;
+    p += take;
+    n_bytes -= take;
+    if (buf_len_ == sizeof(buf_)) {
+      block(buf_);
+      buf_len_ = 0;
+    }
   }
   for (; n_bytes >= 64; p += 64, n_bytes -= 64) block(p);
-  if (n_bytes > 0) { std::memcpy(buf_, p, n_bytes); buf_len_ = n_bytes; }
+  if (n_bytes > 0) {
+    std::memcpy(buf_, p, n_bytes);
+    buf_len_ = n_bytes;
+  }
 }
 
 std::array<uint8_t, 32> Sha256::finish() {
@@ -75,7 +100,10 @@ std::array<uint8_t, 32> Sha256::finish() {
 std::string Sha256::finish_hex() {
   static const char* kHex = "0123456789abcdef";
   std::string s;
-  for (uint8_t b : finish()) { s += kHex[b >> 4]; s += kHex[b & 15]; }
+  for (uint8_t b : finish()) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
   return s;
 }
 
@@ -85,7 +113,9 @@ std::string sha256_hex(const void* data, size_t n_bytes) {
   return h.finish_hex();
 }
 
-std::string sha256_hex(std::string_view s) { return sha256_hex(s.data(), s.size()); }
+std::string sha256_hex(std::string_view s) {
+  return sha256_hex(s.data(), s.size());
+}
 
 Result<std::string> sha256_file_hex(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
