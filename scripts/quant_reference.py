@@ -6,11 +6,11 @@ Used by tests/quant/*_test.cpp; every file is raw little-endian bytes.
   quant_reference.py batch JOBS     run one job per line of JOBS (one Python start-up for many):
       dequant TYPE IN OUT           IN: packed blocks of TYPE -> OUT: float32 values
       quant TYPE IN OUT             IN: float32 values -> OUT: packed blocks (gguf's quantiser)
-      tensors GGUF OUT              OUT: JSON list, one object per tensor of GGUF: name, type
-                                    (GGML id), offset (absolute, bytes), n_bytes, n_elements,
-                                    sha256 of the dequantised float32 values, first 8 values;
-                                    the JSON is {"key": ..., "tensors": [...]}
-                                    (reused when OUT was made from the same file and gguf)
+      tensors GGUF OUT              OUT: JSON {"key": cache key, "tensors": [...]}, one object
+                                    per tensor of GGUF: name, type (GGML id), offset (absolute,
+                                    bytes), n_bytes, n_elements, sha256 of the dequantised
+                                    float32 values, first 8 values. OUT is reused when it was
+                                    made from the same file (size, mtime), gguf and script.
       dump GGUF NAME OUT            OUT: float32 dequantised values of tensor NAME
       sizes OUT                     OUT: JSON {GGML id: [block elems, block bytes]} of gguf
   quant_reference.py can-quant TYPE   exit 0 when gguf has a quantiser for TYPE, else 1
