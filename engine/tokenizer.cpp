@@ -126,7 +126,7 @@ Result<Tokenizer> Tokenizer::from_spec(VocabSpec spec, std::string_view source) 
     // llama.cpp names empty tokens so that they can neither match text nor collide.
     if (vocab->text_[i].empty()) vocab->text_[i] = "[EMPTY_" + std::to_string(i) + "]";
     const std::string& s = vocab->text_[i];
-    size_t h = Vocab::StringHash{}(s)&vocab->slot_mask_;
+    size_t h = Vocab::StringHash()(s) & vocab->slot_mask_;
     for (; vocab->slots_[h] >= 0; h = (h + 1) & vocab->slot_mask_) {
       if (vocab->text_[size_t(vocab->slots_[h])] == s) {
         return make_error(

@@ -3,18 +3,25 @@
 //
 // Behaviour follows llama.cpp's llama-vocab.cpp, which produced the test vectors in
 // tests/data/vocab: encode(text, add_special=false, parse_special=false) reproduces its
-// tokenize() token for token. Deliberate differences are noted where they occur (decode() does
-// not "clean up" spaces before punctuation, so decode(encode(x)) == x for valid UTF-8).
+// tokenize() token for token. Deliberate differences:
+//   - decode() does not "clean up" spaces before punctuation (llama.cpp does for GPT-2 style
+//     vocabularies), so decode(encode(x)) == x for valid UTF-8;
+//   - with add_space_prefix (SPM), decode() removes the encoder's space after every special
+//     token, not only at the start;
+//   - "</s>" is not an end-of-generation text (Gemma 3 uses it as an HTML tag);
+//   - a special-token id key outside the vocabulary is an error, not a warning; a gpt2
+//     vocabulary without bos/eos keys has none (llama.cpp assumes id 11);
+//   - pre-tokenizers other than the GPT-2 / SmolLM / default families are errors.
 //
 // Keys read (errors name the file, the key and expected vs found type):
-//   tokenizer.ggml.model        string   "gpt2" | "llama"             required
-//   tokenizer.ggml.pre          string   "gpt-2" | "smollm" | "default" ... (gpt2 only; absent =
-//   default) tokenizer.ggml.tokens       [string]                               required
-//   tokenizer.ggml.scores       [f32]    merge priority (llama)        absent = 0
-//   tokenizer.ggml.token_type   [i32]    TokenType                     absent = normal
-//   tokenizer.ggml.merges       [string] "left right", by rank        required for gpt2
-//   tokenizer.ggml.{bos,eos,unknown,padding,eot,eom}_token_id   u32/i32
-//   tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix   bool
+//   tokenizer.ggml.model       string    "gpt2" | "llama"                     required
+//   tokenizer.ggml.pre         string    "gpt-2", "smollm", "default", ...    gpt2; absent: default
+//   tokenizer.ggml.tokens      [string]                                       required
+//   tokenizer.ggml.scores      [f32]     merge priority (llama)               absent: 0
+//   tokenizer.ggml.token_type  [i32]     TokenType                            absent: normal
+//   tokenizer.ggml.merges      [string]  "left right", rank = index           gpt2: required
+//   tokenizer.ggml.{bos,eos,unknown,padding,eot,eom}_token_id   any integer type
+//   tokenizer.ggml.{add_bos_token,add_eos_token,add_space_prefix}   bool
 #pragma once
 
 #include <cstdint>
@@ -83,10 +90,9 @@ class Vocab {
   uint8_t attr(int32_t id) const { return attr_[size_t(id)]; }
   // Id of the token whose text is exactly `s`, or -1.
   int32_t find(std::string_view s) const {
-    for (size_t h = StringHash{}(s)&slot_mask_;; h = (h + 1) & slot_mask_) {
-      const int32_t id = slots_[h];
-      if (id < 0 || text_[size_t(id)] == s) return id;
-    }
+    size_t h = StringHash()(s) & slot_mask_;
+    while (slots_[h] >= 0 && text_[size_t(slots_[h])] != s) h = (h + 1) & slot_mask_;
+    return slots_[h];
   }
 
  private:
