@@ -5,10 +5,11 @@
 //
 // matvec_cold rotates through copies of the matrix spanning >= 1 GiB, so weights come from DRAM
 // as in real decode (a 1B model is 0.9+ GiB); matvec_hot re-reads one matrix (9.4 MB for Q4_K:
-// cache-resident on big-L3 CPUs), which shows the kernel's compute ceiling. Each iteration is one
+// L3-resident on big-L3 CPUs: matmul overheads without DRAM). Each iteration is one
 // matmul() call: activation quantisation + dot products, as the engine runs it.
-// Also: matmul with 64 tokens (prefill as matrix x matrix, tokens/s) and the thread-pool dispatch
-// latency. The context line "fish_cpu" names the ISA level and CPU features used.
+// Also: each dot kernel per ISA on cache-resident rows (vec_dot_l2: the compute ceiling), matmul
+// with 64 tokens (prefill as matrix x matrix, tokens/s) and the thread-pool dispatch latency. The
+// context line "fish_cpu" names the ISA level and CPU features used.
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -160,6 +161,33 @@ void BM_matvec_hot(benchmark::State& state, GgmlType t) {
   set_label(state, t);
 }
 
+// One dot-product kernel in isolation, per ISA level: 64 rows x 4096 weights (cache-resident)
+// against one activation row; bytes/s of weights = the kernel's compute ceiling per core.
+void BM_vec_dot_l2(benchmark::State& state, GgmlType t, Isa isa) {
+  constexpr int64_t kRows = 64, kN = 4096;
+  const MatvecKernel& k = matvec_kernel(t, isa);
+  if (k.isa != isa) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const std::vector<uint8_t> w = random_matrix(t, kRows, kN);
+  const std::vector<float> x = random_activations(kN);
+  std::vector<uint8_t> xq(k.act_row_bytes(kN));
+  if (k.quantize_act) {
+    k.quantize_act(x.data(), xq.data(), kN);
+  } else {
+    std::memcpy(xq.data(), x.data(), xq.size());
+  }
+  const size_t row = row_bytes(t, kN);
+  for (auto _ : state) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < kRows; ++r) sum += k.vec_dot(kN, w.data() + size_t(r) * row, xq.data());
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.size()));
+  state.SetLabel(std::string(type_name(t)) + " " + std::string(isa_name(isa)));
+}
+
 // Prefill: 64 tokens x the same matrix; items = tokens.
 void BM_matmul_prefill64(benchmark::State& state, GgmlType t) {
   constexpr int64_t kTok = 64;
@@ -256,6 +284,15 @@ int register_all() {
           ->ArgName("threads")
           ->UseRealTime()
           ->MinTime(0.2);
+    }
+  }
+  for (GgmlType t : kTypes) {
+    for (int i = 0; i < kIsaCount; ++i) {
+      if (!isa_supported(Isa(i))) continue;
+      benchmark::RegisterBenchmark(
+          ("vec_dot_l2/" + std::string(type_name(t)) + "/" + std::string(isa_name(Isa(i)))).c_str(),
+          BM_vec_dot_l2, t, Isa(i))
+          ->MinTime(0.1);
     }
   }
   for (GgmlType t : {GgmlType::q4_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q6_k}) {
