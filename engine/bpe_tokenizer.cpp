@@ -254,7 +254,7 @@ Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
     return PreTokenizer::gpt2;
   }
   if (name == "smollm" || name == "starcoder" || name == "refact" || name == "codeshell" ||
-      name == "exaone" || name == "minerva-7b") {
+      name == "exaone" || name == "minerva-7b" || name == "command-r" || name == "mellum2") {
     return PreTokenizer::smollm;
   }
   if (name.empty() || name == "default") return PreTokenizer::default_rules;
