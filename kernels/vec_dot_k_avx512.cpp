@@ -79,7 +79,8 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales))),
         _mm256_set1_epi16(0xF)));
     const int summs = scaled_bsums(_mm512_srli_epi32(packed, 4), b[i].bsums);
-    __m512i sumi = _mm512_setzero_si512();
+    // Two accumulators: vpdpwssd's latency would otherwise chain the whole super-block.
+    __m512i sumi = _mm512_setzero_si512(), sumi2 = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load256(a[i].qs + 32 * h);
       const __m512i w01 =
@@ -87,9 +88,10 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
       const __m512i w23 = join256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
                                   _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
       sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
-      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
-                        spread_scales16(sc16, 8 * h + 4, 4));
+      sumi2 = dot_scaled(sumi2, w23, load512(b[i].qs + 128 * h + 64),
+                         spread_scales16(sc16, 8 * h + 4, 4));
     }
+    sumi = _mm512_add_epi32(sumi, sumi2);
     acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
                           _mm512_cvtepi32_ps(sumi), acc);
     acc_min += b[i].d * f16_to_f32_simd(a[i].dmin) * float(summs);
@@ -112,7 +114,8 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
     const int offset = scaled_bsums(_mm512_cvtepi8_epi32(sc8v), b[i].bsums);
     const __m256i hm = load256(a[i].hmask);
     const __m512i hm2 = join256(hm, hm);
-    __m512i sumi = _mm512_setzero_si512();
+    // Two accumulators: vpdpwssd's latency would otherwise chain the whole super-block.
+    __m512i sumi = _mm512_setzero_si512(), sumi2 = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load256(a[i].qs + 32 * h);
       __m512i w01 = join256(_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
@@ -121,9 +124,10 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
       w01 = or_where_bit(w01, hm2, 1 << (4 * h), 1 << (4 * h + 1), 4);
       w23 = or_where_bit(w23, hm2, 1 << (4 * h + 2), 1 << (4 * h + 3), 4);
       sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
-      sumi = dot_scaled(sumi, w23, load512(b[i].qs + 128 * h + 64),
-                        spread_scales16(sc16, 8 * h + 4, 4));
+      sumi2 = dot_scaled(sumi2, w23, load512(b[i].qs + 128 * h + 64),
+                         spread_scales16(sc16, 8 * h + 4, 4));
     }
+    sumi = _mm512_add_epi32(sumi, sumi2);
     acc = _mm512_fmadd_ps(
         _mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
         _mm512_cvtepi32_ps(_mm512_sub_epi32(
@@ -168,8 +172,10 @@ inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, floa
       const __m256i qh = load256(a[i].qh);
       qh2 = join256(qh, qh);
     }
-    __m512i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
+    // Even and odd chunks in separate accumulators: vpdpwssd's latency would otherwise chain the
+    // whole super-block (integer sums: the split does not change the result).
+    __m512i sumi[2][NT];
+    for (int t = 0; t < NT; ++t) sumi[0][t] = sumi[1][t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(a[i].qs + 32 * c);
       __m512i qw = join256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
@@ -178,12 +184,14 @@ inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, floa
       const __m512i scv = spread_scales16(sc16, 2 * c, 5);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
-        sumi[t] = dot_scaled(sumi[t], qw, load512(b[t][i].qs + 64 * c), scv);
+        sumi[c & 1][t] = dot_scaled(sumi[c & 1][t], qw, load512(b[t][i].qs + 64 * c), scv);
       }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d),
+                          _mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0][t], sumi[1][t])), acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) {
@@ -203,8 +211,8 @@ inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, f
     const __m128i sc8v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales));
     const __m512i sc16 = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(sc8v));
     const __m512i sc32 = _mm512_cvtepi8_epi32(sc8v);
-    __m512i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm512_setzero_si512();
+    __m512i sumi[2][NT];  // two accumulators: see dot_q45_k
+    for (int t = 0; t < NT; ++t) sumi[0][t] = sumi[1][t] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // ql[64h..64h+63]: low 4 bits of weights 0..63 (low nibbles) and 64..127 (high nibbles).
       const __m512i ql = load512(a[i].ql + 64 * h);
@@ -220,8 +228,8 @@ inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, f
       const __m512i s23 = spread_scales16(sc16, 8 * h + 4, 4);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
-        sumi[t] = dot_scaled(sumi[t], w01, load512(b[t][i].qs + 128 * h), s01);
-        sumi[t] = dot_scaled(sumi[t], w23, load512(b[t][i].qs + 128 * h + 64), s23);
+        sumi[0][t] = dot_scaled(sumi[0][t], w01, load512(b[t][i].qs + 128 * h), s01);
+        sumi[1][t] = dot_scaled(sumi[1][t], w23, load512(b[t][i].qs + 128 * h + 64), s23);
       }
     }
     const float d = f16_to_f32_simd(a[i].d);
@@ -229,11 +237,12 @@ inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, f
     for (int t = 0; t < NT; ++t) {
       // codes are q + 32: subtract 32 * sum_s sc_s * bsum_s
       const int offset = scaled_bsums(sc32, b[t][i].bsums);
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d),
-                               _mm512_cvtepi32_ps(_mm512_sub_epi32(
-                                   sumi[t], _mm512_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                              0, 0, 0, 0, 0, 0, 0))),
-                               acc[t]);
+      acc[t] = _mm512_fmadd_ps(
+          _mm512_set1_ps(b[t][i].d * d),
+          _mm512_cvtepi32_ps(_mm512_sub_epi32(
+              _mm512_add_epi32(sumi[0][t], sumi[1][t]),
+              _mm512_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))),
+          acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
