@@ -3,12 +3,12 @@
 // weights. Layout and pairing: vec_dot.h.
 //
 // 32-weight blocks: one block per 256-bit VNNI vpdpbusd (AVX512VL), two blocks per loop
-// iteration into two accumulators. vpdpbusd multiplies UNSIGNED weight codes by signed int8
-// activations and sums groups of 4 into int32 (no int16 intermediate: nothing saturates).
-// Formats with a constant offset (Q4_0: q - 8, Q5_0: q - 16, Q8_0 stored signed: (q ^ 0x80) -
-// 128) subtract offset * sum(activations), itself one vpdpbusd against a broadcast offset byte;
-// Q4_1/Q5_1 add m * s from Q8_1's stored sum. (Measured: packing two 18-34 byte blocks into one
-// 512-bit register costs more in inserts and scale broadcasts than it saves.)
+// iteration into two accumulators. vpdpbusd multiplies UNSIGNED bytes by signed int8 activations
+// and sums groups of 4 into int32 (no int16 intermediate: nothing saturates). Q4_1/Q5_1 codes
+// are unsigned already (their m * s term comes from Q8_1's stored sum); the signed formats (Q4_0
+// q - 8, Q5_0 q - 16, Q8_0) use the sign trick |q| x sign(a, q), one vpsignb per token. (Measured:
+// packing two 18-34 byte blocks into one 512-bit register costs more in inserts and scale
+// broadcasts than it saves.)
 //
 // GCC 12's avx512fintrin.h builds results from _mm512_undefined_*(), which trips
 // -Wmaybe-uninitialized in every caller (GCC bug 105593); the warning is about the header.
@@ -114,36 +114,41 @@ void quantize_row_q8_k_avx512(const float* x, void* y, int64_t n) {
   }
 }
 
-// ---- 32-weight block formats: codes(block) gives 32 unsigned weight codes (weight j at byte j)
-// such that w = d * (code - kOffset) [+ m for the formats with a minimum]. ----
+// ---- 32-weight block formats: codes(block) gives the 32 weight codes (weight j at byte j),
+// w = d * code [+ m for the formats with a minimum]. ----
 
 namespace {
 
+// kSigned: codes() gives the signed weight q directly (int8), multiplied as |q| x (a with q's
+// sign), the sign trick (|q| <= 128 as u8, |a| <= 127: vpdpbusd takes it exactly). Otherwise
+// codes() gives unsigned codes (<= 31) multiplied as they are.
 struct CodesQ4_0 {
-  static constexpr int kOffset = 8;
-  static __m256i codes(const BlockQ4_0& b) { return unpack_nibbles_32(b.qs); }
+  static constexpr bool kSigned = true;
+  static __m256i codes(const BlockQ4_0& b) {
+    return _mm256_sub_epi8(unpack_nibbles_32(b.qs), _mm256_set1_epi8(8));
+  }
 };
 struct CodesQ4_1 {
-  static constexpr int kOffset = 0;
+  static constexpr bool kSigned = false;
   static __m256i codes(const BlockQ4_1& b) { return unpack_nibbles_32(b.qs); }
 };
-inline __m256i codes_5bit(const uint8_t* qh, const uint8_t* qs) {
-  return _mm256_or_si256(unpack_nibbles_32(qs),
-                         _mm256_and_si256(expand_bits_32(qh), _mm256_set1_epi8(0x10)));
-}
-struct CodesQ5_0 {
-  static constexpr int kOffset = 16;
-  static __m256i codes(const BlockQ5_0& b) { return codes_5bit(b.qh, b.qs); }
+struct CodesQ5_0 {  // q - 16 in int8: nibble | 0xF0 (= nibble - 16) where the 5th bit is clear
+  static constexpr bool kSigned = true;
+  static __m256i codes(const BlockQ5_0& b) {
+    return _mm256_or_si256(unpack_nibbles_32(b.qs),
+                           _mm256_andnot_si256(expand_bits_32(b.qh), _mm256_set1_epi8(char(0xF0))));
+  }
 };
 struct CodesQ5_1 {
-  static constexpr int kOffset = 0;
-  static __m256i codes(const BlockQ5_1& b) { return codes_5bit(b.qh, b.qs); }
+  static constexpr bool kSigned = false;
+  static __m256i codes(const BlockQ5_1& b) {
+    return _mm256_or_si256(unpack_nibbles_32(b.qs),
+                           _mm256_and_si256(expand_bits_32(b.qh), _mm256_set1_epi8(0x10)));
+  }
 };
 struct CodesQ8_0 {
-  static constexpr int kOffset = 128;  // int8 q stored as q ^ 0x80 = q + 128 (unsigned)
-  static __m256i codes(const BlockQ8_0& b) {
-    return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8(char(0x80)));
-  }
+  static constexpr bool kSigned = true;
+  static __m256i codes(const BlockQ8_0& b) { return load256(b.qs); }
 };
 
 // NT activation rows (tokens) against one weight row: the weight codes of each block are decoded
@@ -152,7 +157,6 @@ struct CodesQ8_0 {
 template <typename Codes, int NT, typename WBlock, typename ABlock>
 void dot_blocks32(int64_t nb, const WBlock* a, const ABlock* const* b, float* out) {
   constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
-  const __m256i off = _mm256_set1_epi8(char(Codes::kOffset));
   // Two independent chains per token (even / odd blocks) so FMA latency does not bound the loop.
   __m256 acc[2][NT];
   __m128 acc_min[2][NT];  // lane 1: sum of m * s
@@ -164,13 +168,12 @@ void dot_blocks32(int64_t nb, const WBlock* a, const ABlock* const* b, float* ou
   }
   auto block = [&](int64_t i, int k) {
     const __m256i qw = Codes::codes(a[i]);
+    const __m256i uw = Codes::kSigned ? _mm256_sign_epi8(qw, qw) : qw;  // |q| for the sign trick
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
-      const __m256i qa = load256(b[t][i].qs);
-      __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qw, qa);
-      if constexpr (Codes::kOffset != 0) {
-        dp = _mm256_sub_epi32(dp, _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, qa));
-      }
+      __m256i qa = load256(b[t][i].qs);
+      if constexpr (Codes::kSigned) qa = _mm256_sign_epi8(qa, qw);
+      const __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), uw, qa);
       const __m128 sc = block_scales(&a[i], &b[t][i]);
       acc[k][t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(sc), _mm256_cvtepi32_ps(dp), acc[k][t]);
       if constexpr (kHasMin) acc_min[k][t] = _mm_add_ps(acc_min[k][t], sc);
