@@ -136,6 +136,10 @@ class Model:
             self.freq_base_swa = self.freq_base
             self.attn_scale = 1.0 / math.sqrt(self.head_dim)
             self.rope_neox = False
+        for name in self.tensors:
+            # per-band RoPE divisors (llama 3 style) and biases are not implemented
+            if name.startswith("rope_freqs") or name.endswith(".bias"):
+                raise SystemExit(f"{path}: tensor {name} is not supported by this reference")
         tok = self.tensors["token_embd.weight"]
         self.n_vocab = int(tok.shape[1])
 
