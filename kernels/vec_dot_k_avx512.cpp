@@ -39,17 +39,45 @@ inline __m512i or_where_bit(__m512i w, __m512i bits_src, int bit_lo, int bit_hi,
       w, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(bits_src, m), _mm512_set1_epi8(value)));
 }
 // int16 lane k of a 64-weight vpmaddubsw result covers weights 2k, 2k+1.
-alignas(64) constexpr int16_t kLaneIota16[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
-                                                 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                                                 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-// int16 scale per lane of a 64-weight maddubs result, sub-blocks of 2^log2_sub weights starting
-// at sub-block `first`: lane k gets scales16[first + 2k / 2^log2_sub].
-inline __m512i spread_scales16(__m512i scales16, int first, int log2_sub) {
-  const __m512i iota = _mm512_load_si512(kLaneIota16);
-  const __m512i idx = _mm512_add_epi16(_mm512_srli_epi16(iota, unsigned(log2_sub - 1)),
-                                       _mm512_set1_epi16(short(first)));
-  return _mm512_permutexvar_epi16(idx, scales16);
+// Index tables for vpermw: lane k of a 64-weight vpmaddubsw result covers weights 2k, 2k+1.
+// kSpread16[f]: sub-blocks of 16 weights starting at sub-block 4f (lane k -> 4f + k/8);
+// kSpread32[c]: sub-blocks of 32 starting at 2c (lane k -> 2c + k/16). Constants, so the scale
+// vector of a slice costs one load + one vpermw.
+struct SpreadTables {
+  alignas(64) int16_t sub16[4][32];
+  alignas(64) int16_t sub32[4][32];
+};
+constexpr SpreadTables make_spread_tables() {
+  SpreadTables t{};
+  for (int f = 0; f < 4; ++f) {
+    for (int k = 0; k < 32; ++k) {
+      t.sub16[f][k] = int16_t(4 * f + k / 8);
+      t.sub32[f][k] = int16_t(2 * f + k / 16);
+    }
+  }
+  return t;
 }
+alignas(64) constexpr SpreadTables kSpread = make_spread_tables();
+
+// int16 scale per lane of a 64-weight maddubs result for sub-blocks of 16 starting at `first`
+// (a multiple of 4), or of 32 starting at 2 * chunk.
+inline __m512i spread_scales_sub16(__m512i scales16, int first) {
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kSpread.sub16[first / 4]), scales16);
+}
+inline __m512i spread_scales_sub32(__m512i scales16, int chunk) {
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kSpread.sub32[chunk]), scales16);
+}
+
+// 32 bytes -> 64: the bytes twice, the upper copy shifted right by `shift_hi` bits per 64-bit
+// lane, the lower by `shift_lo`. A broadcast load is a pure load (no shuffle-port uop, unlike
+// vinserti64x4); the per-lane variable shift then selects the bit field.
+inline __m512i load_twice_shifted(const void* p, int shift_lo, int shift_hi) {
+  const __m512i b = _mm512_broadcast_i64x4(load256(p));
+  const __m512i sh = _mm512_set_epi64(shift_hi, shift_hi, shift_hi, shift_hi, shift_lo, shift_lo,
+                                      shift_lo, shift_lo);
+  return _mm512_srlv_epi64(b, sh);
+}
+
 // sumi += (u8 codes x s8 activations, pairs) x int16 scales, pairs: vpmaddubsw + vpdpwssd. The
 // int16 pair sums stay below 2 * 63 * 128 for codes <= 63, so nothing saturates.
 inline __m512i dot_scaled(__m512i sumi, __m512i codes, __m512i act, __m512i scales16) {
@@ -68,7 +96,7 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
   assert(n % kQK_K == 0);
   const auto* a = static_cast<const BlockQ2_K*>(w);
   const auto* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m512i m3 = _mm512_set1_epi8(3);
   __m512 acc = _mm512_setzero_ps();
   float acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -82,14 +110,11 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
     // Two accumulators: vpdpwssd's latency would otherwise chain the whole super-block.
     __m512i sumi = _mm512_setzero_si512(), sumi2 = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
-      const __m256i q = load256(a[i].qs + 32 * h);
-      const __m512i w01 =
-          join256(_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
-      const __m512i w23 = join256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
-                                  _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
-      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
+      const __m512i w01 = _mm512_and_si512(load_twice_shifted(a[i].qs + 32 * h, 0, 2), m3);
+      const __m512i w23 = _mm512_and_si512(load_twice_shifted(a[i].qs + 32 * h, 4, 6), m3);
+      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales_sub16(sc16, 8 * h));
       sumi2 = dot_scaled(sumi2, w23, load512(b[i].qs + 128 * h + 64),
-                         spread_scales16(sc16, 8 * h + 4, 4));
+                         spread_scales_sub16(sc16, 8 * h + 4));
     }
     sumi = _mm512_add_epi32(sumi, sumi2);
     acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_to_f32_simd(a[i].d)),
@@ -103,7 +128,7 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
   assert(n % kQK_K == 0);
   const auto* a = static_cast<const BlockQ3_K*>(w);
   const auto* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m512i m3 = _mm512_set1_epi8(3);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t sc8[16];
@@ -112,20 +137,17 @@ float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x) {
     const __m512i sc16 = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(sc8v));
     // codes are q + 4: subtract 4 * this
     const int offset = scaled_bsums(_mm512_cvtepi8_epi32(sc8v), b[i].bsums);
-    const __m256i hm = load256(a[i].hmask);
-    const __m512i hm2 = join256(hm, hm);
+    const __m512i hm2 = _mm512_broadcast_i64x4(load256(a[i].hmask));
     // Two accumulators: vpdpwssd's latency would otherwise chain the whole super-block.
     __m512i sumi = _mm512_setzero_si512(), sumi2 = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
-      const __m256i q = load256(a[i].qs + 32 * h);
-      __m512i w01 = join256(_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
-      __m512i w23 = join256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
-                            _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
+      __m512i w01 = _mm512_and_si512(load_twice_shifted(a[i].qs + 32 * h, 0, 2), m3);
+      __m512i w23 = _mm512_and_si512(load_twice_shifted(a[i].qs + 32 * h, 4, 6), m3);
       w01 = or_where_bit(w01, hm2, 1 << (4 * h), 1 << (4 * h + 1), 4);
       w23 = or_where_bit(w23, hm2, 1 << (4 * h + 2), 1 << (4 * h + 3), 4);
-      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales16(sc16, 8 * h, 4));
+      sumi = dot_scaled(sumi, w01, load512(b[i].qs + 128 * h), spread_scales_sub16(sc16, 8 * h));
       sumi2 = dot_scaled(sumi2, w23, load512(b[i].qs + 128 * h + 64),
-                         spread_scales16(sc16, 8 * h + 4, 4));
+                         spread_scales_sub16(sc16, 8 * h + 4));
     }
     sumi = _mm512_add_epi32(sumi, sumi2);
     acc = _mm512_fmadd_ps(
@@ -143,7 +165,7 @@ namespace {
 // operations are the same as for NT = 1, so every NT gives bitwise the same result per token.
 template <bool kHasHigh, int NT, typename Block>
 inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[NT];
   __m128 acc_min[NT];
   for (int t = 0; t < NT; ++t) {
@@ -170,18 +192,17 @@ inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, floa
     __m512i qh2 = _mm512_setzero_si512();
     if constexpr (kHasHigh) {
       const __m256i qh = load256(a[i].qh);
-      qh2 = join256(qh, qh);
+      qh2 = _mm512_broadcast_i64x4(qh);
     }
     // Even and odd chunks in separate accumulators: vpdpwssd's latency would otherwise chain the
     // whole super-block (integer sums: the split does not change the result).
     __m512i sumi[2][NT];
     for (int t = 0; t < NT; ++t) sumi[0][t] = sumi[1][t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(a[i].qs + 32 * c);
-      __m512i qw = join256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+      __m512i qw = _mm512_and_si512(load_twice_shifted(a[i].qs + 32 * c, 0, 4), m4);
       if constexpr (kHasHigh) qw = or_where_bit(qw, qh2, 1 << (2 * c), 1 << (2 * c + 1), 16);
       // low nibbles: sub-block 2c, high nibbles (lanes 16..31): 2c+1
-      const __m512i scv = spread_scales16(sc16, 2 * c, 5);
+      const __m512i scv = spread_scales_sub32(sc16, c);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
         sumi[c & 1][t] = dot_scaled(sumi[c & 1][t], qw, load512(b[t][i].qs + 64 * c), scv);
@@ -216,16 +237,15 @@ inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, f
     for (int h = 0; h < 2; ++h) {
       // ql[64h..64h+63]: low 4 bits of weights 0..63 (low nibbles) and 64..127 (high nibbles).
       const __m512i ql = load512(a[i].ql + 64 * h);
-      const __m256i qh = load256(a[i].qh + 32 * h);
       // High 2 bits: weights 0..31 bits 0-1 / 64..95 bits 4-5 of qh; weights 32..63 bits 2-3 /
       // 96..127 bits 6-7, moved down by 2 in the upper half.
-      const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));
+      const __m512i qh2 = load_twice_shifted(a[i].qh + 32 * h, 0, 2);
       const __m512i w01 = _mm512_or_si512(_mm512_and_si512(ql, m4),
                                           _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
       const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                           _mm512_and_si512(qh2, m30));
-      const __m512i s01 = spread_scales16(sc16, 8 * h, 4);
-      const __m512i s23 = spread_scales16(sc16, 8 * h + 4, 4);
+      const __m512i s01 = spread_scales_sub16(sc16, 8 * h);
+      const __m512i s23 = spread_scales_sub16(sc16, 8 * h + 4);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
         sumi[0][t] = dot_scaled(sumi[0][t], w01, load512(b[t][i].qs + 128 * h), s01);
