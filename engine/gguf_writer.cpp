@@ -37,6 +37,7 @@ class BufferedFile {
   uint64_t offset() const { return written_ + used_; }
 
   Status write(const void* p, size_t n) {
+    if (n == 0) return Status::success();  // p may be null (an empty span); memcpy forbids it
     const auto* src = static_cast<const uint8_t*>(p);
     if (n >= buf_.size()) {  // large: bypass the buffer
       FISH_TRY(flush());

@@ -359,7 +359,7 @@ TEST(GgufReader, RejectsTensorOffsetThatOverflows) {
 
 TEST(GgufReader, RejectsTensorDataPastEndOfFile) {
   GgufBytes g = valid_file();
-  g.b.resize(g.b.size() - 1);
+  g.b.pop_back();
   EXPECT_THAT(parse_error(g), HasSubstr("gguf: model.gguf: tensor w: data ends at byte 228 (68 "
                                         "bytes from byte 160), file is 227 bytes"));
 }
