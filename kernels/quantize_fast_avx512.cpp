@@ -1,0 +1,37 @@
+// AVX-512 K-quant quantisers, byte-identical to quant/'s references: 16 lanes = the sub-blocks of
+// two Q4_K/Q5_K super-blocks (an odd last one goes through the 8-lane AVX2 form) or of one Q6_K
+// super-block (quantize_fast_lanes.h has the scheme).
+// GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized in callers (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "kernels/quantize_fast.h"
+#include "kernels/quantize_fast_lanes.h"
+
+namespace fish {
+namespace {
+
+template <int kNmax, class Block>
+void quantize_q45_k_row(const float* x, Block* y, int64_t n, const Qkx2Search& search) {
+  const int64_t nb = n / kQK_K;
+  const int64_t n_pairs = nb / 2 * 2;
+  quantize_q45_k_blocks<Lanes16, kNmax>(x, y, n_pairs, search);
+  if (n_pairs < nb)
+    quantize_q45_k_blocks<Lanes8, kNmax>(x + n_pairs * kQK_K, y + n_pairs, 1, search);
+}
+
+}  // namespace
+
+void quantize_row_q4_k_avx512(const float* x, void* y, int64_t n) {
+  quantize_q45_k_row<15>(x, static_cast<BlockQ4_K*>(y), n, kQ4kSearch);
+}
+
+void quantize_row_q5_k_avx512(const float* x, void* y, int64_t n) {
+  quantize_q45_k_row<31>(x, static_cast<BlockQ5_K*>(y), n, kQ5kSearch);
+}
+
+void quantize_row_q6_k_avx512(const float* x, void* y, int64_t n) {
+  quantize_q6_k_blocks<Lanes16>(x, static_cast<BlockQ6_K*>(y), n / kQK_K);
+}
+
+}  // namespace fish
