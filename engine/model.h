@@ -1,0 +1,130 @@
+// A transformer loaded from GGUF: architecture hyper-parameters from the metadata and views of the
+// weight tensors in the mapped file. Loaded once, then shared read-only by any number of sessions.
+//
+// Architectures (general.architecture) and what differs between them:
+//   llama   RMSNorm, normal RoPE (adjacent pairs; the converter permuted q/k rows for it), SwiGLU,
+//           tied or untied output; Llama 3 rope_freqs.weight (per-pair frequency divisors) and
+//           rope.scaling.type linear where present.
+//   qwen2   llama + q/k/v biases, NeoX RoPE.
+//   qwen3   llama + per-head q/k RMSNorm before RoPE, NeoX RoPE.
+//   gemma3  embeddings x sqrt(n_embd), per-head q/k RMSNorm, post-attention and post-FFN RMSNorm,
+//           GeGLU (tanh GELU), NeoX RoPE, tied output; every layer but each 6th is a
+//           sliding-window layer with RoPE base 10000 (global layers: rope.freq_base, and linear
+//           rope scaling where present). Norm weights already hold Gemma's (1 + w).
+// As llama.cpp (llama-model.cpp) builds these graphs; scripts/reference_forward.py is the
+// independent numpy version the tests compare with.
+//
+// Errors (load): unknown architecture, a missing key or tensor, a tensor whose shape or type does
+// not fit the hyper-parameters, an unsupported rope scaling; messages name the file and the
+// key or tensor and say expected vs found.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/gguf.h"
+#include "kernels/ops.h"
+#include "quant/types.h"
+
+namespace fish {
+
+enum class Arch { llama, qwen2, qwen3, gemma3 };
+std::string_view arch_name(Arch a);
+
+// A weight matrix: n_out rows of n_in values of `type`, row-major, in the mapped file.
+struct MatrixView {
+  const void* data = nullptr;
+  GgmlType type = GgmlType::f32;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t n_bytes = 0;
+  std::string name;  // tensor name, for messages
+};
+
+struct ModelParams {
+  Arch arch = Arch::llama;
+  int64_t n_layer = 0;
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // key_length; value_length must equal it
+  int64_t n_rot = 0;     // rope.dimension_count (<= head_dim)
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  float rope_base = 10000.0f;      // global layers
+  float rope_scale = 1.0f;         // global layers: 1 / rope.scaling.factor (linear)
+  float rope_base_swa = 10000.0f;  // sliding-window layers
+  RopeStyle rope_style = RopeStyle::normal;
+  float attn_scale = 1.0f;     // q.k multiplier
+  float embd_scale = 1.0f;     // token embeddings are multiplied by this (gemma: sqrt(n_embd))
+  int64_t sliding_window = 0;  // 0: none; keys with q_pos - k_pos >= window are masked
+  int64_t swa_period = 0;      // gemma3: layer il is sliding when il % period < period - 1
+  bool tied_output = false;
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+  bool is_swa_layer(int64_t il) const {
+    return sliding_window > 0 && swa_period > 0 && il % swa_period < swa_period - 1;
+  }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;   // n_embd
+  MatrixView wq, wk, wv, wo;      // wq: q_dim x n_embd, wk/wv: kv_dim x n_embd, wo: n_embd x q_dim
+  std::vector<float> bq, bk, bv;  // qwen2 biases (empty otherwise)
+  std::vector<float> q_norm, k_norm;  // per-head norms, head_dim (qwen3, gemma3; empty otherwise)
+  std::vector<float> post_attn_norm;  // gemma3
+  std::vector<float> ffn_norm;        // n_embd
+  MatrixView gate, up, down;          // gate/up: n_ff x n_embd, down: n_embd x n_ff
+  std::vector<float> post_ffn_norm;   // gemma3
+  bool swa = false;
+  float rope_base = 10000.0f;
+  float rope_scale = 1.0f;
+};
+
+class Model {
+ public:
+  // Opens and validates a GGUF. Every matrix must have a matvec kernel (kernels/registry.h).
+  static Result<std::shared_ptr<const Model>> load(const std::string& path);
+  // Same over an already opened file (the Model keeps it).
+  static Result<std::shared_ptr<const Model>> from_gguf(GgufFile file);
+
+  const ModelParams& params() const { return p_; }
+  const GgufFile& gguf() const { return file_; }
+  const std::string& path() const { return file_.path(); }
+
+  const MatrixView& token_embd() const { return token_embd_; }  // n_vocab rows of n_embd
+  const MatrixView& output() const { return output_; }          // token_embd's view when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Llama 3 per-pair frequency divisors (n_rot / 2), empty when absent.
+  const std::vector<float>& rope_freq_factors() const { return rope_freqs_; }
+
+  // Bytes of weights one decode step reads: every layer matrix plus the output matrix (norms
+  // and the one embedding row are negligible and not counted).
+  uint64_t weight_bytes_per_token() const { return weight_bytes_per_token_; }
+  // All matrix bytes in the file, embeddings included.
+  uint64_t total_weight_bytes() const { return total_weight_bytes_; }
+
+  // Writes the f32 embedding of `token` (n_embd values, embd_scale applied).
+  void embed(int32_t token, float* out) const;
+
+ private:
+  Model() = default;
+  GgufFile file_;
+  ModelParams p_;
+  MatrixView token_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<float> rope_freqs_;
+  std::vector<LayerWeights> layers_;
+  uint64_t weight_bytes_per_token_ = 0;
+  uint64_t total_weight_bytes_ = 0;
+};
+
+}  // namespace fish

@@ -1,0 +1,349 @@
+// Session: the forward pass over a Model; see session.h. The layer graph follows llama.cpp's
+// build for each architecture (llama-model.cpp) and scripts/reference_forward.py.
+#include "engine/session.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/registry.h"
+
+namespace fish {
+namespace {
+
+// act_ slot of an activation format.
+int act_slot(GgmlType act) {
+  switch (act) {
+    case GgmlType::q8_0:
+      return 0;
+    case GgmlType::q8_1:
+      return 1;
+    case GgmlType::q8_k:
+      return 2;
+    default:
+      return -1;
+  }
+}
+
+// Bytes of n_tok rows of n values in any of the int8 activation formats, rounded up to whole
+// blocks (Q8_K: 292 bytes per 256 values; Q8_0 34 and Q8_1 36 per 32).
+size_t act_capacity(int64_t n, int64_t n_tok) {
+  const int64_t blocks256 = (n + 255) / 256;
+  return size_t(blocks256 * 8 * 36 + 64) * size_t(n_tok);
+}
+
+// Rows [b, e) of a token-major matrix with `n` columns, applying fn(t) per row, over the pool
+// when there is more than one row.
+template <typename Fn>
+void for_tokens(ThreadPool& pool, int64_t n_tok, Fn&& fn) {
+  if (n_tok == 1) {
+    fn(int64_t(0));
+    return;
+  }
+  pool.parallel_for(n_tok, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) fn(t);
+  });
+}
+
+// Rotates pairs of n_heads vectors by the angles in cs (cos, sin per pair).
+void apply_rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs,
+                RopeStyle style) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    if (style == RopeStyle::normal) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
+    : model_(std::move(model)),
+      opt_(opt),
+      pool_(opt.n_threads),
+      kv_(model_->params().n_layer, opt.n_ctx, model_->params().kv_dim()) {
+  const ModelParams& p = model_->params();
+  const int64_t B = opt_.n_batch;
+  x_.resize(size_t(B * p.n_embd));
+  xn_.resize(size_t(B * std::max(p.n_embd, p.q_dim())));
+  q_.resize(size_t(B * p.q_dim()));
+  k_.resize(size_t(B * p.kv_dim()));
+  v_.resize(size_t(B * p.kv_dim()));
+  att_.resize(size_t(B * p.q_dim()));
+  tmp_.resize(size_t(B * p.n_embd));
+  gate_.resize(size_t(B * p.n_ff));
+  up_.resize(size_t(B * p.n_ff));
+  logits_.resize(size_t(p.n_vocab));
+  att_scratch_.resize(size_t(pool_.size()) * size_t(p.n_head * opt_.n_ctx));
+  const int64_t max_in = std::max({p.n_embd, p.q_dim(), p.n_ff});
+  if (opt_.act == ActMode::f32) deq_scratch_.resize(size_t(pool_.size()) * size_t(max_in));
+
+  // Activation buffers for the formats this model's matrices pair with.
+  kernel_isa_ = opt_.isa;
+  auto note = [&](const MatrixView& m) {
+    const MatvecKernel& k = matvec_kernel(m.type, opt_.isa);
+    kernel_isa_ = std::min(kernel_isa_, k.isa);
+    const int s = act_slot(k.act);
+    if (s >= 0 && act_[s].empty()) act_[s].resize(act_capacity(max_in, B));
+  };
+  for (const LayerWeights& L : model_->layers())
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) note(*m);
+  note(model_->output());
+
+  // Inverse RoPE frequencies: base^(-2i/n_rot) * scale / freq_factor[i], in f64 as the reference.
+  const std::vector<float>& ff = model_->rope_freq_factors();
+  for (int v = 0; v < 2; ++v) {
+    const double base = v == 0 ? p.rope_base : p.rope_base_swa;
+    const double scale = v == 0 ? p.rope_scale : 1.0;
+    inv_freq_[v].resize(size_t(p.n_rot / 2));
+    for (int64_t i = 0; i < p.n_rot / 2; ++i) {
+      double f = scale * std::pow(base, -2.0 * double(i) / double(p.n_rot));
+      if (!ff.empty()) f /= double(ff[size_t(i)]);
+      inv_freq_[v][size_t(i)] = f;
+    }
+    rope_cs_[v].resize(size_t(B * p.n_rot));
+  }
+}
+
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model,
+                                                 const SessionOptions& opt) {
+  if (model == nullptr) return make_error("session: no model");
+  if (opt.n_ctx < 1) return make_error("session: n_ctx {} must be >= 1", opt.n_ctx);
+  if (opt.n_batch < 1) return make_error("session: n_batch {} must be >= 1", opt.n_batch);
+  return std::unique_ptr<Session>(new Session(std::move(model), opt));
+}
+
+Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens, int64_t pos0,
+                                                LogitsMode mode) {
+  const ModelParams& p = model_->params();
+  const int64_t n = int64_t(tokens.size());
+  if (n == 0) return make_error("session: forward called with no tokens");
+  if (pos0 < 0 || pos0 > n_past())
+    return make_error(
+        "session: forward at position {}, but the cache holds {} positions "
+        "(positions must follow on without gaps)",
+        pos0, n_past());
+  if (pos0 + n > n_ctx())
+    return make_error(
+        "session: {} tokens at position {} exceed n_ctx {} (hint: a larger "
+        "--n-ctx, or kv_truncate)",
+        n, pos0, n_ctx());
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[size_t(i)] < 0 || tokens[size_t(i)] >= p.n_vocab)
+      return make_error("session: token {} (index {}) is outside the vocabulary [0, {})",
+                        tokens[size_t(i)], i, p.n_vocab);
+  }
+  kv_.truncate(pos0);
+  const bool all = mode == LogitsMode::all;
+  const size_t need = size_t(all ? n : 1) * size_t(p.n_vocab);
+  if (logits_.size() < need) logits_.resize(need);  // only LogitsMode::all grows it
+  for (int64_t b = 0; b < n; b += opt_.n_batch) {
+    const int64_t nb = std::min(opt_.n_batch, n - b);
+    float* out = all ? logits_.data() + size_t(b) * size_t(p.n_vocab)
+                     : (b + nb == n ? logits_.data() : nullptr);
+    forward_batch(tokens.data() + b, nb, pos0 + b, all, out);
+    kv_.set_n_past(pos0 + b + nb);
+  }
+  return std::span<const float>(logits_.data(), need);
+}
+
+Status Session::teacher_force(
+    std::span<const int32_t> tokens,
+    const std::function<void(int64_t t, std::span<const float> logits)>& fn, int64_t chunk) {
+  reset();
+  const int64_t n_vocab = model_->params().n_vocab;
+  for (int64_t b = 0; b < int64_t(tokens.size()); b += chunk) {
+    const int64_t nb = std::min<int64_t>(chunk, int64_t(tokens.size()) - b);
+    FISH_ASSIGN_OR_RETURN(std::span<const float> lg,
+                          forward(tokens.subspan(size_t(b), size_t(nb)), b, LogitsMode::all));
+    for (int64_t t = 0; t < nb; ++t) fn(b + t, lg.subspan(size_t(t * n_vocab), size_t(n_vocab)));
+  }
+  return Status::success();
+}
+
+void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
+  if (opt_.act == ActMode::f32) {
+    matmul_f32(w, x, n, y);
+    return;
+  }
+  const MatvecKernel& k = matvec_kernel(w.type, opt_.isa);
+  const int s = act_slot(k.act);
+  const void* xq = x;
+  if (s >= 0) {
+    if (!(act_valid_ & (1u << s))) {
+      assert(act_[s].size() >= k.act_row_bytes(w.n_in) * size_t(n));
+      quantize_activations(k, x, n, w.n_in, act_[s].data(), pool_);
+      act_valid_ |= 1u << s;
+    }
+    xq = act_[s].data();
+  }
+  matmul_preq(k, w.data, w.n_out, w.n_in, xq, n, y, pool_);
+}
+
+void Session::matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y) {
+  const DequantizeRowFn deq = type_info(w.type).dequantize_row;
+  const VecDotFn dot = matvec_kernel(GgmlType::f32, opt_.isa).vec_dot;
+  const size_t w_row = row_bytes(w.type, w.n_in);
+  const int64_t stride = int64_t(deq_scratch_.size()) / pool_.size();
+  pool_.parallel_for(w.n_out, [&](int64_t b, int64_t e, int th) {
+    float* row = deq_scratch_.data() + th * stride;
+    for (int64_t r = b; r < e; ++r) {
+      deq(static_cast<const uint8_t*>(w.data) + size_t(r) * w_row, row, w.n_in);
+      for (int64_t t = 0; t < n; ++t) y[t * w.n_out + r] = dot(w.n_in, row, x + t * w.n_in);
+    }
+  });
+}
+
+void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
+                            float* logits) {
+  const ModelParams& p = model_->params();
+  const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff, hd = p.head_dim;
+  const float eps = p.norm_eps;
+
+  for (int64_t t = 0; t < n; ++t) model_->embed(tokens[t], x_.data() + t * E);
+  // cos/sin per token for each RoPE variant the model uses.
+  const int n_var = p.sliding_window > 0 ? 2 : 1;
+  for (int v = 0; v < n_var; ++v) {
+    for (int64_t t = 0; t < n; ++t) {
+      float* cs = rope_cs_[v].data() + t * p.n_rot;
+      for (int64_t i = 0; i < p.n_rot / 2; ++i) {
+        const double a = double(pos0 + t) * inv_freq_[v][size_t(i)];
+        cs[2 * i] = float(std::cos(a));
+        cs[2 * i + 1] = float(std::sin(a));
+      }
+    }
+  }
+
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const LayerWeights& L = model_->layers()[size_t(il)];
+    // --- attention block ---
+    for_tokens(pool_, n, [&](int64_t t) {
+      rmsnorm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, eps);
+    });
+    invalidate_act();
+    matmul(L.wq, xn_.data(), n, q_.data());
+    matmul(L.wk, xn_.data(), n, k_.data());
+    matmul(L.wv, xn_.data(), n, v_.data());
+    const float* cs_base = rope_cs_[L.swa ? 1 : 0].data();
+    float* kc = kv_.k(il);
+    float* vc = kv_.v(il);
+    for_tokens(pool_, n, [&](int64_t t) {
+      float* q = q_.data() + t * Q;
+      float* k = k_.data() + t * KV;
+      float* v = v_.data() + t * KV;
+      if (!L.bq.empty()) {
+        add(q, L.bq.data(), q, Q);
+        add(k, L.bk.data(), k, KV);
+        add(v, L.bv.data(), v, KV);
+      }
+      if (!L.q_norm.empty()) {
+        for (int64_t h = 0; h < p.n_head; ++h)
+          rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, eps);
+        for (int64_t h = 0; h < p.n_head_kv; ++h)
+          rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, eps);
+      }
+      const float* cs = cs_base + t * p.n_rot;
+      apply_rope(q, p.n_head, hd, p.n_rot, cs, p.rope_style);
+      apply_rope(k, p.n_head_kv, hd, p.n_rot, cs, p.rope_style);
+      std::memcpy(kc + (pos0 + t) * KV, k, size_t(KV) * sizeof(float));
+      std::memcpy(vc + (pos0 + t) * KV, v, size_t(KV) * sizeof(float));
+    });
+    attention(il, n, pos0);
+    invalidate_act();
+    matmul(L.wo, att_.data(), n, tmp_.data());
+    for_tokens(pool_, n, [&](int64_t t) {
+      float* o = tmp_.data() + t * E;
+      float* x = x_.data() + t * E;
+      if (!L.post_attn_norm.empty()) rmsnorm(o, L.post_attn_norm.data(), o, E, eps);
+      add(x, o, x, E);
+      rmsnorm(x, L.ffn_norm.data(), xn_.data() + t * E, E, eps);
+    });
+    // --- feed-forward block ---
+    invalidate_act();
+    matmul(L.gate, xn_.data(), n, gate_.data());
+    matmul(L.up, xn_.data(), n, up_.data());
+    const bool gelu = p.arch == Arch::gemma3;
+    for_tokens(pool_, n, [&](int64_t t) {
+      float* g = gate_.data() + t * F;
+      const float* u = up_.data() + t * F;
+      if (gelu) {
+        gelu_tanh_mul(g, u, g, F);
+      } else {
+        silu_mul(g, u, g, F);
+      }
+    });
+    invalidate_act();
+    matmul(L.down, gate_.data(), n, tmp_.data());
+    for_tokens(pool_, n, [&](int64_t t) {
+      float* o = tmp_.data() + t * E;
+      float* x = x_.data() + t * E;
+      if (!L.post_ffn_norm.empty()) rmsnorm(o, L.post_ffn_norm.data(), o, E, eps);
+      add(x, o, x, E);
+    });
+  }
+
+  if (logits == nullptr) return;  // a middle chunk of a last-logits forward
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for_tokens(pool_, rows, [&](int64_t t) {
+    rmsnorm(x_.data() + (first + t) * E, model_->output_norm().data(), xn_.data() + t * E, E, eps);
+  });
+  invalidate_act();
+  matmul(model_->output(), xn_.data(), rows, logits);
+}
+
+void Session::attention(int64_t il, int64_t n, int64_t pos0) {
+  const ModelParams& p = model_->params();
+  const LayerWeights& L = model_->layers()[size_t(il)];
+  const int64_t Q = p.q_dim(), hd = p.head_dim;
+  const float* kc = kv_.k(il);
+  const float* vc = kv_.v(il);
+  const int64_t window = L.swa ? p.sliding_window : 0;
+  auto kv_begin = [&](int64_t pos) {
+    return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  };
+
+  if (n == 1) {  // decode: heads split across the pool
+    AttentionShape s{p.n_head, p.n_head_kv, hd, p.kv_dim()};
+    attention_one_query(q_.data(), kc, vc, s, kv_begin(pos0), pos0 + 1, p.attn_scale, att_.data(),
+                        att_scratch_.data(), &pool_);
+    return;
+  }
+  // Prefill: one unit = one token x one KV head (its group of query heads). Units are ordered
+  // first, last, second, second-to-last, ... so the static split gives every thread a similar
+  // mix of short (early) and long (late) causal ranges.
+  const int64_t group = p.n_head / p.n_head_kv;
+  const int64_t n_units = n * p.n_head_kv;
+  const int64_t scratch_stride = p.n_head * n_ctx();
+  AttentionShape s{group, 1, hd, p.kv_dim()};
+  pool_.parallel_for(n_units, [&](int64_t b, int64_t e, int th) {
+    float* scratch = att_scratch_.data() + th * scratch_stride;
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t z = u / p.n_head_kv, g = u % p.n_head_kv;
+      const int64_t t = (z % 2 == 0) ? z / 2 : n - 1 - z / 2;
+      const int64_t pos = pos0 + t;
+      const int64_t qoff = t * Q + g * group * hd;
+      attention_one_query(q_.data() + qoff, kc + g * hd, vc + g * hd, s, kv_begin(pos), pos + 1,
+                          p.attn_scale, att_.data() + qoff, scratch, nullptr);
+    }
+  });
+}
+
+}  // namespace fish

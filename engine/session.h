@@ -1,0 +1,118 @@
+// An inference session over a shared, read-only Model: its own KV cache, thread pool and work
+// buffers (allocated at creation, so the per-token path does not allocate).
+//
+// forward(tokens, pos0) runs tokens at positions pos0, pos0+1, ... as one batch per n_batch
+// tokens (prefill is matrix x matrix: every weight row is read once per batch), appends their
+// keys/values to the cache and returns logits. Activations are quantised per row to the weight
+// type's int8 format (Q8_0 / Q8_1 / Q8_K) for quantised weights and stay f32 for F32/F16/BF16
+// weights; ActMode::f32 instead dequantises weight rows to f32 and uses f32 dot products
+// everywhere (slow; it isolates the architecture from the int8 rounding in tests).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+
+namespace fish {
+
+enum class ActMode { int8, f32 };
+enum class LogitsMode { last, all };
+
+struct SessionOptions {
+  int64_t n_ctx = 4096;  // KV cache positions
+  int n_threads = 0;     // 0: default_thread_count() (FISH_THREADS or all hardware threads)
+  ActMode act = ActMode::int8;
+  int64_t n_batch = 256;  // tokens per prefill batch (longer inputs are chunked)
+  Isa isa = best_isa();   // matvec kernel level (clamped to what the CPU and the table have)
+};
+
+class Session {
+ public:
+  // Errors: n_ctx or n_batch < 1.
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model,
+                                                 const SessionOptions& opt = {});
+
+  // Runs `tokens` at positions [pos0, pos0 + n). pos0 may be below n_past() (the cache is first
+  // truncated to pos0) but not above it. Returns n_vocab logits for the last token, or n x n_vocab
+  // (token-major) for LogitsMode::all; the span stays valid until the next forward().
+  // Errors: no tokens, a token id outside [0, n_vocab), pos0 > n_past(), pos0 + n > n_ctx.
+  Result<std::span<const float>> forward(std::span<const int32_t> tokens, int64_t pos0,
+                                         LogitsMode mode = LogitsMode::last);
+  // Same, continuing at n_past().
+  Result<std::span<const float>> append(std::span<const int32_t> tokens,
+                                        LogitsMode mode = LogitsMode::last) {
+    return forward(tokens, n_past(), mode);
+  }
+
+  // Teacher forcing: resets, feeds `tokens` in chunks of `chunk` and calls fn(t, logits) for
+  // every position t (logits = the distribution over the token after tokens[0..t]).
+  Status teacher_force(std::span<const int32_t> tokens,
+                       const std::function<void(int64_t t, std::span<const float> logits)>& fn,
+                       int64_t chunk = 64);
+
+  // Keeps positions < n (prefix caching, speculative rejection); n >= n_past() does nothing.
+  void kv_truncate(int64_t n) { kv_.truncate(n < 0 ? 0 : n); }
+  void reset() { kv_.clear(); }
+  int64_t n_past() const { return kv_.n_past(); }
+  int64_t n_ctx() const { return kv_.n_ctx(); }
+
+  const Model& model() const { return *model_; }
+  const SessionOptions& options() const { return opt_; }
+  int n_threads() const { return pool_.size(); }
+  ThreadPool& pool() { return pool_; }
+  // The ISA the model's matvec kernels run at (the lowest over its weight types).
+  Isa kernel_isa() const { return kernel_isa_; }
+
+ private:
+  Session(std::shared_ptr<const Model> model, const SessionOptions& opt);
+
+  // One batch of n <= n_batch tokens at positions [pos0, pos0 + n); logits rows go to `logits`
+  // (n rows for all, 1 for last).
+  void forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
+                     float* logits);
+  void attention(int64_t il, int64_t n, int64_t pos0);
+
+  // y[t][0..n_out) = W x[t] for t < n. `x` feeds several matmuls: its quantised forms are kept
+  // in act_ until invalidate_act() (call it whenever x's contents change).
+  void matmul(const MatrixView& w, const float* x, int64_t n, float* y);
+  void invalidate_act() { act_valid_ = 0; }
+  void matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y);
+
+  std::shared_ptr<const Model> model_;
+  SessionOptions opt_;
+  ThreadPool pool_;
+  KvCache kv_;
+  Isa kernel_isa_ = Isa::scalar;
+
+  // Work buffers for n_batch tokens (row-major, token-major).
+  std::vector<float> x_;            // residual stream, n_embd
+  std::vector<float> xn_;           // normed input of a matmul group, max(n_embd, q_dim)
+  std::vector<float> q_;            // q_dim
+  std::vector<float> k_;            // kv_dim
+  std::vector<float> v_;            // kv_dim
+  std::vector<float> att_;          // q_dim
+  std::vector<float> tmp_;          // n_embd
+  std::vector<float> gate_;         // n_ff
+  std::vector<float> up_;           // n_ff
+  std::vector<float> logits_;       // n_vocab per returned row
+  std::vector<float> att_scratch_;  // per thread: n_head * n_ctx scores
+  std::vector<float> deq_scratch_;  // f32 mode: per thread one dequantised weight row
+  // Quantised activations, one buffer per activation format (q8_0, q8_1, q8_k); bit i of
+  // act_valid_ says buffer i holds the current matmul input.
+  std::vector<uint8_t> act_[3];
+  unsigned act_valid_ = 0;
+  // RoPE: per variant (0 global, 1 sliding) the inverse frequencies (n_rot / 2) and, for the
+  // current batch, cos/sin pairs per token (n_batch x n_rot).
+  std::vector<double> inv_freq_[2];
+  std::vector<float> rope_cs_[2];
+};
+
+}  // namespace fish

@@ -1,0 +1,190 @@
+// `fish generate -m MODEL -p PROMPT -n N [--threads T] [--n-ctx C] [--seed S --temp X ...]
+// [--chat]` Streams the continuation to stdout, then one stats line on stderr.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/sampling.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "harness/commands.h"
+#include "harness/exit_codes.h"
+#include "kernels/cpu_features.h"
+
+namespace fish {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Wraps a user message in the model's chat format, recognised from tokenizer.chat_template's
+// markers (no Jinja interpreter): ChatML (SmolLM2, Qwen), Gemma turns, Llama 3 headers.
+Result<std::string> chat_prompt(const GgufFile& f, const std::string& user) {
+  const GgufValue* v = f.find("tokenizer.chat_template");
+  const std::string* tmpl = v ? v->as_string() : nullptr;
+  if (tmpl == nullptr)
+    return make_error("generate: {}: --chat needs tokenizer.chat_template, which is absent",
+                      f.path());
+  if (tmpl->find("<|im_start|>") != std::string::npos)
+    return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  if (tmpl->find("<start_of_turn>") != std::string::npos)
+    return "<start_of_turn>user\n" + user + "<end_of_turn>\n<start_of_turn>model\n";
+  if (tmpl->find("<|start_header_id|>") != std::string::npos)
+    return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  return make_error(
+      "generate: {}: tokenizer.chat_template is not a format FISH knows (ChatML, Gemma, Llama 3)",
+      f.path());
+}
+
+// Writes token pieces to stdout, holding back an incomplete UTF-8 sequence at the end.
+class Streamer {
+ public:
+  explicit Streamer(const Tokenizer& tok) : tok_(tok) {}
+  void push(int32_t id) {
+    if (tok_.vocab().attr(id) & (kTokControl | kTokUnknown)) return;
+    pending_ += tok_.token_to_piece(id);
+    size_t keep = 0;  // trailing bytes of an unfinished sequence
+    for (size_t i = pending_.size(); i > 0 && pending_.size() - i < 4; --i) {
+      const auto c = uint8_t(pending_[i - 1]);
+      if ((c & 0xC0) == 0x80) continue;  // continuation byte
+      const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+      if (pending_.size() - (i - 1) < len) keep = pending_.size() - (i - 1);
+      break;
+    }
+    std::fwrite(pending_.data(), 1, pending_.size() - keep, stdout);
+    std::fflush(stdout);
+    pending_.erase(0, pending_.size() - keep);
+  }
+  void finish() {
+    std::fwrite(pending_.data(), 1, pending_.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+};
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, int* exit_code) {
+  struct Args {
+    std::string model, prompt;
+    int n_predict = 32;
+    int threads = 0;
+    int64_t n_ctx = 0;
+    int64_t n_batch = 256;
+    SamplingParams sampling;
+    bool chat = false;
+    bool ignore_eos = false;
+    std::string act = "int8";
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text from a prompt: streams the continuation, then one stats line (prompt "
+      "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA) on stderr.");
+  cmd->add_option("-m,--model", a->model, "GGUF model")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Threads (0: FISH_THREADS or all hardware threads)")
+      ->capture_default_str();
+  cmd->add_option("--n-ctx", a->n_ctx, "Context size (0: prompt + n, at most the training size)")
+      ->capture_default_str();
+  cmd->add_option("--n-batch", a->n_batch, "Prefill batch (tokens per matrix x matrix pass)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Top-k cut (0: none)")->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "Top-p (nucleus) cut (1: none)")
+      ->capture_default_str();
+  cmd->add_option("--act", a->act, "Activations: int8 (quantised, fast) or f32 (reference)")
+      ->check(CLI::IsMember({"int8", "f32"}))
+      ->capture_default_str();
+  cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
+  cmd->callback([a, exit_code] {
+    *exit_code = kExitUsage;
+    auto fail = [](const Error& e) {
+      std::fprintf(stderr, "fish generate: %s\n", e.message.c_str());
+    };
+    auto model_r = Model::load(a->model);
+    if (!model_r.ok()) return fail(model_r.error());
+    std::shared_ptr<const Model> model = model_r.value();
+    auto tok_r = Tokenizer::from_gguf(model->gguf());
+    if (!tok_r.ok()) return fail(tok_r.error());
+    const Tokenizer& tok = tok_r.value();
+
+    std::string text = a->prompt;
+    if (a->chat) {
+      auto c = chat_prompt(model->gguf(), a->prompt);
+      if (!c.ok()) return fail(c.error());
+      text = c.value();
+    }
+    // BOS as the vocabulary says (Gemma: yes, SmolLM2: no); chat markers parsed as tokens.
+    std::vector<int32_t> prompt = tok.encode(text, /*add_special=*/true, /*parse_special=*/a->chat);
+    if (prompt.empty()) return fail(make_error("generate: the prompt encodes to no tokens"));
+
+    const ModelParams& p = model->params();
+    SessionOptions opt;
+    opt.n_threads = a->threads;
+    opt.n_batch = a->n_batch;
+    opt.act = a->act == "f32" ? ActMode::f32 : ActMode::int8;
+    const int64_t need = int64_t(prompt.size()) + a->n_predict;
+    opt.n_ctx = a->n_ctx > 0 ? a->n_ctx : std::min(need, p.n_ctx_train);
+    if (need > opt.n_ctx)
+      return fail(
+          make_error("generate: prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
+                     prompt.size(), a->n_predict, opt.n_ctx));
+    auto sess_r = Session::create(model, opt);
+    if (!sess_r.ok()) return fail(sess_r.error());
+    Session& s = *sess_r.value();
+    Sampler sampler(a->sampling);
+    Streamer out(tok);
+
+    const auto t0 = Clock::now();
+    auto lg = s.append(prompt);
+    if (!lg.ok()) return fail(lg.error());
+    const double t_prefill = seconds_since(t0);
+    int32_t next = sampler.sample(lg.value());
+
+    int n_decoded = 0;
+    const auto t1 = Clock::now();
+    for (int i = 0; i < a->n_predict; ++i) {
+      if (!a->ignore_eos && tok.is_eog(next)) break;
+      out.push(next);
+      if (i + 1 == a->n_predict) break;
+      lg = s.append(std::span<const int32_t>(&next, 1));
+      if (!lg.ok()) return fail(lg.error());
+      ++n_decoded;
+      next = sampler.sample(lg.value());
+    }
+    const double t_decode = seconds_since(t1);
+    out.finish();
+
+    const double prefill_tps = double(prompt.size()) / t_prefill;
+    const double decode_tps = n_decoded > 0 ? double(n_decoded) / t_decode : 0.0;
+    std::fprintf(stderr,
+                 "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
+                 "tokens) | weights %.1f GB/s (%.1f MB/token) | threads %d | isa %s | act %s\n",
+                 prompt.size(), prefill_tps, decode_tps, n_decoded,
+                 double(model->weight_bytes_per_token()) * decode_tps / 1e9,
+                 double(model->weight_bytes_per_token()) / 1e6, s.n_threads(),
+                 std::string(isa_name(s.kernel_isa())).c_str(), a->act.c_str());
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace fish
