@@ -1,0 +1,195 @@
+// Model loading: hyper-parameters of the real models as llama.cpp reads them, and clear errors for
+// an unknown architecture, a missing or ill-shaped tensor and unsupported RoPE scaling.
+#include "engine/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "engine/gguf.h"
+#include "engine/synthetic_model.h"
+#include "test_env.h"
+
+namespace fish {
+namespace {
+
+TEST(Model, ReadsSmolLm2AsTiedLlamaWithNormalRope) {
+  const std::string path = test::model_path(test::kSmolLm2);
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const ModelParams& p = m.value()->params();
+  EXPECT_EQ(p.arch, Arch::llama);
+  EXPECT_EQ(p.n_layer, 30);
+  EXPECT_EQ(p.n_embd, 576);
+  EXPECT_EQ(p.n_ff, 1536);
+  EXPECT_EQ(p.n_head, 9);
+  EXPECT_EQ(p.n_head_kv, 3);
+  EXPECT_EQ(p.head_dim, 64);
+  EXPECT_EQ(p.n_vocab, 49152);
+  EXPECT_TRUE(p.tied_output);
+  EXPECT_EQ(m.value()->output().name, "token_embd.weight");
+  EXPECT_EQ(p.rope_style, RopeStyle::normal);
+  EXPECT_FLOAT_EQ(p.rope_base, 100000.0f);
+  EXPECT_FLOAT_EQ(p.attn_scale, 0.125f);
+  EXPECT_FLOAT_EQ(p.embd_scale, 1.0f);
+  EXPECT_EQ(p.sliding_window, 0);
+  for (const LayerWeights& L : m.value()->layers()) {
+    EXPECT_FALSE(L.swa);
+    EXPECT_TRUE(L.q_norm.empty() && L.bq.empty() && L.post_attn_norm.empty());
+  }
+  EXPECT_TRUE(m.value()->rope_freq_factors().empty());
+}
+
+TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
+  const std::string path = test::model_path(test::kGemma3);
+  if (path.empty()) GTEST_SKIP() << "Gemma 3 not in FISH_MODELS_DIR";
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const ModelParams& p = m.value()->params();
+  EXPECT_EQ(p.arch, Arch::gemma3);
+  EXPECT_EQ(p.n_layer, 18);
+  EXPECT_EQ(p.head_dim, 256);
+  EXPECT_EQ(p.q_dim(), 1024);  // 4 heads x 256 > n_embd 640
+  EXPECT_EQ(p.n_vocab, 262144);
+  EXPECT_TRUE(p.tied_output);
+  EXPECT_EQ(p.rope_style, RopeStyle::neox);
+  EXPECT_FLOAT_EQ(p.attn_scale, 1.0f / 16.0f);  // 1/sqrt(head_dim)
+  EXPECT_FLOAT_EQ(p.embd_scale, std::sqrt(640.0f));
+  EXPECT_EQ(p.sliding_window, 512);
+  for (size_t il = 0; il < m.value()->layers().size(); ++il) {
+    const LayerWeights& L = m.value()->layers()[il];
+    const bool global = il % 6 == 5;
+    EXPECT_EQ(L.swa, !global) << il;
+    EXPECT_FLOAT_EQ(L.rope_base, global ? 1e6f : 1e4f) << il;
+    EXPECT_EQ(L.q_norm.size(), 256u);
+    EXPECT_EQ(L.k_norm.size(), 256u);
+    EXPECT_EQ(L.post_attn_norm.size(), 640u);
+    EXPECT_EQ(L.post_ffn_norm.size(), 640u);
+  }
+}
+
+TEST(Model, WeightBytesPerTokenCountTheLayerAndOutputMatrices) {
+  const std::string path = test::model_path(test::kSmolLm2);
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok());
+  // Q4_1: 20 bytes per 32 weights; per layer 576*(576*2 + 192*2) + 3*576*1536; output Q8_0
+  // (34 per 32) of 49152 x 576.
+  const uint64_t per_layer = (576ull * (576 * 2 + 192 * 2) + 3ull * 576 * 1536) / 32 * 20;
+  const uint64_t output = 49152ull * 576 / 32 * 34;
+  EXPECT_EQ(m.value()->weight_bytes_per_token(), 30 * per_layer + output);
+}
+
+// A copy of the synthetic "tiny" llama with edits: `keep` filters tensors, `edit` rewrites
+// metadata after the copy.
+std::string edited_tiny(
+    const std::string& name, const std::function<bool(const GgufTensorInfo&)>& keep,
+    const std::function<void(GgufWriter&)>& edit,
+    const std::function<std::vector<int64_t>(const GgufTensorInfo&)>& dims = nullptr) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string src = (dir / "fish_model_test_tiny.gguf").string();
+  if (!std::filesystem::exists(src)) {
+    auto ft = parse_file_type("q8_0");
+    EXPECT_TRUE(ft.ok());
+    EXPECT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {1, 1}, src).ok());
+  }
+  static std::vector<std::unique_ptr<GgufFile>> keep_alive;  // tensor data spans
+  auto f = GgufFile::open(src);
+  EXPECT_TRUE(f.ok());
+  keep_alive.push_back(std::make_unique<GgufFile>(std::move(f.value())));
+  const GgufFile& g = *keep_alive.back();
+  GgufWriter w;
+  for (const GgufKv& kv : g.metadata()) w.set(kv.key, kv.value);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (!keep(t)) continue;
+    w.add_tensor(t.name, t.type, dims ? dims(t) : t.dims,
+                 std::span<const uint8_t>(t.data, size_t(t.n_bytes)));
+  }
+  edit(w);
+  const std::string out = (dir / ("fish_model_test_" + name + ".gguf")).string();
+  Status st = w.write(out);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  return out;
+}
+
+std::string load_error(const std::string& path) {
+  auto m = Model::load(path);
+  return m.ok() ? std::string() : m.error().message;
+}
+
+TEST(Model, LoadsTheUneditedCopy) {
+  const std::string p = edited_tiny(
+      "same", [](const GgufTensorInfo&) { return true; }, [](GgufWriter&) {});
+  EXPECT_EQ(load_error(p), "");
+}
+
+TEST(Model, RejectsAnUnknownArchitectureNamingIt) {
+  const std::string p = edited_tiny(
+      "arch", [](const GgufTensorInfo&) { return true; },
+      [](GgufWriter& w) { w.set("general.architecture", gguf_str("mamba")); });
+  const std::string e = load_error(p);
+  EXPECT_NE(e.find("general.architecture 'mamba'"), std::string::npos) << e;
+}
+
+TEST(Model, RejectsAMissingTensorNamingIt) {
+  const std::string p = edited_tiny(
+      "missing", [](const GgufTensorInfo& t) { return t.name != "blk.1.ffn_up.weight"; },
+      [](GgufWriter&) {});
+  const std::string e = load_error(p);
+  EXPECT_NE(e.find("blk.1.ffn_up.weight is missing"), std::string::npos) << e;
+}
+
+TEST(Model, RejectsAnIllShapedTensorNamingItAndTheShapes) {
+  // attn_q stored as [n_embd, n_embd / 2, 2]: same bytes, wrong shape.
+  const std::string p = edited_tiny(
+      "shape", [](const GgufTensorInfo&) { return true; }, [](GgufWriter&) {},
+      [](const GgufTensorInfo& t) {
+        if (t.name != "blk.0.attn_q.weight") return t.dims;
+        return std::vector<int64_t>{t.dims[0], t.dims[1] / 2, 2};
+      });
+  const std::string e = load_error(p);
+  EXPECT_NE(e.find("blk.0.attn_q.weight has shape [256, 128, 2], expected [256, 256]"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Model, RejectsUnsupportedRopeScalingAndAppliesLinear) {
+  const std::string yarn = edited_tiny(
+      "yarn", [](const GgufTensorInfo&) { return true; },
+      [](GgufWriter& w) { w.set("llama.rope.scaling.type", gguf_str("yarn")); });
+  EXPECT_NE(load_error(yarn).find("rope.scaling.type 'yarn'"), std::string::npos)
+      << load_error(yarn);
+  const std::string linear = edited_tiny(
+      "linear", [](const GgufTensorInfo&) { return true; },
+      [](GgufWriter& w) {
+        w.set("llama.rope.scaling.type", gguf_str("linear"));
+        w.set("llama.rope.scaling.factor", gguf_f32(4.0f));
+      });
+  auto m = Model::load(linear);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FLOAT_EQ(m.value()->params().rope_scale, 0.25f);
+}
+
+TEST(Model, ReadsLlama3RopeFreqFactors) {
+  std::vector<float> factors(32);  // n_rot / 2 for head_dim 64
+  for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + float(i);
+  static std::vector<float> keep;
+  keep = factors;
+  const std::string p = edited_tiny(
+      "freqs", [](const GgufTensorInfo&) { return true; },
+      [](GgufWriter& w) {
+        w.add_tensor("rope_freqs.weight", GgmlType::f32, {32},
+                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(keep.data()),
+                                              keep.size() * sizeof(float)));
+      });
+  auto m = Model::load(p);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m.value()->rope_freq_factors(), factors);
+}
+
+}  // namespace
+}  // namespace fish
