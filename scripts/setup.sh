@@ -55,7 +55,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 req_stamp=$venv/.fish-requirements
-req_files=("$root"/scripts/requirements*.txt)
+# Only the core requirements: requirements-reference.txt (torch, 3 GB) and
+# requirements-tokenizer.txt are for one-off cross-checks in their own venvs.
+req_files=("$root/scripts/requirements.txt")
 req_hash=$(cat "${req_files[@]}" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$req_stamp" 2>/dev/null)" != "$req_hash" ]; then
   say "installing Python packages: ${req_files[*]##*/}"
