@@ -132,18 +132,25 @@ struct CodesQ4_1 {
   static constexpr bool kSigned = false;
   static __m256i codes(const BlockQ4_1& b) { return unpack_nibbles_32(b.qs); }
 };
-struct CodesQ5_0 {  // q - 16 in int8: nibble | 0xF0 (= nibble - 16) where the 5th bit is clear
+// The 5th bits straight into an AVX-512 mask register (bit i = weight i) and a masked byte
+// add/sub: fewer uops than expanding them to bytes with shuffles.
+inline __mmask32 high_bits_mask(const uint8_t qh[4]) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  return _cvtu32_mask32(v);
+}
+struct CodesQ5_0 {  // q - 16: nibble - 16 where the 5th bit is clear, nibble where set
   static constexpr bool kSigned = true;
   static __m256i codes(const BlockQ5_0& b) {
-    return _mm256_or_si256(unpack_nibbles_32(b.qs),
-                           _mm256_andnot_si256(expand_bits_32(b.qh), _mm256_set1_epi8(char(0xF0))));
+    const __m256i nib = unpack_nibbles_32(b.qs);
+    return _mm256_mask_sub_epi8(nib, _knot_mask32(high_bits_mask(b.qh)), nib, _mm256_set1_epi8(16));
   }
 };
-struct CodesQ5_1 {
+struct CodesQ5_1 {  // codes 0..31
   static constexpr bool kSigned = false;
   static __m256i codes(const BlockQ5_1& b) {
-    return _mm256_or_si256(unpack_nibbles_32(b.qs),
-                           _mm256_and_si256(expand_bits_32(b.qh), _mm256_set1_epi8(0x10)));
+    const __m256i nib = unpack_nibbles_32(b.qs);
+    return _mm256_mask_add_epi8(nib, high_bits_mask(b.qh), nib, _mm256_set1_epi8(16));
   }
 };
 struct CodesQ8_0 {
