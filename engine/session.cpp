@@ -81,6 +81,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
       kv_(model_->params().n_layer, opt.n_ctx, model_->params().kv_dim()) {
   const ModelParams& p = model_->params();
   const int64_t B = opt_.n_batch;
+  for (int t = 0; t < pool_.size(); ++t) solo_.push_back(std::make_unique<ThreadPool>(1));
   x_.resize(size_t(B * p.n_embd));
   xn_.resize(size_t(B * std::max(p.n_embd, p.q_dim())));
   q_.resize(size_t(B * p.q_dim()));
@@ -184,17 +185,62 @@ void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
     return;
   }
   const MatvecKernel& k = matvec_kernel(w.type, opt_.isa);
+  matmul_preq(k, w.data, w.n_out, w.n_in, quantized_input(k, x, n, w.n_in), n, y, pool_);
+}
+
+const void* Session::quantized_input(const MatvecKernel& k, const float* x, int64_t n,
+                                     int64_t n_in) {
   const int s = act_slot(k.act);
-  const void* xq = x;
-  if (s >= 0) {
-    if (!(act_valid_ & (1u << s))) {
-      assert(act_[s].size() >= k.act_row_bytes(w.n_in) * size_t(n));
-      quantize_activations(k, x, n, w.n_in, act_[s].data(), pool_);
-      act_valid_ |= 1u << s;
-    }
-    xq = act_[s].data();
+  if (s < 0) return x;  // f32 activations
+  if (!(act_valid_ & (1u << s))) {
+    assert(act_[s].size() >= k.act_row_bytes(n_in) * size_t(n));
+    quantize_activations(k, x, n, n_in, act_[s].data(), pool_);
+    act_valid_ |= 1u << s;
   }
-  matmul_preq(k, w.data, w.n_out, w.n_in, xq, n, y, pool_);
+  return act_[s].data();
+}
+
+void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  if (n > 1 || opt_.act == ActMode::f32 || pool_.size() == 1) {
+    for (const MatmulOp& op : ops) matmul(*op.w, x, n, op.y);
+    return;
+  }
+  constexpr int kMaxOps = 4;
+  assert(ops.size() <= size_t(kMaxOps));
+  const MatvecKernel* kern[kMaxOps];
+  const void* xq[kMaxOps];
+  size_t row_b[kMaxOps], first_byte[kMaxOps + 1];
+  first_byte[0] = 0;
+  int i = 0;
+  for (const MatmulOp& op : ops) {
+    kern[i] = &matvec_kernel(op.w->type, opt_.isa);
+    xq[i] = quantized_input(*kern[i], x, 1, op.w->n_in);
+    row_b[i] = row_bytes(op.w->type, op.w->n_in);
+    first_byte[i + 1] = first_byte[i] + row_b[i] * size_t(op.w->n_out);
+    ++i;
+  }
+  const int n_ops = i;
+  const size_t total = first_byte[n_ops];
+  const int T = pool_.size();
+  pool_.parallel_for(T, [&](int64_t tb, int64_t te, int th) {
+    for (int64_t t = tb; t < te; ++t) {
+      // This thread's bytes [lo, hi); a row belongs to the thread holding its first byte.
+      const size_t lo = total * size_t(t) / size_t(T), hi = total * size_t(t + 1) / size_t(T);
+      int j = 0;
+      for (const MatmulOp& op : ops) {
+        const int64_t rows = op.w->n_out;
+        auto row_at = [&](size_t byte) {
+          if (byte <= first_byte[j]) return int64_t(0);
+          return std::min(rows, int64_t((byte - first_byte[j] + row_b[j] - 1) / row_b[j]));
+        };
+        const int64_t r0 = row_at(lo), r1 = row_at(hi);
+        if (r1 > r0)
+          matmul_preq(*kern[j], static_cast<const uint8_t*>(op.w->data) + size_t(r0) * row_b[j],
+                      r1 - r0, op.w->n_in, xq[j], 1, op.y + r0, *solo_[size_t(th)]);
+        ++j;
+      }
+    }
+  });
 }
 
 void Session::matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y) {
@@ -238,9 +284,7 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
       rmsnorm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, eps);
     });
     invalidate_act();
-    matmul(L.wq, xn_.data(), n, q_.data());
-    matmul(L.wk, xn_.data(), n, k_.data());
-    matmul(L.wv, xn_.data(), n, v_.data());
+    matmul_group({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
     const float* cs_base = rope_cs_[L.swa ? 1 : 0].data();
     float* kc = kv_.k(il);
     float* vc = kv_.v(il);
@@ -277,8 +321,7 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
     });
     // --- feed-forward block ---
     invalidate_act();
-    matmul(L.gate, xn_.data(), n, gate_.data());
-    matmul(L.up, xn_.data(), n, up_.data());
+    matmul_group({{&L.gate, gate_.data()}, {&L.up, up_.data()}}, xn_.data(), n);
     const bool gelu = p.arch == Arch::gemma3;
     for_tokens(pool_, n, [&](int64_t t) {
       float* g = gate_.data() + t * F;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "kernels/cpu_features.h"
+#include "kernels/registry.h"
 #include "kernels/thread_pool.h"
 
 namespace fish {
@@ -84,11 +86,21 @@ class Session {
   // in act_ until invalidate_act() (call it whenever x's contents change).
   void matmul(const MatrixView& w, const float* x, int64_t n, float* y);
   void invalidate_act() { act_valid_ = 0; }
+  // Several matrices over the same input (q/k/v, gate/up). For one token (decode) they run as one
+  // pool dispatch, the threads splitting the matrices' bytes evenly: decode pays ~200 dispatches
+  // per token otherwise, and each is a barrier.
+  struct MatmulOp {
+    const MatrixView* w;
+    float* y;
+  };
+  void matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n);
+  const void* quantized_input(const MatvecKernel& k, const float* x, int64_t n, int64_t n_in);
   void matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y);
 
   std::shared_ptr<const Model> model_;
   SessionOptions opt_;
   ThreadPool pool_;
+  std::vector<std::unique_ptr<ThreadPool>> solo_;  // one inline (1-thread) pool per pool thread
   KvCache kv_;
   Isa kernel_isa_ = Isa::scalar;
 
