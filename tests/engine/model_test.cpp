@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/gguf.h"
+#include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "test_env.h"
 
@@ -174,21 +175,104 @@ TEST(Model, RejectsUnsupportedRopeScalingAndAppliesLinear) {
   EXPECT_FLOAT_EQ(m.value()->params().rope_scale, 0.25f);
 }
 
-TEST(Model, ReadsLlama3RopeFreqFactors) {
-  std::vector<float> factors(32);  // n_rot / 2 for head_dim 64
-  for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + float(i);
-  static std::vector<float> keep;
-  keep = factors;
-  const std::string p = edited_tiny(
-      "freqs", [](const GgufTensorInfo&) { return true; },
-      [](GgufWriter& w) {
-        w.add_tensor("rope_freqs.weight", GgmlType::f32, {32},
-                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(keep.data()),
-                                              keep.size() * sizeof(float)));
-      });
+// Renames the llama.* keys of the tiny copy to `arch`.* and sets general.architecture.
+void as_arch(GgufWriter& w, const std::string& arch) {
+  auto f = GgufFile::open(
+      (std::filesystem::temp_directory_path() / "fish_model_test_tiny.gguf").string());
+  ASSERT_TRUE(f.ok());
+  for (const GgufKv& kv : f.value().metadata())
+    if (kv.key.rfind("llama.", 0) == 0) w.set(arch + kv.key.substr(5), kv.value);
+  w.set("general.architecture", gguf_str(arch));
+}
+
+// Per-layer f32 vectors added to a copy (values stay alive for the writer).
+void add_vectors(GgufWriter& w, const std::vector<std::pair<std::string, int64_t>>& what,
+                 float value) {
+  static std::vector<std::unique_ptr<std::vector<float>>> keep;
+  for (int il = 0; il < 2; ++il) {
+    for (const auto& [suffix, n] : what) {
+      keep.push_back(std::make_unique<std::vector<float>>(static_cast<size_t>(n), value));
+      w.add_tensor("blk." + std::to_string(il) + "." + suffix, GgmlType::f32, {n},
+                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(keep.back()->data()),
+                                            keep.back()->size() * sizeof(float)));
+    }
+  }
+}
+
+std::vector<float> logits_of(const std::string& path) {
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  if (!m.ok()) return {};
+  SessionOptions opt;
+  opt.n_ctx = 16;
+  auto s = Session::create(m.value(), opt);
+  const std::vector<int32_t> toks = {1, 17, 300, 42, 5, 99};
+  auto lg = s.value()->forward(toks, 0, LogitsMode::all);
+  EXPECT_TRUE(lg.ok());
+  return std::vector<float>(lg.value().begin(), lg.value().end());
+}
+
+TEST(Model, Qwen3NeedsQkNormsAndUsesNeoxRope) {
+  const auto keep_all = [](const GgufTensorInfo&) { return true; };
+  const std::string bare =
+      edited_tiny("qwen3_bare", keep_all, [](GgufWriter& w) { as_arch(w, "qwen3"); });
+  EXPECT_NE(load_error(bare).find("blk.0.attn_q_norm.weight is missing"), std::string::npos)
+      << load_error(bare);
+  const std::string p = edited_tiny("qwen3", keep_all, [](GgufWriter& w) {
+    as_arch(w, "qwen3");
+    add_vectors(w, {{"attn_q_norm.weight", 64}, {"attn_k_norm.weight", 64}}, 1.0f);
+  });
   auto m = Model::load(p);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  EXPECT_EQ(m.value()->rope_freq_factors(), factors);
+  EXPECT_EQ(m.value()->params().rope_style, RopeStyle::neox);
+  EXPECT_EQ(m.value()->layers()[1].k_norm.size(), 64u);
+  const auto lg = logits_of(p);
+  ASSERT_FALSE(lg.empty());
+  for (float x : lg) ASSERT_TRUE(std::isfinite(x));
+  // The per-head norms act: unit q/k vectors give other logits than the un-normed llama.
+  EXPECT_NE(lg, logits_of(edited_tiny("same", keep_all, [](GgufWriter&) {})));
+}
+
+TEST(Model, Qwen2NeedsQkvBiasesAndAddsThem) {
+  const auto keep_all = [](const GgufTensorInfo&) { return true; };
+  const std::string bare =
+      edited_tiny("qwen2_bare", keep_all, [](GgufWriter& w) { as_arch(w, "qwen2"); });
+  EXPECT_NE(load_error(bare).find("blk.0.attn_q.bias is missing"), std::string::npos)
+      << load_error(bare);
+  auto with_bias = [&](const std::string& name, float b) {
+    return edited_tiny(name, keep_all, [b](GgufWriter& w) {
+      as_arch(w, "qwen2");
+      add_vectors(w, {{"attn_q.bias", 256}, {"attn_k.bias", 128}, {"attn_v.bias", 128}}, b);
+    });
+  };
+  const std::string zero = with_bias("qwen2_zero", 0.0f);
+  auto m = Model::load(zero);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m.value()->params().rope_style, RopeStyle::neox);
+  EXPECT_EQ(m.value()->layers()[0].bv.size(), 128u);
+  const auto a = logits_of(zero), b = logits_of(with_bias("qwen2_half", 0.5f));
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+}
+
+TEST(Model, AppliesLlama3RopeFreqFactors) {
+  const auto keep_all = [](const GgufTensorInfo&) { return true; };
+  static std::vector<float> ones(32, 1.0f), ramp(32);  // n_rot / 2 for head_dim 64
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = 1.0f + float(i);
+  auto with = [&](const std::string& name, const std::vector<float>& f) {
+    return edited_tiny(name, keep_all, [&f](GgufWriter& w) {
+      w.add_tensor("rope_freqs.weight", GgmlType::f32, {32},
+                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(f.data()),
+                                            f.size() * sizeof(float)));
+    });
+  };
+  const std::string p = with("freqs", ramp);
+  auto m = Model::load(p);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m.value()->rope_freq_factors(), ramp);
+  const auto plain = logits_of(edited_tiny("same", keep_all, [](GgufWriter&) {}));
+  EXPECT_EQ(logits_of(with("freqs_ones", ones)), plain);  // divisors of 1 change nothing
+  EXPECT_NE(logits_of(p), plain);
 }
 
 }  // namespace
