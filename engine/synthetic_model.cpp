@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/gguf.h"
+#include "kernels/quantize_fast.h"
 
 namespace fish {
 namespace {
@@ -70,13 +71,13 @@ void fill_gaussian(SplitMix64& rng, float sigma, float* out, int64_t n) {
   }
 }
 
+// The fast quantisers write the same bytes as type_info(t).quantize_row, ~10x sooner.
 void quantize_float_row(GgmlType t, const float* src, uint8_t* dst, int64_t n) {
-  const TypeInfo& info = type_info(t);
   if (t == GgmlType::f32) {
     std::memcpy(dst, src, size_t(n) * 4);
     return;
   }
-  info.quantize_row(src, dst, n);
+  quantize_row_fast(t, src, dst, n);
 }
 
 std::vector<std::string> synthetic_vocab(int n_vocab) {
