@@ -26,24 +26,24 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Wraps a user message in the model's chat format, recognised from tokenizer.chat_template's
-// markers (no Jinja interpreter): ChatML (SmolLM2, Qwen), Gemma turns, Llama 3 headers.
-Result<std::string> chat_prompt(const GgufFile& f, const std::string& user) {
+// Wraps a user message in the model's chat format, recognised from the markers in
+// tokenizer.chat_template or, when the file has no template (the Gemma 3 GGUF), in the vocabulary
+// (no Jinja interpreter): ChatML (SmolLM2, Qwen), Gemma turns, Llama 3 headers.
+Result<std::string> chat_prompt(const GgufFile& f, const Tokenizer& tok, const std::string& user) {
   const GgufValue* v = f.find("tokenizer.chat_template");
   const std::string* tmpl = v ? v->as_string() : nullptr;
-  if (tmpl == nullptr)
-    return make_error("generate: {}: --chat needs tokenizer.chat_template, which is absent",
-                      f.path());
-  if (tmpl->find("<|im_start|>") != std::string::npos)
+  auto has = [&](const char* marker) {
+    return tmpl ? tmpl->find(marker) != std::string::npos : tok.vocab().find(marker) >= 0;
+  };
+  if (has("<|im_start|>"))
     return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
-  if (tmpl->find("<start_of_turn>") != std::string::npos)
+  if (has("<start_of_turn>"))
     return "<start_of_turn>user\n" + user + "<end_of_turn>\n<start_of_turn>model\n";
-  if (tmpl->find("<|start_header_id|>") != std::string::npos)
+  if (has("<|start_header_id|>"))
     return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
-  return make_error(
-      "generate: {}: tokenizer.chat_template is not a format FISH knows (ChatML, Gemma, Llama 3)",
-      f.path());
+  return make_error("{}: no chat format FISH knows (ChatML, Gemma, Llama 3) in {}", f.path(),
+                    tmpl ? "tokenizer.chat_template" : "the vocabulary (no chat template)");
 }
 
 // Writes token pieces to stdout, holding back an incomplete UTF-8 sequence at the end.
@@ -129,13 +129,13 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
     std::string text = a->prompt;
     if (a->chat) {
-      auto c = chat_prompt(model->gguf(), a->prompt);
+      auto c = chat_prompt(model->gguf(), tok, a->prompt);
       if (!c.ok()) return fail(c.error());
       text = c.value();
     }
     // BOS as the vocabulary says (Gemma: yes, SmolLM2: no); chat markers parsed as tokens.
     std::vector<int32_t> prompt = tok.encode(text, /*add_special=*/true, /*parse_special=*/a->chat);
-    if (prompt.empty()) return fail(make_error("generate: the prompt encodes to no tokens"));
+    if (prompt.empty()) return fail(make_error("the prompt encodes to no tokens"));
 
     const ModelParams& p = model->params();
     SessionOptions opt;
@@ -145,9 +145,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     const int64_t need = int64_t(prompt.size()) + a->n_predict;
     opt.n_ctx = a->n_ctx > 0 ? a->n_ctx : std::min(need, p.n_ctx_train);
     if (need > opt.n_ctx)
-      return fail(
-          make_error("generate: prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
-                     prompt.size(), a->n_predict, opt.n_ctx));
+      return fail(make_error("prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
+                             prompt.size(), a->n_predict, opt.n_ctx));
     auto sess_r = Session::create(model, opt);
     if (!sess_r.ok()) return fail(sess_r.error());
     Session& s = *sess_r.value();
