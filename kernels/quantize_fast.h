@@ -13,9 +13,10 @@
 // 6-bit / int8 scales) is element-wise and vectorises in the natural layout.
 //
 // Variants: avx512 (16 lanes: 2 Q4_K/Q5_K or 1 Q6_K super-block per search), avx2 (8 lanes),
-// scalar = the reference itself. Types without a SIMD variant (q8_0, q4_0, ... and f32/f16/bf16)
-// resolve to their scalar reference, so quantize_row_kernel() serves every type with one. (The
-// q8_0 activation quantisers of vec_dot.h are not used: they differ from the reference on NaN/inf.)
+// scalar = the reference itself. q8_0, q4_0, q4_1 and q5_0 (no search) vectorise within a block
+// (quantize_fast_lanes.h says how the reductions stay exact). Types without a SIMD variant
+// (q5_1, q2_k, q3_k, f32/f16/bf16, ...) resolve to their scalar reference, so
+// quantize_row_kernel() serves every type that has one.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,15 @@ void quantize_row_q5_k_avx2(const float* x, void* y, int64_t n);
 void quantize_row_q5_k_avx512(const float* x, void* y, int64_t n);
 void quantize_row_q6_k_avx2(const float* x, void* y, int64_t n);
 void quantize_row_q6_k_avx512(const float* x, void* y, int64_t n);
+// 32-value block formats, n % 32 == 0 ("fast" in the name: vec_dot.h's q8_0 activation
+// quantisers are separate functions, not byte-identical on NaN/inf).
+void quantize_row_q8_0_fast_avx2(const float* x, void* y, int64_t n);
+void quantize_row_q8_0_fast_avx512(const float* x, void* y, int64_t n);
+void quantize_row_q4_0_fast_avx2(const float* x, void* y, int64_t n);
+void quantize_row_q4_0_fast_avx512(const float* x, void* y, int64_t n);
+void quantize_row_q4_1_fast_avx2(const float* x, void* y, int64_t n);
+void quantize_row_q4_1_fast_avx512(const float* x, void* y, int64_t n);
+void quantize_row_q5_0_fast_avx2(const float* x, void* y, int64_t n);
+void quantize_row_q5_0_fast_avx512(const float* x, void* y, int64_t n);
 
 }  // namespace fish

@@ -5,16 +5,44 @@
 
 namespace fish {
 
+namespace {
+
+// Two super-blocks per search while they last (latency hiding), then one.
+template <int kNmax, class Block>
+void quantize_q45_k_row(const float* x, Block* y, int64_t n, const Qkx2Search& search) {
+  const int64_t nb = n / kQK_K;
+  const int64_t done = quantize_q45_k_blocks<Lanes8, kNmax, 2>(x, y, nb, search);
+  quantize_q45_k_blocks<Lanes8, kNmax, 1>(x + done * kQK_K, y + done, nb - done, search);
+}
+
+}  // namespace
+
 void quantize_row_q4_k_avx2(const float* x, void* y, int64_t n) {
-  quantize_q45_k_blocks<Lanes8, 15>(x, static_cast<BlockQ4_K*>(y), n / kQK_K, kQ4kSearch);
+  quantize_q45_k_row<15>(x, static_cast<BlockQ4_K*>(y), n, kQ4kSearch);
 }
 
 void quantize_row_q5_k_avx2(const float* x, void* y, int64_t n) {
-  quantize_q45_k_blocks<Lanes8, 31>(x, static_cast<BlockQ5_K*>(y), n / kQK_K, kQ5kSearch);
+  quantize_q45_k_row<31>(x, static_cast<BlockQ5_K*>(y), n, kQ5kSearch);
 }
 
 void quantize_row_q6_k_avx2(const float* x, void* y, int64_t n) {
   quantize_q6_k_blocks<Lanes8>(x, static_cast<BlockQ6_K*>(y), n / kQK_K);
+}
+
+void quantize_row_q8_0_fast_avx2(const float* x, void* y, int64_t n) {
+  quantize_q8_0_blocks<Lanes8>(x, static_cast<BlockQ8_0*>(y), n / 32);
+}
+
+void quantize_row_q4_0_fast_avx2(const float* x, void* y, int64_t n) {
+  quantize_q4_0_blocks<Lanes8>(x, static_cast<BlockQ4_0*>(y), n / 32);
+}
+
+void quantize_row_q4_1_fast_avx2(const float* x, void* y, int64_t n) {
+  quantize_q4_1_blocks<Lanes8>(x, static_cast<BlockQ4_1*>(y), n / 32);
+}
+
+void quantize_row_q5_0_fast_avx2(const float* x, void* y, int64_t n) {
+  quantize_q5_0_blocks<Lanes8>(x, static_cast<BlockQ5_0*>(y), n / 32);
 }
 
 }  // namespace fish

@@ -11,13 +11,14 @@
 namespace fish {
 namespace {
 
+// Four super-blocks per search while they last (two interleaved 16-lane groups hide latency),
+// then two, then the 8-lane form for an odd last one.
 template <int kNmax, class Block>
 void quantize_q45_k_row(const float* x, Block* y, int64_t n, const Qkx2Search& search) {
   const int64_t nb = n / kQK_K;
-  const int64_t n_pairs = nb / 2 * 2;
-  quantize_q45_k_blocks<Lanes16, kNmax>(x, y, n_pairs, search);
-  if (n_pairs < nb)
-    quantize_q45_k_blocks<Lanes8, kNmax>(x + n_pairs * kQK_K, y + n_pairs, 1, search);
+  int64_t done = quantize_q45_k_blocks<Lanes16, kNmax, 2>(x, y, nb, search);
+  done += quantize_q45_k_blocks<Lanes16, kNmax, 1>(x + done * kQK_K, y + done, nb - done, search);
+  quantize_q45_k_blocks<Lanes8, kNmax, 1>(x + done * kQK_K, y + done, nb - done, search);
 }
 
 }  // namespace
@@ -32,6 +33,22 @@ void quantize_row_q5_k_avx512(const float* x, void* y, int64_t n) {
 
 void quantize_row_q6_k_avx512(const float* x, void* y, int64_t n) {
   quantize_q6_k_blocks<Lanes16>(x, static_cast<BlockQ6_K*>(y), n / kQK_K);
+}
+
+void quantize_row_q8_0_fast_avx512(const float* x, void* y, int64_t n) {
+  quantize_q8_0_blocks<Lanes16>(x, static_cast<BlockQ8_0*>(y), n / 32);
+}
+
+void quantize_row_q4_0_fast_avx512(const float* x, void* y, int64_t n) {
+  quantize_q4_0_blocks<Lanes16>(x, static_cast<BlockQ4_0*>(y), n / 32);
+}
+
+void quantize_row_q4_1_fast_avx512(const float* x, void* y, int64_t n) {
+  quantize_q4_1_blocks<Lanes16>(x, static_cast<BlockQ4_1*>(y), n / 32);
+}
+
+void quantize_row_q5_0_fast_avx512(const float* x, void* y, int64_t n) {
+  quantize_q5_0_blocks<Lanes16>(x, static_cast<BlockQ5_0*>(y), n / 32);
 }
 
 }  // namespace fish

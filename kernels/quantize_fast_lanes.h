@@ -20,9 +20,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/q4_0.h"
+#include "quant/q4_1.h"
 #include "quant/q4_k.h"
+#include "quant/q5_0.h"
 #include "quant/q5_k.h"
 #include "quant/q6_k.h"
+#include "quant/q8_0.h"
 
 namespace fish {
 namespace {
@@ -90,6 +94,28 @@ struct Lanes8 {
     const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(w, w));
   }
+  // Any lanes: stores their low bytes (C++'s int -> uint8_t).
+  static void store_low_bytes(uint8_t* p, I v) {
+    const __m256i lo = _mm256_shuffle_epi8(
+        v, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8,
+                            12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i w =
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), w);
+  }
+  static F trunc(F v) { return _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static M ge(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  static F sign_or(F v, F one) {
+    return _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), one);
+  }
+  static I cvtt(F v) { return _mm256_cvttps_epi32(v); }  // 0x80000000 for NaN / out of range
+  static I sext8(I v) { return _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24); }
+  static I min_i(I v, int hi) { return _mm256_min_epi32(v, _mm256_set1_epi32(hi)); }
+  static I and_i(I v, int m) { return _mm256_and_si256(v, _mm256_set1_epi32(m)); }
+  static I or_shl4(I a, I b) { return _mm256_or_si256(a, _mm256_slli_epi32(b, 4)); }
+  static unsigned bit4_mask(I v) {  // lane k: bit 4 of v
+    return unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 27))));
+  }
 };
 #endif
 
@@ -141,6 +167,20 @@ struct Lanes16 {
   static void store_u8(uint8_t* p, I v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
   }
+  static void store_low_bytes(uint8_t* p, I v) { store_u8(p, v); }  // vpmovdb truncates
+  static F trunc(F v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static M ge(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  static F sign_or(F v, F one) {
+    return _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int32_t(0x80000000u))),
+        _mm512_castps_si512(one)));
+  }
+  static I cvtt(F v) { return _mm512_cvttps_epi32(v); }
+  static I sext8(I v) { return _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24); }
+  static I min_i(I v, int hi) { return _mm512_min_epi32(v, _mm512_set1_epi32(hi)); }
+  static I and_i(I v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
+  static I or_shl4(I a, I b) { return _mm512_or_si512(a, _mm512_slli_epi32(b, 4)); }
+  static unsigned bit4_mask(I v) { return _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x10)); }
 };
 #endif
 
@@ -163,86 +203,112 @@ struct Qkx2Lanes {
   unsigned flat = 0;  // bit k: max == min, L all zero
 };
 
-// The weights and make_qkx2_quants(32, kNmax, ...) of quantize_row_q4_K_ref / q5_K_ref for the
-// V::kLanes sub-blocks at x (32 floats each, consecutive).
-template <class V, int kNmax>
+// The weights and make_qkx2_quants(32, kNmax, ...) of quantize_row_q4_K_ref / q5_K_ref for
+// kGroups * V::kLanes sub-blocks at x (32 floats each, consecutive); out[g] gets group g. The
+// groups are independent and interleaved only to overlap latencies: each candidate's error pass
+// waits on its sums, the next candidate on the error pass (the min may move).
+template <class V, int kNmax, int kGroups>
 void qkx2_search(const float* x, const Qkx2Search& p, Qkx2Lanes* out) {
   using F = typename V::F;
   using M = typename V::M;
-  F xt[32], wt[32], laux[32];
-  F sum_x2 = V::set1(0.f);
-  for (int l = 0; l < 32; ++l) {
-    xt[l] = V::gather(x + l, 32);
-    sum_x2 = V::add(sum_x2, V::mul(xt[l], xt[l]));
-  }
-  const F av_x = V::sqrt(V::div(sum_x2, V::set1(32.f)));
-  for (int l = 0; l < 32; ++l) wt[l] = V::add(av_x, V::abs(xt[l]));
-
-  F min = xt[0], max = xt[0];
-  F sum_w = wt[0];
-  F sum_x = V::mul(sum_w, xt[0]);
-  for (int i = 1; i < 32; ++i) {
-    min = V::select(V::lt(xt[i], min), xt[i], min);
-    max = V::select(V::gt(xt[i], max), xt[i], max);
-    sum_w = V::add(sum_w, wt[i]);
-    sum_x = V::add(sum_x, V::mul(wt[i], xt[i]));
-  }
+  constexpr int G = kGroups;
   const F zero = V::set1(0.f);
-  min = V::select(V::gt(min, zero), zero, min);
-  const M flat = V::eq(max, min);
-  const F flat_min = min;  // a flat lane returns here in the reference: its min stays this one
+  F xt[G][32], wt[G][32], laux[G][32];
+  F min[G], max[G], sum_w[G], sum_x[G], flat_min[G];
+  M flat[G];
+  for (int g = 0; g < G; ++g) {
+    const float* xg = x + g * 32 * V::kLanes;
+    F sum_x2 = zero;
+    for (int l = 0; l < 32; ++l) {
+      xt[g][l] = V::gather(xg + l, 32);
+      sum_x2 = V::add(sum_x2, V::mul(xt[g][l], xt[g][l]));
+    }
+    const F av_x = V::sqrt(V::div(sum_x2, V::set1(32.f)));
+    for (int l = 0; l < 32; ++l) wt[g][l] = V::add(av_x, V::abs(xt[g][l]));
+    min[g] = max[g] = xt[g][0];
+    sum_w[g] = wt[g][0];
+    sum_x[g] = V::mul(sum_w[g], xt[g][0]);
+    for (int i = 1; i < 32; ++i) {
+      min[g] = V::select(V::lt(xt[g][i], min[g]), xt[g][i], min[g]);
+      max[g] = V::select(V::gt(xt[g][i], max[g]), xt[g][i], max[g]);
+      sum_w[g] = V::add(sum_w[g], wt[g][i]);
+      sum_x[g] = V::add(sum_x[g], V::mul(wt[g][i], xt[g][i]));
+    }
+    min[g] = V::select(V::gt(min[g], zero), zero, min[g]);
+    flat[g] = V::eq(max[g], min[g]);
+    flat_min[g] = min[g];  // a flat lane returns here in the reference: its min stays this one
+  }
 
-  F iscale = V::div(V::set1(float(kNmax)), V::sub(max, min));
-  F scale = V::div(V::set1(1.f), iscale);
-  F best_error = zero;
+  F scale[G], best_error[G], best_iscale[G], best_lmin[G];
+  for (int g = 0; g < G; ++g) {
+    const F iscale = V::div(V::set1(float(kNmax)), V::sub(max[g], min[g]));
+    scale[g] = V::div(V::set1(1.f), iscale);
+    best_error[g] = zero;
+    best_iscale[g] = iscale;
+    best_lmin[g] = min[g];
+  }
   for (int i = 0; i < 32; ++i) {
-    const F lf =
-        V::to_float(V::clamp(V::nearest_int(V::mul(iscale, V::sub(xt[i], min))), 0, kNmax));
-    F diff = V::sub(V::add(V::mul(scale, lf), min), xt[i]);
-    diff = V::mul(diff, diff);
-    best_error = V::add(best_error, V::mul(wt[i], diff));
-  }
-  F best_iscale = iscale;
-  F best_lmin = min;
-  for (int is = 0; is <= p.nstep; ++is) {
-    const float numer = p.rmin + p.rdelta * float(is) + float(kNmax);
-    iscale = V::div(V::set1(numer), V::sub(max, min));
-    F sum_l = zero, sum_l2 = zero, sum_xl = zero;
-    for (int i = 0; i < 32; ++i) {
-      const F lf =
-          V::to_float(V::clamp(V::nearest_int(V::mul(iscale, V::sub(xt[i], min))), 0, kNmax));
-      laux[i] = lf;
-      const F wl = V::mul(wt[i], lf);  // ggml's w * float(l), a common subexpression of all three
-      sum_l = V::add(sum_l, wl);
-      sum_l2 = V::add(sum_l2, V::mul(wl, lf));
-      sum_xl = V::add(sum_xl, V::mul(wl, xt[i]));
-    }
-    const F D = V::sub(V::mul(sum_w, sum_l2), V::mul(sum_l, sum_l));
-    const M d_pos = V::gt(D, zero);
-    if (V::bits(d_pos) == 0) continue;
-    F this_scale = V::div(V::sub(V::mul(sum_w, sum_xl), V::mul(sum_x, sum_l)), D);
-    F this_min = V::div(V::sub(V::mul(sum_l2, sum_x), V::mul(sum_l, sum_xl)), D);
-    const M min_pos = V::gt(this_min, zero);
-    this_min = V::select(min_pos, zero, this_min);
-    this_scale = V::select(min_pos, V::div(sum_xl, sum_l2), this_scale);
-    F cur_error = zero;
-    for (int i = 0; i < 32; ++i) {
-      F diff = V::sub(V::add(V::mul(this_scale, laux[i]), this_min), xt[i]);
+    for (int g = 0; g < G; ++g) {
+      const F lf = V::to_float(
+          V::clamp(V::nearest_int(V::mul(best_iscale[g], V::sub(xt[g][i], min[g]))), 0, kNmax));
+      F diff = V::sub(V::add(V::mul(scale[g], lf), min[g]), xt[g][i]);
       diff = V::mul(diff, diff);
-      cur_error = V::add(cur_error, V::mul(wt[i], diff));
+      best_error[g] = V::add(best_error[g], V::mul(wt[g][i], diff));
     }
-    const M better = V::both(d_pos, V::lt(cur_error, best_error));
-    best_error = V::select(better, cur_error, best_error);
-    scale = V::select(better, this_scale, scale);
-    best_iscale = V::select(better, iscale, best_iscale);
-    best_lmin = V::select(better, min, best_lmin);  // Laux was rounded against the old min
-    min = V::select(better, this_min, min);
   }
-  out->flat = V::bits(flat);
-  V::storeu(out->scale, V::select(flat, zero, scale));
-  V::storeu(out->the_min, V::neg(V::select(flat, flat_min, min)));
-  V::storeu(out->iscale, best_iscale);
-  V::storeu(out->lmin, best_lmin);
+  for (int is = 0; is <= p.nstep; ++is) {
+    const F numer = V::set1(p.rmin + p.rdelta * float(is) + float(kNmax));
+    F iscale[G], sum_l[G], sum_l2[G], sum_xl[G];
+    for (int g = 0; g < G; ++g) {
+      iscale[g] = V::div(numer, V::sub(max[g], min[g]));
+      sum_l[g] = sum_l2[g] = sum_xl[g] = zero;
+    }
+    for (int i = 0; i < 32; ++i) {
+      for (int g = 0; g < G; ++g) {
+        const F lf = V::to_float(
+            V::clamp(V::nearest_int(V::mul(iscale[g], V::sub(xt[g][i], min[g]))), 0, kNmax));
+        laux[g][i] = lf;
+        const F wl = V::mul(wt[g][i], lf);  // ggml's w * float(l), common to all three sums
+        sum_l[g] = V::add(sum_l[g], wl);
+        sum_l2[g] = V::add(sum_l2[g], V::mul(wl, lf));
+        sum_xl[g] = V::add(sum_xl[g], V::mul(wl, xt[g][i]));
+      }
+    }
+    F this_scale[G], this_min[G], cur_error[G];
+    M d_pos[G];
+    for (int g = 0; g < G; ++g) {
+      const F D = V::sub(V::mul(sum_w[g], sum_l2[g]), V::mul(sum_l[g], sum_l[g]));
+      d_pos[g] = V::gt(D, zero);
+      this_scale[g] = V::div(V::sub(V::mul(sum_w[g], sum_xl[g]), V::mul(sum_x[g], sum_l[g])), D);
+      this_min[g] = V::div(V::sub(V::mul(sum_l2[g], sum_x[g]), V::mul(sum_l[g], sum_xl[g])), D);
+      const M min_pos = V::gt(this_min[g], zero);
+      this_min[g] = V::select(min_pos, zero, this_min[g]);
+      this_scale[g] = V::select(min_pos, V::div(sum_xl[g], sum_l2[g]), this_scale[g]);
+      cur_error[g] = zero;
+    }
+    for (int i = 0; i < 32; ++i) {
+      for (int g = 0; g < G; ++g) {
+        F diff = V::sub(V::add(V::mul(this_scale[g], laux[g][i]), this_min[g]), xt[g][i]);
+        diff = V::mul(diff, diff);
+        cur_error[g] = V::add(cur_error[g], V::mul(wt[g][i], diff));
+      }
+    }
+    for (int g = 0; g < G; ++g) {  // D <= 0 (or NaN): the reference skips the candidate
+      const M better = V::both(d_pos[g], V::lt(cur_error[g], best_error[g]));
+      best_error[g] = V::select(better, cur_error[g], best_error[g]);
+      scale[g] = V::select(better, this_scale[g], scale[g]);
+      best_iscale[g] = V::select(better, iscale[g], best_iscale[g]);
+      best_lmin[g] = V::select(better, min[g], best_lmin[g]);  // Laux was rounded with the old min
+      min[g] = V::select(better, this_min[g], min[g]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    out[g].flat = V::bits(flat[g]);
+    V::storeu(out[g].scale, V::select(flat[g], zero, scale[g]));
+    V::storeu(out[g].the_min, V::neg(V::select(flat[g], flat_min[g], min[g])));
+    V::storeu(out[g].iscale, best_iscale[g]);
+    V::storeu(out[g].lmin, best_lmin[g]);
+  }
 }
 
 // The rest of quantize_row_q4_K_ref / q5_K_ref for one super-block whose 8 sub-block searches are
@@ -315,19 +381,24 @@ inline void pack_levels(const uint8_t* L, BlockQ5_K* y) {
   }
 }
 
-// nb super-blocks of Q4_K (kNmax 15) or Q5_K (31); nb % (V::kLanes / 8) == 0.
-template <class V, int kNmax, class Block>
-void quantize_q45_k_blocks(const float* x, Block* y, int64_t nb, const Qkx2Search& search) {
-  constexpr int kBlocksPerSearch = V::kLanes / 8;
-  Qkx2Lanes s;
+// Super-blocks [0, nb) of Q4_K (kNmax 15) or Q5_K (31), kGroups * V::kLanes / 8 per search, as
+// many as fit; returns how many were done (nb rounded down to that multiple).
+template <class V, int kNmax, int kGroups, class Block>
+int64_t quantize_q45_k_blocks(const float* x, Block* y, int64_t nb, const Qkx2Search& search) {
+  constexpr int kBlocksPerGroup = V::kLanes / 8;
+  constexpr int kBlocksPerSearch = kGroups * kBlocksPerGroup;
+  Qkx2Lanes s[kGroups];
   uint8_t L[kQK_K];
-  for (int64_t i = 0; i < nb; i += kBlocksPerSearch) {
-    qkx2_search<V, kNmax>(x + i * kQK_K, search, &s);
+  const int64_t n_done = nb / kBlocksPerSearch * kBlocksPerSearch;
+  for (int64_t i = 0; i < n_done; i += kBlocksPerSearch) {
+    qkx2_search<V, kNmax, kGroups>(x + i * kQK_K, search, s);
     for (int b = 0; b < kBlocksPerSearch; ++b) {
-      finish_q45_k<V, kNmax>(x + (i + b) * kQK_K, s, 8 * b, &y[i + b], L);
+      const Qkx2Lanes& sg = s[b / kBlocksPerGroup];
+      finish_q45_k<V, kNmax>(x + (i + b) * kQK_K, sg, 8 * (b % kBlocksPerGroup), &y[i + b], L);
       pack_levels(L, &y[i + b]);
     }
   }
+  return n_done;
 }
 
 // ---- Q6_K: make_qx_quants(16, 32, x, L, rmse_type 1) over 16-value sub-blocks ----
@@ -453,6 +524,158 @@ void quantize_q6_k_blocks(const float* x, BlockQ6_K* y, int64_t nb) {
         qh[l] = uint8_t((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
                         ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
       }
+    }
+  }
+}
+
+// ---- 32-value block formats (Q8_0, Q4_0, Q4_1, Q5_0): no search, so the natural layout
+// vectorises; only the reductions need care. amax/min/max reductions are order-independent over
+// the values that can win (the references' compares skip NaN, except Q4_1's x[0]), and the
+// signed value the reference keeps is found again as the FIRST element equal to the winner (the
+// references update only on strictly better, so the first one stays; this also keeps the sign of
+// a zero). Float -> int8_t in the references compiles to cvttss2si and the low byte; the vector
+// form is cvttps2dq and the low byte. ----
+
+template <class V>
+float lane_max(typename V::F v) {  // over non-NaN lanes >= +0: any order
+  float lanes[16];
+  V::storeu(lanes, v);
+  float m = 0;
+  for (int k = 0; k < V::kLanes; ++k) m = lanes[k] > m ? lanes[k] : m;
+  return m;
+}
+
+// First j in [0, 32) with pred(v[j / kLanes] lane j % kLanes), or -1.
+template <class V, class Pred>
+int first_lane(const typename V::F* v, Pred pred) {
+  for (int k = 0; k < 32 / V::kLanes; ++k) {
+    const unsigned bits = V::bits(pred(v[k]));
+    if (bits) return k * V::kLanes + __builtin_ctz(bits);
+  }
+  return -1;
+}
+
+// std::round (half away from zero), exactly: v - trunc(v) is exact.
+template <class V>
+typename V::F round_half_away(typename V::F v) {
+  const auto t = V::trunc(v);
+  const auto up = V::ge(V::abs(V::sub(v, t)), V::set1(0.5f));
+  return V::add(t, V::select(up, V::sign_or(v, V::set1(1.0f)), V::set1(0.0f)));
+}
+
+template <class V>
+void quantize_q8_0_blocks(const float* x, BlockQ8_0* y, int64_t nb) {
+  constexpr int kVecs = 32 / V::kLanes;
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    typename V::F v[kVecs];
+    auto acc = V::set1(0.0f);
+    for (int k = 0; k < kVecs; ++k) {
+      v[k] = V::loadu(x + k * V::kLanes);
+      const auto a = V::abs(v[k]);
+      acc = V::select(V::lt(acc, a), a, acc);  // std::max(amax, |x|)
+    }
+    const float d = lane_max<V>(acc) / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16_lane(d);
+    for (int k = 0; k < kVecs; ++k) {
+      const auto q = V::cvtt(round_half_away<V>(V::mul(v[k], V::set1(id))));
+      V::store_low_bytes(reinterpret_cast<uint8_t*>(y[i].qs) + k * V::kLanes, q);
+    }
+  }
+}
+
+// Q4_0 (kNmax 8) / Q5_0 (16): the signed value of largest magnitude maps to level 0.
+template <class V>
+float signed_absmax(const float* x, const typename V::F* v) {
+  auto acc = V::set1(0.0f);
+  for (int k = 0; k < 32 / V::kLanes; ++k) {
+    const auto a = V::abs(v[k]);
+    acc = V::select(V::gt(a, acc), a, acc);
+  }
+  const float amax = lane_max<V>(acc);
+  if (!(amax > 0.0f)) return 0.0f;  // never updated in the reference
+  const auto target = V::set1(amax);
+  return x[first_lane<V>(v, [&](auto e) { return V::eq(V::abs(e), target); })];
+}
+
+template <class V>
+void quantize_q4_0_blocks(const float* x, BlockQ4_0* y, int64_t nb) {
+  constexpr int kVecs = 32 / V::kLanes;
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    typename V::F v[kVecs];
+    for (int k = 0; k < kVecs; ++k) v[k] = V::loadu(x + k * V::kLanes);
+    const float d = signed_absmax<V>(x, v) / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16_lane(d);
+    auto level = [&](typename V::F e) {
+      return V::min_i(V::sext8(V::cvtt(V::add(V::mul(e, V::set1(id)), V::set1(8.5f)))), 15);
+    };
+    for (int k = 0; k < kVecs / 2; ++k) {
+      V::store_low_bytes(y[i].qs + k * V::kLanes, V::or_shl4(level(v[k]), level(v[k + kVecs / 2])));
+    }
+  }
+}
+
+template <class V>
+void quantize_q5_0_blocks(const float* x, BlockQ5_0* y, int64_t nb) {
+  constexpr int kVecs = 32 / V::kLanes;
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    typename V::F v[kVecs];
+    for (int k = 0; k < kVecs; ++k) v[k] = V::loadu(x + k * V::kLanes);
+    const float d = signed_absmax<V>(x, v) / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16_lane(d);
+    auto level = [&](typename V::F e) {
+      return V::min_i(V::sext8(V::cvtt(V::add(V::mul(e, V::set1(id)), V::set1(16.5f)))), 31);
+    };
+    uint32_t qh = 0;
+    for (int k = 0; k < kVecs / 2; ++k) {
+      const auto q0 = level(v[k]);
+      const auto q1 = level(v[k + kVecs / 2]);
+      V::store_low_bytes(y[i].qs + k * V::kLanes, V::or_shl4(V::and_i(q0, 0xF), V::and_i(q1, 0xF)));
+      qh |= uint32_t(V::bit4_mask(q0)) << (k * V::kLanes);
+      qh |= uint32_t(V::bit4_mask(q1)) << (k * V::kLanes + 16);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof qh);
+  }
+}
+
+template <class V>
+void quantize_q4_1_blocks(const float* x, BlockQ4_1* y, int64_t nb) {
+  constexpr int kVecs = 32 / V::kLanes;
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    typename V::F v[kVecs];
+    for (int k = 0; k < kVecs; ++k) v[k] = V::loadu(x + k * V::kLanes);
+    float min = x[0];
+    float max = x[0];
+    if (x[0] == x[0]) {  // a NaN x[0] sticks as both (std::min/max never replace it)
+      auto vmin = V::set1(x[0]), vmax = vmin;
+      for (int k = 0; k < kVecs; ++k) {
+        vmin = V::select(V::lt(v[k], vmin), v[k], vmin);
+        vmax = V::select(V::gt(v[k], vmax), v[k], vmax);
+      }
+      float lanes_min[16], lanes_max[16];
+      V::storeu(lanes_min, vmin);
+      V::storeu(lanes_max, vmax);
+      float mn = lanes_min[0], mx = lanes_max[0];
+      for (int k = 1; k < V::kLanes; ++k) {
+        mn = lanes_min[k] < mn ? lanes_min[k] : mn;
+        mx = lanes_max[k] > mx ? lanes_max[k] : mx;
+      }
+      const auto tmin = V::set1(mn), tmax = V::set1(mx);
+      min = x[first_lane<V>(v, [&](auto e) { return V::eq(e, tmin); })];
+      max = x[first_lane<V>(v, [&](auto e) { return V::eq(e, tmax); })];
+    }
+    const float d = (max - min) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16_lane(d);
+    y[i].m = f32_to_f16_lane(min);
+    auto level = [&](typename V::F e) {
+      const auto s = V::mul(V::sub(e, V::set1(min)), V::set1(id));
+      return V::min_i(V::sext8(V::cvtt(V::add(s, V::set1(0.5f)))), 15);
+    };
+    for (int k = 0; k < kVecs / 2; ++k) {
+      V::store_low_bytes(y[i].qs + k * V::kLanes, V::or_shl4(level(v[k]), level(v[k + kVecs / 2])));
     }
   }
 }
