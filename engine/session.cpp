@@ -29,10 +29,10 @@ int act_slot(GgmlType act) {
 }
 
 // Bytes of n_tok rows of n values in any of the int8 activation formats, rounded up to whole
-// blocks (Q8_K: 292 bytes per 256 values; Q8_0 34 and Q8_1 36 per 32).
+// 256-value blocks: Q8_K takes 292 bytes per 256 values, Q8_0 272 and Q8_1 288.
 size_t act_capacity(int64_t n, int64_t n_tok) {
   const int64_t blocks256 = (n + 255) / 256;
-  return size_t(blocks256 * 8 * 36 + 64) * size_t(n_tok);
+  return size_t(blocks256 * 292) * size_t(n_tok);
 }
 
 // Rows [b, e) of a token-major matrix with `n` columns, applying fn(t) per row, over the pool
