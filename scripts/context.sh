@@ -6,8 +6,14 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
-commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+# FISH_COMMIT / FISH_BUILD_DESC override what cannot be read where the binaries were carried to
+# (the GPU machine gets a copy of the tree without .git and a build made elsewhere).
+if [ -n "${FISH_COMMIT:-}" ]; then
+  commit=$FISH_COMMIT
+else
+  commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+fi
 cache=$build/CMakeCache.txt
 cget() { sed -n "s/^$1:[A-Z]*=//p" "$cache" 2>/dev/null | head -1; }
 build_type=$(cget CMAKE_BUILD_TYPE)
@@ -28,8 +34,12 @@ if command -v vulkaninfo >/dev/null 2>&1; then
 fi
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") 
 echo "commit=$commit"
-echo "build=${build_type:-unknown}${opts}"
-echo "compiler=$compiler"
+if [ -n "${FISH_BUILD_DESC:-}" ]; then
+  echo "build=$FISH_BUILD_DESC"
+else
+  echo "build=${build_type:-unknown}${opts}"
+  echo "compiler=$compiler"
+fi
 echo "cpu=$cpu x$ncpu [${feats% }]"
 echo "gpu=$gpu"
 echo "os=$os $(uname -r)"
