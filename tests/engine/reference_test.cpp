@@ -139,8 +139,8 @@ Agreement teacher_forced(const RealModel& m, ActMode act) {
     });
     EXPECT_TRUE(st.ok()) << st.error().message;
     std::printf(
-        "[reference] %s %s act=%s: %lld positions, top-1 %.4f, KL mean %.6f max %.5f, "
-        "top-1 logit err max %.4f\n",
+        "[reference] %s %s act=%s: %lld positions, top-1 %.4f, KL mean %.3e max %.3e, "
+        "top-1 logit err max %.2e\n",
         m.folder, r.name.c_str(), act == ActMode::f32 ? "f32" : "int8", (long long)a.n,
         a.top1_rate(), a.kl_mean(), a.kl_max, a.logit_err_max);
     total.n += a.n;
@@ -149,7 +149,7 @@ Agreement teacher_forced(const RealModel& m, ActMode act) {
     total.kl_max = std::max(total.kl_max, a.kl_max);
     total.logit_err_max = std::max(total.logit_err_max, a.logit_err_max);
   }
-  std::printf("[reference] %s act=%s TOTAL: %lld positions, top-1 %.4f, KL mean %.6f max %.5f\n",
+  std::printf("[reference] %s act=%s TOTAL: %lld positions, top-1 %.4f, KL mean %.3e max %.3e\n",
               m.folder, act == ActMode::f32 ? "f32" : "int8", (long long)total.n, total.top1_rate(),
               total.kl_mean(), total.kl_max);
   return total;
@@ -170,15 +170,15 @@ void expect_int8_agreement(const RealModel& m) {
   EXPECT_LE(a.kl_max, 0.1);
 }
 
-// f32 activations leave only f32-vs-f64 rounding: the logits match to ~1e-4 (measured: top-1
-// 100%, mean KL < 1e-6 on both models).
+// f32 activations leave only f32-vs-f64 rounding (measured: top-1 100%, mean KL 3e-10 SmolLM2 and
+// 2e-9 Gemma 3, top-1 logits within 2.2e-5 of the reference on both).
 void expect_f32_exact(const RealModel& m) {
   if (test::model_path(m.file).empty()) GTEST_SKIP() << m.file << " not in FISH_MODELS_DIR";
   const Agreement a = teacher_forced(m, ActMode::f32);
   EXPECT_GE(a.n, 3 * 64);
   EXPECT_GE(a.top1_rate(), 0.999);
-  EXPECT_LE(a.kl_mean(), 1e-5);
-  EXPECT_LE(a.logit_err_max, 0.01);
+  EXPECT_LE(a.kl_mean(), 1e-6);
+  EXPECT_LE(a.logit_err_max, 1e-3);
 }
 
 // Greedy 16 tokens after "The capital of France is" (prompt ids: FISH's tokenizer, with the
