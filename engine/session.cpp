@@ -92,7 +92,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
   gate_.resize(size_t(B * p.n_ff));
   up_.resize(size_t(B * p.n_ff));
   logits_.resize(size_t(p.n_vocab));
-  att_scratch_.resize(size_t(pool_.size()) * size_t(p.n_head * opt_.n_ctx));
+  // Decode: all heads' scores (n_head x n_ctx); prefill: one query group per thread.
+  const int64_t group = p.n_head / p.n_head_kv;
+  att_scratch_.resize(size_t(std::max<int64_t>(p.n_head, pool_.size() * group) * opt_.n_ctx));
   const int64_t max_in = std::max({p.n_embd, p.q_dim(), p.n_ff});
   if (opt_.act == ActMode::f32) deq_scratch_.resize(size_t(pool_.size()) * size_t(max_in));
 
@@ -374,7 +376,7 @@ void Session::attention(int64_t il, int64_t n, int64_t pos0) {
   // mix of short (early) and long (late) causal ranges.
   const int64_t group = p.n_head / p.n_head_kv;
   const int64_t n_units = n * p.n_head_kv;
-  const int64_t scratch_stride = p.n_head * n_ctx();
+  const int64_t scratch_stride = group * n_ctx();
   AttentionShape s{group, 1, hd, p.kv_dim()};
   pool_.parallel_for(n_units, [&](int64_t b, int64_t e, int th) {
     float* scratch = att_scratch_.data() + th * scratch_stride;

@@ -115,7 +115,7 @@ class Session {
   std::vector<float> gate_;         // n_ff
   std::vector<float> up_;           // n_ff
   std::vector<float> logits_;       // n_vocab per returned row
-  std::vector<float> att_scratch_;  // per thread: n_head * n_ctx scores
+  std::vector<float> att_scratch_;  // scores: n_head x n_ctx, or per thread group x n_ctx
   std::vector<float> deq_scratch_;  // f32 mode: per thread one dequantised weight row
   // Quantised activations, one buffer per activation format (q8_0, q8_1, q8_k); bit i of
   // act_valid_ says buffer i holds the current matmul input.
