@@ -13,9 +13,9 @@ struct Row {
 };
 
 const Row kRows[] = {
-    {GgmlType::q4_k, {nullptr, quantize_row_q4_k_avx2, quantize_row_q4_k_avx512}},
-    {GgmlType::q5_k, {nullptr, quantize_row_q5_k_avx2, quantize_row_q5_k_avx512}},
-    {GgmlType::q6_k, {nullptr, quantize_row_q6_k_avx2, quantize_row_q6_k_avx512}},
+    {GgmlType::q4_k, {nullptr, quantize_row_q4_k_fast_avx2, quantize_row_q4_k_fast_avx512}},
+    {GgmlType::q5_k, {nullptr, quantize_row_q5_k_fast_avx2, quantize_row_q5_k_fast_avx512}},
+    {GgmlType::q6_k, {nullptr, quantize_row_q6_k_fast_avx2, quantize_row_q6_k_fast_avx512}},
     {GgmlType::q8_0, {nullptr, quantize_row_q8_0_fast_avx2, quantize_row_q8_0_fast_avx512}},
     {GgmlType::q4_0, {nullptr, quantize_row_q4_0_fast_avx2, quantize_row_q4_0_fast_avx512}},
     {GgmlType::q4_1, {nullptr, quantize_row_q4_1_fast_avx2, quantize_row_q4_1_fast_avx512}},

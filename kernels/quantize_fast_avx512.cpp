@@ -23,15 +23,15 @@ void quantize_q45_k_row(const float* x, Block* y, int64_t n, const Qkx2Search& s
 
 }  // namespace
 
-void quantize_row_q4_k_avx512(const float* x, void* y, int64_t n) {
+void quantize_row_q4_k_fast_avx512(const float* x, void* y, int64_t n) {
   quantize_q45_k_row<15>(x, static_cast<BlockQ4_K*>(y), n, kQ4kSearch);
 }
 
-void quantize_row_q5_k_avx512(const float* x, void* y, int64_t n) {
+void quantize_row_q5_k_fast_avx512(const float* x, void* y, int64_t n) {
   quantize_q45_k_row<31>(x, static_cast<BlockQ5_K*>(y), n, kQ5kSearch);
 }
 
-void quantize_row_q6_k_avx512(const float* x, void* y, int64_t n) {
+void quantize_row_q6_k_fast_avx512(const float* x, void* y, int64_t n) {
   quantize_q6_k_blocks<Lanes16>(x, static_cast<BlockQ6_K*>(y), n / kQK_K);
 }
 

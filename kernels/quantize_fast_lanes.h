@@ -1,5 +1,6 @@
-// Lane-parallel K-quant quantisers shared by quantize_fast_avx2.cpp and quantize_fast_avx512.cpp
-// (included only there, after the ISA flags are on). See quantize_fast.h for the why.
+// Lane-parallel K-quant quantisers (and the 32-value block formats) shared by
+// quantize_fast_avx2.cpp and quantize_fast_avx512.cpp (included only there, after the ISA flags are
+// on). See quantize_fast.h for the why.
 //
 // Layout: a search call takes V::kLanes consecutive sub-blocks (32 values for Q4_K/Q5_K, 16 for
 // Q6_K) and gathers them transposed: xt[i] holds value i of every sub-block, lane k = sub-block k.
