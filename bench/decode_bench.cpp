@@ -9,7 +9,7 @@
 // Real models come from $FISH_MODELS_DIR (default ./models); a missing one is a skipped row.
 // What bounds the numbers: decode streams every weight once per token, so a model larger than the
 // last-level cache (the 0.8 GB synthetic 1B) is DRAM-bound and pct_bw is the figure of merit; the
-// real models (96 and 246 MB) may sit in a large L3 (300 MB on the Sapphire Rapids dev VM), where
+// real models (96 and 246 MB) may sit in a large L3 (the dev VM reports 300 MB), where
 // pct_bw can pass 100% and the dot-product kernels bound decode instead. Prefill is bound by
 // the matmul's one vec_dot per (row, token) (no register tiling across tokens).
 #include <benchmark/benchmark.h>
