@@ -203,13 +203,14 @@ Status write_synthetic_model(const ModelShape& s, const FileType& ft,
       opt.n_threads > 0 ? opt.n_threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const std::vector<SyntheticTensor> tensors = synthetic_tensors(s, ft);
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
-    const SyntheticTensor& t = tensors[ti];
-    if (t.type != GgmlType::f32 && !type_info(t.type).quantize_row)
-      return make_error("make-model: tensor {}: type {} has no reference quantiser", t.name,
-                        type_name(t.type));
+    const SyntheticTensor& spec = tensors[ti];
+    if (spec.type != GgmlType::f32 && !type_info(spec.type).quantize_row)
+      return make_error("make-model: tensor {}: type {} has no reference quantiser", spec.name,
+                        type_name(spec.type));
     // The producer runs later, inside w.write(): capture loop locals by value.
     w.add_tensor(
-        t.name, t.type, t.dims, [&tensors, &opt, n_threads, ti](std::span<uint8_t> out) -> Status {
+        spec.name, spec.type, spec.dims,
+        [&tensors, &opt, n_threads, ti](std::span<uint8_t> out) -> Status {
           const SyntheticTensor& t = tensors[ti];
           const bool is_norm = t.dims.size() == 1;
           const int64_t row = t.dims[0];
