@@ -32,6 +32,10 @@ if command -v vulkaninfo >/dev/null 2>&1; then
   a=$(vulkaninfo --summary 2>/dev/null | sed -n 's/^[[:space:]]*apiVersion[[:space:]]*= //p' | head -1)
   [ -n "$g" ] && gpu="$g (driver $d, Vulkan $a)"
 fi
+if [ "$gpu" = none ] && command -v nvidia-smi >/dev/null 2>&1; then
+  g=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  [ -n "$g" ] && gpu="${g%%,*} (driver${g#*,}; no Vulkan loader found)"
+fi
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") 
 echo "commit=$commit"
 if [ -n "${FISH_BUILD_DESC:-}" ]; then
