@@ -14,7 +14,8 @@ exe=$build/bench/fish_$name
 out_dir=${FISH_RESULTS:-$root/results/bench}
 mkdir -p "$out_dir"
 ctx=()
-while IFS= read -r kv; do ctx+=("--benchmark_context=$kv"); done < <("$root/scripts/context.sh" "$build")
+# google-benchmark splits --benchmark_context on commas: keep them out of values.
+while IFS= read -r kv; do ctx+=("--benchmark_context=${kv//,/;}"); done < <("$root/scripts/context.sh" "$build")
 host=$(hostname -s)
 out=$out_dir/$name-$host.json
 "$exe" --benchmark_repetitions="${FISH_BENCH_REPS:-5}" --benchmark_report_aggregates_only=false \
