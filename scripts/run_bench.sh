@@ -13,12 +13,12 @@ exe=$build/bench/fish_$name
 [ -x "$exe" ] || { echo "run_bench.sh: $exe not built (ninja -C $build fish_$name)" >&2; exit 1; }
 out_dir=${FISH_RESULTS:-$root/results/bench}
 mkdir -p "$out_dir"
-ctx=()
-# google-benchmark splits --benchmark_context on commas: keep them out of values.
-while IFS= read -r kv; do ctx+=("--benchmark_context=${kv//,/;}"); done < <("$root/scripts/context.sh" "$build")
+# One --benchmark_context=k=v,k=v flag (only the last such flag counts); values lose their commas.
+ctx=""
+while IFS= read -r kv; do ctx="$ctx${ctx:+,}${kv//,/;}"; done < <("$root/scripts/context.sh" "$build")
 host=$(hostname -s)
 out=$out_dir/$name-$host.json
 "$exe" --benchmark_repetitions="${FISH_BENCH_REPS:-5}" --benchmark_report_aggregates_only=false \
-  --benchmark_out="$out.tmp" --benchmark_out_format=json "${ctx[@]}" "$@"
+  --benchmark_out="$out.tmp" --benchmark_out_format=json "--benchmark_context=$ctx" "$@"
 mv "$out.tmp" "$out"
 echo "run_bench.sh: wrote $out" >&2
