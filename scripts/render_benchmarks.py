@@ -110,7 +110,34 @@ def render():
     out.append("")
     for p in files:
         out += render_file(p)
+    out += render_runs()
     return "\n".join(out)
+
+
+def render_runs():
+    """results/runs/<name>/: command outputs with a context.txt; the `fish ...` stats lines."""
+    out = []
+    dirs = sorted(d for d in glob.glob(os.path.join(ROOT, "results", "runs", "*")) if os.path.isdir(d))
+    if not dirs:
+        return out
+    out += ["## Command runs", ""]
+    for d in dirs:
+        out += [f"### {os.path.basename(d)}", ""]
+        ctx_path = os.path.join(d, "context.txt")
+        if os.path.exists(ctx_path):
+            with open(ctx_path) as f:
+                ctx = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+            out.append("Context: " + "; ".join(f"{k} {ctx[k]}" for k in CONTEXT_KEYS if k in ctx) + ".")
+            out.append("")
+        out.append("```")
+        for p in sorted(glob.glob(os.path.join(d, "*.txt"))):
+            if os.path.basename(p) in ("context.txt", "machine.txt"):
+                continue
+            with open(p) as f:
+                lines = [l.rstrip("\n") for l in f if l.startswith("fish ") or "Elapsed" in l]
+            out += [f"{os.path.basename(p)}: {l.strip()}" for l in lines]
+        out += ["```", ""]
+    return out
 
 
 def main():
