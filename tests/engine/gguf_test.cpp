@@ -97,7 +97,7 @@ void expect_data_inside_file(const GgufFile& f) {
 
 TEST(GgufReader, ReadsSmolLm2) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "model missing; scripts/setup.sh fetches it";
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->version(), 3u);
@@ -134,7 +134,7 @@ TEST(GgufReader, ReadsSmolLm2) {
 
 TEST(GgufReader, ReadsGemma3) {
   const std::string path = test::model_path(test::kGemma3);
-  if (path.empty()) GTEST_SKIP() << "model missing; scripts/setup.sh fetches it";
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->version(), 3u);

@@ -475,7 +475,7 @@ TEST(GgufWriter, FishReadsWhatGgufPackageWrote) {
 
 TEST(GgufWriter, FishAndGgufPackageAgreeOnSmolLm2) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "model missing; scripts/setup.sh fetches it";
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().message;
   expect_same_json(file_json(*f), python_dump(path));
@@ -486,7 +486,7 @@ TEST(GgufWriter, FishAndGgufPackageAgreeOnGemma3) {
   const char* slow = std::getenv("FISH_SLOW_TESTS");
   if (!slow || std::string(slow) != "1") GTEST_SKIP() << "set FISH_SLOW_TESTS=1 to run";
   const std::string path = test::model_path(test::kGemma3);
-  if (path.empty()) GTEST_SKIP() << "model missing; scripts/setup.sh fetches it";
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().message;
   expect_same_json(file_json(*f), python_dump(path));
@@ -494,7 +494,7 @@ TEST(GgufWriter, FishAndGgufPackageAgreeOnGemma3) {
 
 TEST(GgufWriter, RewritingARealModelReproducesItByteForByte) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "model missing; scripts/setup.sh fetches it";
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().message;
   GgufWriter w(f->alignment());

@@ -19,7 +19,9 @@ namespace {
 
 TEST(Model, ReadsSmolLm2AsTiedLlamaWithNormalRope) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  if (path.empty())
+    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok()) << m.error().message;
   const ModelParams& p = m.value()->params();
@@ -47,7 +49,9 @@ TEST(Model, ReadsSmolLm2AsTiedLlamaWithNormalRope) {
 
 TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
   const std::string path = test::model_path(test::kGemma3);
-  if (path.empty()) GTEST_SKIP() << "Gemma 3 not in FISH_MODELS_DIR";
+  if (path.empty())
+    FAIL() << "Gemma 3 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok()) << m.error().message;
   const ModelParams& p = m.value()->params();
@@ -75,7 +79,9 @@ TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
 
 TEST(Model, WeightBytesPerTokenCountTheLayerAndOutputMatrices) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  if (path.empty())
+    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok());
   // Q4_1: 20 bytes per 32 weights; per layer 576*(576*2 + 192*2) + 3*576*1536; output Q8_0

@@ -162,7 +162,9 @@ Agreement teacher_forced(const RealModel& m, ActMode act) {
 // have reference margins of 0.002-0.38 nats), not the architecture. The bound here is what int8
 // reaches, so a regression in the kernels or the quantisers still fails it.
 void expect_int8_agreement(const RealModel& m) {
-  if (test::model_path(m.file).empty()) GTEST_SKIP() << m.file << " not in FISH_MODELS_DIR";
+  if (test::model_path(m.file).empty())
+    FAIL() << m.file << " not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Agreement a = teacher_forced(m, ActMode::int8);
   EXPECT_GE(a.n, 3 * 64);
   EXPECT_GE(a.top1_rate(), 0.95);
@@ -173,7 +175,9 @@ void expect_int8_agreement(const RealModel& m) {
 // f32 activations leave only f32-vs-f64 rounding (measured: top-1 100%, mean KL 3e-10 SmolLM2 and
 // 2e-9 Gemma 3, top-1 logits within 2.2e-5 of the reference on both).
 void expect_f32_exact(const RealModel& m) {
-  if (test::model_path(m.file).empty()) GTEST_SKIP() << m.file << " not in FISH_MODELS_DIR";
+  if (test::model_path(m.file).empty())
+    FAIL() << m.file << " not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Agreement a = teacher_forced(m, ActMode::f32);
   EXPECT_GE(a.n, 3 * 64);
   EXPECT_GE(a.top1_rate(), 0.999);
@@ -235,12 +239,16 @@ TEST(ReferenceTest, Gemma3TeacherForcedLogitsMatchWithF32Activations) {
 // SmolLM2 follows it for 5 tokens (" Paris.\n\nThe", then a near-tie: " United States" vs
 // " answer is") and Gemma 3 for 11.
 TEST(ReferenceTest, SmolLm2GreedyContinuationMatches) {
-  if (test::model_path(kSmolLm2.file).empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  if (test::model_path(kSmolLm2.file).empty())
+    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   EXPECT_EQ(greedy_match(kSmolLm2, ActMode::f32), 16u);
   EXPECT_GE(greedy_match(kSmolLm2, ActMode::int8), 5u);
 }
 TEST(ReferenceTest, Gemma3GreedyContinuationMatches) {
-  if (test::model_path(kGemma3.file).empty()) GTEST_SKIP() << "Gemma 3 not in FISH_MODELS_DIR";
+  if (test::model_path(kGemma3.file).empty())
+    FAIL() << "Gemma 3 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   EXPECT_EQ(greedy_match(kGemma3, ActMode::f32), 16u);
   EXPECT_GE(greedy_match(kGemma3, ActMode::int8), 11u);
 }

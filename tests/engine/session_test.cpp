@@ -223,7 +223,9 @@ TEST_F(SessionTest, RejectsGapsEmptyInputAndContextOverflow) {
 
 TEST(SessionRealModel, SessionsShareOneModelIndependently) {
   const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty()) GTEST_SKIP() << "SmolLM2 not in FISH_MODELS_DIR";
+  if (path.empty())
+    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   auto m = Model::load(path);
   ASSERT_TRUE(m.ok()) << m.error().message;
   SessionOptions opt;

@@ -450,7 +450,9 @@ Tokenizer load_model(const char* file) {
 }
 
 TEST(RealModels, SmolLm2MatchesHfTokenizers) {
-  if (test::model_path(test::kSmolLm2).empty()) GTEST_SKIP() << "model not fetched";
+  if (test::model_path(test::kSmolLm2).empty())
+    FAIL() << "model not fetched"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Tokenizer t = load_model(test::kSmolLm2);
   EXPECT_EQ(t.vocab_size(), 49152);
   EXPECT_FALSE(t.add_bos());
@@ -465,7 +467,9 @@ TEST(RealModels, SmolLm2MatchesHfTokenizers) {
 }
 
 TEST(RealModels, SmolLm2ChatMarkersAreSpecialTokens) {
-  if (test::model_path(test::kSmolLm2).empty()) GTEST_SKIP() << "model not fetched";
+  if (test::model_path(test::kSmolLm2).empty())
+    FAIL() << "model not fetched"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Tokenizer t = load_model(test::kSmolLm2);
   const std::string chat = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
   const Ids ids = t.encode(chat, false, true);
@@ -479,7 +483,9 @@ TEST(RealModels, SmolLm2ChatMarkersAreSpecialTokens) {
 }
 
 TEST(RealModels, Gemma3MatchesSentencePiece) {
-  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  if (test::model_path(test::kGemma3).empty())
+    FAIL() << "model not fetched"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Tokenizer t = load_model(test::kGemma3);
   EXPECT_EQ(t.vocab_size(), 262144);
   EXPECT_EQ(t.kind(), Tokenizer::Kind::spm);
@@ -493,7 +499,9 @@ TEST(RealModels, Gemma3MatchesSentencePiece) {
 }
 
 TEST(RealModels, Gemma3MatchesUserDefinedTokensInRawText) {
-  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  if (test::model_path(test::kGemma3).empty())
+    FAIL() << "model not fetched"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Tokenizer t = load_model(test::kGemma3);
   // "\n\n" (108), "  " (138) and "\t" (255968) are user-defined tokens. llama.cpp cuts them out
   // of the raw text before the SPM merge, so "  indented" is "  " + "indented" (no ▁).
@@ -506,7 +514,9 @@ TEST(RealModels, Gemma3MatchesUserDefinedTokensInRawText) {
 }
 
 TEST(RealModels, Gemma3ChatMarkersAreSpecialTokens) {
-  if (test::model_path(test::kGemma3).empty()) GTEST_SKIP() << "model not fetched";
+  if (test::model_path(test::kGemma3).empty())
+    FAIL() << "model not fetched"
+           << " (tests need the real models: scripts/setup.sh fetches them)";
   const Tokenizer t = load_model(test::kGemma3);
   const std::string chat = "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n";
   const Ids ids = t.encode(chat, true, true);
