@@ -14,11 +14,38 @@ namespace fish {
 
 // Values are GGML's ggml_type ids (ggml.h); they are what a GGUF tensor info stores.
 enum class GgmlType : uint32_t {
-  f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, /* 4, 5 removed upstream */ q5_0 = 6, q5_1 = 7,
-  q8_0 = 8, q8_1 = 9, q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15,
-  iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22,
-  iq4_xs = 23, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, iq1_m = 29, bf16 = 30,
-  tq1_0 = 34, tq2_0 = 35, mxfp4 = 39,
+  f32 = 0,
+  f16 = 1,
+  q4_0 = 2,
+  q4_1 = 3,
+  /* 4, 5 removed upstream */ q5_0 = 6,
+  q5_1 = 7,
+  q8_0 = 8,
+  q8_1 = 9,
+  q2_k = 10,
+  q3_k = 11,
+  q4_k = 12,
+  q5_k = 13,
+  q6_k = 14,
+  q8_k = 15,
+  iq2_xxs = 16,
+  iq2_xs = 17,
+  iq3_xxs = 18,
+  iq1_s = 19,
+  iq4_nl = 20,
+  iq3_s = 21,
+  iq2_s = 22,
+  iq4_xs = 23,
+  i8 = 24,
+  i16 = 25,
+  i32 = 26,
+  i64 = 27,
+  f64 = 28,
+  iq1_m = 29,
+  bf16 = 30,
+  tq1_0 = 34,
+  tq2_0 = 35,
+  mxfp4 = 39,
 };
 
 // Converts n values (n % block_elems == 0) from one packed row to f32.
@@ -28,9 +55,9 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 
 struct TypeInfo {
   GgmlType type;
-  std::string_view name;    // "q4_k"
-  int64_t block_elems;      // values per block (1 for f32/f16/bf16/ints)
-  size_t block_bytes;       // bytes per block
+  std::string_view name;           // "q4_k"
+  int64_t block_elems;             // values per block (1 for f32/f16/bf16/ints)
+  size_t block_bytes;              // bytes per block
   DequantizeRowFn dequantize_row;  // nullptr: FISH cannot decode this type
   QuantizeRowFn quantize_row;      // nullptr: no reference quantiser
   bool is_quantized() const { return block_elems > 1; }
@@ -41,9 +68,11 @@ struct TypeInfo {
 std::span<const TypeInfo> all_types();
 // nullptr when the id is not a known type (a GGUF naming such a type is malformed).
 const TypeInfo* find_type(uint32_t id);
-const TypeInfo& type_info(GgmlType t);  // precondition: t is a known type
+const TypeInfo& type_info(GgmlType t);                           // precondition: t is a known type
 std::optional<GgmlType> parse_type_name(std::string_view name);  // "q4_k" or "Q4_K"
-inline std::string_view type_name(GgmlType t) { return type_info(t).name; }
+inline std::string_view type_name(GgmlType t) {
+  return type_info(t).name;
+}
 
 // Bytes of a row of n values; precondition n % block_elems == 0.
 size_t row_bytes(GgmlType t, int64_t n);

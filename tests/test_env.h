@@ -5,10 +5,10 @@
 
 namespace fish::test {
 
-std::string source_dir();   // FISH_SOURCE_DIR
-std::string binary_dir();   // FISH_BINARY_DIR
-std::string testdata_dir(); // FISH_TESTDATA (tests/data)
-std::string python();       // FISH_PYTHON (venv with numpy + gguf)
+std::string source_dir();    // FISH_SOURCE_DIR
+std::string binary_dir();    // FISH_BINARY_DIR
+std::string testdata_dir();  // FISH_TESTDATA (tests/data)
+std::string python();        // FISH_PYTHON (venv with numpy + gguf)
 // Path of a real model in FISH_MODELS_DIR; empty when it is not there (setup.sh fetches it).
 std::string model_path(const std::string& file_name);
 inline const char* kSmolLm2 = "SmolLM2-135M-Instruct.Q4_1.gguf";
