@@ -123,7 +123,9 @@ inline void unpack_scales_mins_k4(const uint8_t* packed12, uint32_t out[4]) {
   out[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
 }
 
-// Local copy of quant/k_quants.h unpack_scales_q3_k: 16 signed scales (minus 32).
+// Local copy of quant/k_quants.h unpack_scales_q3_k (16 signed scales, minus 32), kept here with
+// internal linkage: an inline function compiled in an ISA-flagged file could otherwise be the
+// copy the linker keeps for baseline callers (SIGILL on older CPUs).
 inline void q3_k_scales(const uint8_t* packed12, int8_t out[16]) {
   constexpr uint32_t kmask1 = 0x03030303;
   constexpr uint32_t kmask2 = 0x0f0f0f0f;
