@@ -50,6 +50,25 @@ TEST(ThreadPool, ManyBackToBackDispatchesAllComplete) {
   EXPECT_EQ(total.load(), 2000 * 7);
 }
 
+TEST(ThreadPool, MoreThreadsThanCoresRunEachSliceOnceWithoutOverlap) {
+  // Slices are claimed by whichever thread is free; with 8 threads on a smaller machine many are
+  // descheduled mid-claim. Each slice must still run exactly once and no slice index twice at
+  // the same time (callers index per-slice scratch by it).
+  ThreadPool pool(8);
+  std::vector<std::atomic<int>> busy(8);
+  for (int rep = 0; rep < 500; ++rep) {
+    std::vector<std::atomic<int>> hits(64);
+    std::atomic<int> overlaps{0};
+    pool.parallel_for(64, [&](int64_t b, int64_t e, int t) {
+      if (busy[size_t(t)].fetch_add(1) != 0) overlaps.fetch_add(1);
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+      busy[size_t(t)].fetch_sub(1);
+    });
+    ASSERT_EQ(overlaps.load(), 0) << rep;
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << rep << " " << i;
+  }
+}
+
 TEST(ThreadPool, WakesWorkersThatFellAsleep) {
   ThreadPool pool(3);
   for (int rep = 0; rep < 3; ++rep) {
