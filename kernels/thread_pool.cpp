@@ -5,6 +5,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace fish {
 namespace {
 
@@ -113,6 +117,14 @@ void ThreadPool::run(int64_t n, RangeFn fn, void* ctx) {
 }
 
 void ThreadPool::worker_main() {
+#if defined(__linux__)
+  // SCHED_BATCH (same nice 0 share, no wake-up preemption): a worker woken by run() no longer
+  // preempts the caller when both land on one core (the other core busy with another process);
+  // the caller keeps claiming slices. 2-vCPU dev VM, SmolLM2-135M at 2 threads with a busy-loop
+  // process beside it: 0.85x -> 1.1x the 1-thread tok/s; no change when idle. Best effort.
+  sched_param param{};
+  (void)sched_setscheduler(0, SCHED_BATCH, &param);  // pid 0: this thread
+#endif
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
