@@ -1,6 +1,9 @@
 #include "test_env.h"
 
+#include <unistd.h>
 #include <cstdlib>
+
+#include <cstdio>
 #include <filesystem>
 
 namespace fish::test {
@@ -22,6 +25,21 @@ std::string testdata_dir() {
 }
 std::string python() {
   return env_or("FISH_PYTHON", "python3");
+}
+
+std::filesystem::path temp_dir() {
+  // Leaked on purpose: the atexit hook below runs after static destructors registered later.
+  static const std::filesystem::path* dir = [] {
+    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                        ("fish-test-" + std::to_string(::getpid())));
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*dir, ec);
+    });
+    return d;
+  }();
+  return *dir;
 }
 
 std::string model_path(const std::string& file_name) {

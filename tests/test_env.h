@@ -1,6 +1,7 @@
 // Paths the test suites need, from the environment ctest sets (tests/CMakeLists.txt).
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace fish::test {
@@ -8,7 +9,10 @@ namespace fish::test {
 std::string source_dir();    // FISH_SOURCE_DIR
 std::string binary_dir();    // FISH_BINARY_DIR
 std::string testdata_dir();  // FISH_TESTDATA (tests/data)
-std::string python();        // FISH_PYTHON (venv with numpy + gguf)
+std::string python();
+// A directory private to this test process (ctest runs test cases as parallel processes, so
+// fixed names under /tmp would race), created on first use and removed at exit.
+std::filesystem::path temp_dir();  // FISH_PYTHON (venv with numpy + gguf)
 // Path of a real model in FISH_MODELS_DIR; empty when it is not there (setup.sh fetches it).
 std::string model_path(const std::string& file_name);
 inline const char* kSmolLm2 = "SmolLM2-135M-Instruct.Q4_1.gguf";

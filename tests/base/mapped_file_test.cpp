@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_env.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +12,7 @@ namespace fish {
 namespace {
 
 TEST(MappedFile, MapsTheWholeFileReadOnly) {
-  auto path = std::filesystem::temp_directory_path() / "fish_mapped_file_test.bin";
+  auto path = test::temp_dir() / "fish_mapped_file_test.bin";
   { std::ofstream(path, std::ios::binary) << "hello, fish"; }
   auto m = MappedFile::open(path.string());
   ASSERT_TRUE(m.ok()) << m.error().message;
@@ -22,7 +24,7 @@ TEST(MappedFile, MapsTheWholeFileReadOnly) {
 }
 
 TEST(MappedFile, EmptyFileMapsToNothing) {
-  auto path = std::filesystem::temp_directory_path() / "fish_mapped_file_empty.bin";
+  auto path = test::temp_dir() / "fish_mapped_file_empty.bin";
   { std::ofstream f(path, std::ios::binary); }
   auto m = MappedFile::open(path.string());
   ASSERT_TRUE(m.ok()) << m.error().message;

@@ -97,7 +97,7 @@ std::string edited_tiny(
     const std::string& name, const std::function<bool(const GgufTensorInfo&)>& keep,
     const std::function<void(GgufWriter&)>& edit,
     const std::function<std::vector<int64_t>(const GgufTensorInfo&)>& dims = nullptr) {
-  const auto dir = std::filesystem::temp_directory_path();
+  const auto dir = test::temp_dir();
   const std::string src = (dir / "fish_model_test_tiny.gguf").string();
   if (!std::filesystem::exists(src)) {
     auto ft = parse_file_type("q8_0");
@@ -183,8 +183,7 @@ TEST(Model, RejectsUnsupportedRopeScalingAndAppliesLinear) {
 
 // Renames the llama.* keys of the tiny copy to `arch`.* and sets general.architecture.
 void as_arch(GgufWriter& w, const std::string& arch) {
-  auto f = GgufFile::open(
-      (std::filesystem::temp_directory_path() / "fish_model_test_tiny.gguf").string());
+  auto f = GgufFile::open((test::temp_dir() / "fish_model_test_tiny.gguf").string());
   ASSERT_TRUE(f.ok());
   for (const GgufKv& kv : f.value().metadata())
     if (kv.key.rfind("llama.", 0) == 0) w.set(arch + kv.key.substr(5), kv.value);

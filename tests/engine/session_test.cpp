@@ -19,8 +19,7 @@ namespace {
 class SessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path =
-        (std::filesystem::temp_directory_path() / "fish_session_test_tiny_q4_k_m.gguf").string();
+    const std::string path = (test::temp_dir() / "fish_session_test_tiny_q4_k_m.gguf").string();
     auto ft = parse_file_type("q4_k_m");
     ASSERT_TRUE(ft.ok());
     ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {3, 1}, path).ok());

@@ -49,7 +49,7 @@ TEST(SyntheticModel, SmolLM2Q41HasTheRealFilesTypeMix) {
 }
 
 TEST(SyntheticModel, FileIsIdenticalForAnyThreadCountAndLoads) {
-  const auto dir = std::filesystem::temp_directory_path();
+  const auto dir = test::temp_dir();
   const std::string a = (dir / "fish_synth_1t.gguf").string();
   const std::string b = (dir / "fish_synth_3t.gguf").string();
   auto ft = parse_file_type("q4_k_m");
