@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/f16.h"
+
 namespace fish {
 
 namespace {
@@ -230,6 +232,48 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]
       out[j + 4] = uint8_t((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
       out[j - 4] |= uint8_t((ls[j] >> 4) << 6);
       out[j - 0] |= uint8_t((lm[j] >> 4) << 6);
+    }
+  }
+}
+
+void quantize_superblock_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d,
+                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256]) {
+  uint8_t Laux[32];
+  float weights[32];
+  float mins[8];
+  float scales[8];
+  float max_scale = 0;  // scales are >= 0: the min is subtracted
+  float max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                 0.1f, nstep, false);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_scale * scales[j])));
+    lm[j] = std::min<uint8_t>(63, uint8_t(nearest_int(inv_min * mins[j])));
+  }
+  pack_scale_min_k4(ls, lm, scales12);
+  *d = f32_to_f16(max_scale / 63.f);
+  *dmin = f32_to_f16(max_min / 63.f);
+  // Requantise against the stored 6-bit scales and mins.
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, scales12, &sc, &m);
+    const float dj = f16_to_f32(*d) * float(sc);
+    if (dj == 0) continue;
+    const float dm = f16_to_f32(*dmin) * float(m);
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = nearest_int((x[32 * j + ii] + dm) / dj);
+      L[32 * j + ii] = uint8_t(std::max(0, std::min(nmax, l)));
     }
   }
 }

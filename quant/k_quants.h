@@ -72,4 +72,12 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // Packs 8 six-bit scales and mins (each 0..63) into the 12-byte layout read by get_scale_min_k4.
 void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]);
 
+// The shared half of ggml's Q4_K / Q5_K reference quantisers for one 256-value super-block: fits
+// (scale, min) per 32-value sub-block with make_qkx2_quants(nmax, rmin, 0.1, nstep) weighted by
+// rms + |x|, stores them as 6-bit values under f16 super-scales (*d, *dmin, scales12), and writes
+// each value's level 0..nmax against the stored scales to L (256). The caller packs L.
+// Q4_K: nmax 15, rmin -1, nstep 20; Q5_K: nmax 31, rmin -0.5, nstep 15.
+void quantize_superblock_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d,
+                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256]);
+
 }  // namespace fish
