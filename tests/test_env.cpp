@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 
 namespace fish::test {
 namespace {
@@ -27,12 +28,23 @@ std::string python() {
   return env_or("FISH_PYTHON", "python3");
 }
 
+namespace {
+// mkdtemp: a directory that did not exist before, whatever earlier processes left behind.
+std::filesystem::path make_unique_dir(const std::filesystem::path& parent, const char* prefix) {
+  std::string templ = (parent / (std::string(prefix) + "XXXXXX")).string();
+  if (!::mkdtemp(templ.data())) {
+    std::fprintf(stderr, "cannot create a temporary directory %s\n", templ.c_str());
+    std::abort();
+  }
+  return templ;
+}
+}  // namespace
+
 std::filesystem::path temp_dir() {
   // Leaked on purpose: the atexit hook below runs after static destructors registered later.
   static const std::filesystem::path* dir = [] {
-    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
-                                        ("fish-test-" + std::to_string(::getpid())));
-    std::filesystem::create_directories(*d);
+    auto* d = new std::filesystem::path(
+        make_unique_dir(std::filesystem::temp_directory_path(), "fish-test-"));
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(*dir, ec);
@@ -40,6 +52,18 @@ std::filesystem::path temp_dir() {
     return d;
   }();
   return *dir;
+}
+
+TempDir::TempDir() : path_(make_unique_dir(temp_dir(), "dir-")) {}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+size_t TempDir::n_entries() const {
+  return size_t(std::distance(std::filesystem::directory_iterator(path_),
+                              std::filesystem::directory_iterator()));
 }
 
 std::string model_path(const std::string& file_name) {

@@ -9,13 +9,30 @@ namespace fish::test {
 std::string source_dir();    // FISH_SOURCE_DIR
 std::string binary_dir();    // FISH_BINARY_DIR
 std::string testdata_dir();  // FISH_TESTDATA (tests/data)
-std::string python();
+std::string python();        // FISH_PYTHON (venv with numpy + gguf)
 // A directory private to this test process (ctest runs test cases as parallel processes, so
 // fixed names under /tmp would race), created on first use and removed at exit.
-std::filesystem::path temp_dir();  // FISH_PYTHON (venv with numpy + gguf)
+std::filesystem::path temp_dir();
 // Path of a real model in FISH_MODELS_DIR; empty when it is not there (setup.sh fetches it).
 std::string model_path(const std::string& file_name);
 inline const char* kSmolLm2 = "SmolLM2-135M-Instruct.Q4_1.gguf";
 inline const char* kGemma3 = "gemma-3-270m-q4_k_m.gguf";
+
+// A fresh, empty directory (mkdtemp under temp_dir(), so its name was never used before, even
+// by an earlier process with the same pid), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  size_t n_entries() const;
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace fish::test

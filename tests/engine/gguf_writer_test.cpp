@@ -29,23 +29,7 @@ using json = nlohmann::json;
 // ---- helpers
 // -------------------------------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            fmt::format("fish_gguf_writer_test_{}_{}", getpid(), counter_++);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  size_t n_entries() const {
-    return size_t(std::distance(fs::directory_iterator(path_), fs::directory_iterator()));
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test::TempDir;
 
 // Runs a shell command; returns its stdout, failing the test on a non-zero exit.
 std::string run_capture(const std::string& cmd) {

@@ -322,7 +322,7 @@ TEST(VocabVectors, VocabOnlyFilesLoadWithTheirSpecialTokens) {
 }
 
 TEST(VocabVectors, FromGgufNamesMissingAndIllTypedKeys) {
-  const std::string path = testing::TempDir() + "/tokenizer_bad.gguf";
+  const std::string path = (test::temp_dir() / "tokenizer_bad.gguf").string();
   {
     GgufWriter w;
     w.set("tokenizer.ggml.model", gguf_str("gpt2"));

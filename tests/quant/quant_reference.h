@@ -17,26 +17,6 @@
 namespace fish::test {
 
 // A fresh directory under the system temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("fish_quant_" + std::to_string(rd()) + "_" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 inline std::string quant_reference_script() {
   return (std::filesystem::path(source_dir()) / "scripts" / "quant_reference.py").string();
 }
