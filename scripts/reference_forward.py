@@ -25,9 +25,28 @@ logsumexp run in that dtype. The whole sequence is one matrix with a causal
 feeds one token per step through a KV cache, a separate code path; each run
 checks that the greedy tokens equal the teacher-forced argmax.
 
+Int8 activations (--act int8): the input of every matrix product with a
+quantised weight is first rounded the way llama.cpp's CPU path rounds it
+(ggml-quants.c quantize_row_q8_0/q8_1/q8_K_ref, written here in numpy from
+that description): blocks of 32 with d = amax/127 stored as f16 and
+q = round-half-away(x/d) for Q4_0/Q5_0/Q8_0 (Q8_0) and Q4_1/Q5_1 (Q8_1)
+weights; blocks of 256 with iscale = -127/max (max: the signed value of
+largest magnitude), q = min(127, round-half-even(iscale x)), d = 1/iscale in
+f32 for K-quant weights (Q8_K). F32/F16/BF16 weights see the input as is.
+The product is then taken in the compute dtype. What it showed (SmolLM2, 857
+teacher-forced positions): FISH's int8 mode agrees with this int8 reference
+on top-1 no better (96.3%) than with the f32 one (97.2%), and FISH's f32 path
+with the same rounding inserted gets 97.3% against it. Activation rounding
+is chaotic across layers: float-level differences flip single quanta, which
+perturb the next layer's inputs by about a quantum, so two int8 engines that
+differ only in summation order diverge as far as either does from f32. The
+int8 top-1 gap is a property of the format, not of an implementation. Not
+modelled: Q8_1's f16-rounded block sum (2^-11 relative on the min term).
+
 Usage
   reference_forward.py MODEL.gguf --tokens 1,2,3 [--greedy N] [--extend-to N]
                        [--top-k 32] [--out FILE.json|FILE.npz] [--dtype float64]
+                       [--act f32|int8]
   reference_forward.py MODEL.gguf --jobs JOBS.json   (many requests, one load)
 
   --tokens      comma-separated token ids, fed as given (add BOS yourself).
@@ -42,7 +61,7 @@ Usage
 
 JSON format "fish-reference-logits/1" (one object):
   format, model {file, sha256, arch, n_vocab}, generator {script, numpy,
-  gguf, compute_dtype}, prompt (text or null), tokenizer (note or null),
+  gguf, compute_dtype, activations}, prompt (text or null), tokenizer (note or null),
   tokens [int]           every id fed (prompt + any --extend-to tokens),
   n_prompt_tokens int    how many of tokens were given with --tokens,
   n_positions int        = len(tokens): one entry per position below,
@@ -93,9 +112,10 @@ def _field(reader: gguf.GGUFReader, key: str, default=None):
 class Model:
     """Hyper-parameters and lazily dequantised, cached weights of one GGUF."""
 
-    def __init__(self, path: str, dtype=np.float64):
+    def __init__(self, path: str, dtype=np.float64, act: str = "f32"):
         self.path = path
         self.dtype = np.dtype(dtype)
+        self.act = act
         self.reader = gguf.GGUFReader(path)
         self.tensors = {t.name: t for t in self.reader.tensors}
         self._cache: dict[str, np.ndarray] = {}
@@ -156,11 +176,28 @@ class Model:
             self._cache[name] = a
         return a
 
+    def act_format(self, name: str) -> str | None:
+        """The activation format an int8 engine pairs with this weight (None: f32)."""
+        if self.act != "int8":
+            return None
+        return _ACT_FORMAT.get(self.tensors[name].tensor_type.name)
+
+    def mm(self, x: np.ndarray, name: str) -> np.ndarray:
+        """x @ W.T for the weight `name` ([..., n_in] -> [..., n_out]), with x rounded to the
+        weight's activation format in --act int8 mode."""
+        fmt = self.act_format(name)
+        if fmt is not None:
+            x = quantize_roundtrip(x, fmt).astype(self.dtype)
+        return x @ self.w(name).T
+
+    def output_name(self) -> str:
+        return "output.weight" if self.has("output.weight") else "token_embd.weight"
+
     def has(self, name: str) -> bool:
         return name in self.tensors
 
     def output_weight(self) -> np.ndarray:
-        return self.w("output.weight" if self.has("output.weight") else "token_embd.weight")
+        return self.w(self.output_name())
 
     def is_swa(self, il: int) -> bool:
         return self.n_swa > 0 and self.swa_period > 0 and il % self.swa_period < self.swa_period - 1
@@ -171,6 +208,41 @@ class Model:
             for chunk in iter(lambda: f.read(1 << 22), b""):
                 h.update(chunk)
         return h.hexdigest()
+
+
+# -- int8 activations (llama.cpp's CPU formats) -------------------------------
+
+_ACT_FORMAT = {"Q4_0": "q8_0", "Q5_0": "q8_0", "Q8_0": "q8_0", "Q4_1": "q8_1", "Q5_1": "q8_1",
+               "Q2_K": "q8_k", "Q3_K": "q8_k", "Q4_K": "q8_k", "Q5_K": "q8_k", "Q6_K": "q8_k"}
+
+
+def quantize_roundtrip(x: np.ndarray, fmt: str) -> np.ndarray:
+    """x rounded through the int8 activation format fmt (q8_0, q8_1, q8_k), as float32.
+
+    Arithmetic in float32 like ggml's reference quantisers; the last axis is cut into
+    blocks (32 or 256 values; it must be a multiple)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    bs = 256 if fmt == "q8_k" else 32
+    if x32.shape[-1] % bs:
+        raise SystemExit(f"int8 activations: row of {x32.shape[-1]} values is not a multiple of {bs}")
+    b = x32.reshape(-1, bs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if fmt in ("q8_0", "q8_1"):
+            d = (np.abs(b).max(axis=1, keepdims=True) / np.float32(127)).astype(np.float32)
+            inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+            v = (b * inv).astype(np.float32)
+            q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))  # half away from zero
+            out = d.astype(np.float16).astype(np.float32) * q
+        elif fmt == "q8_k":
+            idx = np.abs(b).argmax(axis=1)  # first of equal magnitudes, as ggml's strict '>'
+            mx = b[np.arange(b.shape[0]), idx][:, None]
+            iscale = np.where(mx != 0, np.float32(-127) / mx, np.float32(0)).astype(np.float32)
+            q = np.minimum(np.rint((iscale * b).astype(np.float32)), 127)  # nearest_int: half to even
+            d = np.where(mx != 0, np.float32(1) / iscale, np.float32(0)).astype(np.float32)
+            out = d * q
+        else:
+            raise ValueError(fmt)
+    return out.astype(np.float32).reshape(x32.shape)
 
 
 # -- primitives --------------------------------------------------------------
@@ -267,9 +339,9 @@ def hidden_states(m: Model, tokens: list[int], cache: list | None = None) -> np.
     for il in range(m.n_layer):
         b = f"blk.{il}."
         h = rms_norm(x, m.w(b + "attn_norm.weight"), m.eps)
-        q = (h @ m.w(b + "attn_q.weight").T).reshape(T, m.n_head, m.head_dim)
-        k = (h @ m.w(b + "attn_k.weight").T).reshape(T, m.n_head_kv, m.head_dim)
-        v = (h @ m.w(b + "attn_v.weight").T).reshape(T, m.n_head_kv, m.head_dim_v)
+        q = m.mm(h, b + "attn_q.weight").reshape(T, m.n_head, m.head_dim)
+        k = m.mm(h, b + "attn_k.weight").reshape(T, m.n_head_kv, m.head_dim)
+        v = m.mm(h, b + "attn_v.weight").reshape(T, m.n_head_kv, m.head_dim_v)
         if m.arch == "gemma3":
             q = rms_norm(q, m.w(b + "attn_q_norm.weight"), m.eps)
             k = rms_norm(k, m.w(b + "attn_k_norm.weight"), m.eps)
@@ -285,15 +357,15 @@ def hidden_states(m: Model, tokens: list[int], cache: list | None = None) -> np.
                 v = np.concatenate([cache[il][1], v])
                 cache[il] = (k, v)
         a = attention(q, k, v, m.attn_scale, m.n_swa if swa else 0, pos0)
-        a = a @ m.w(b + "attn_output.weight").T
+        a = m.mm(a.reshape(T, -1), b + "attn_output.weight")
         if m.arch == "gemma3":
             a = rms_norm(a, m.w(b + "post_attention_norm.weight"), m.eps)
         x = x + a
         h = rms_norm(x, m.w(b + "ffn_norm.weight"), m.eps)
-        gate = h @ m.w(b + "ffn_gate.weight").T
-        up = h @ m.w(b + "ffn_up.weight").T
+        gate = m.mm(h, b + "ffn_gate.weight")
+        up = m.mm(h, b + "ffn_up.weight")
         act = gelu_tanh(gate) if m.arch == "gemma3" else silu(gate)
-        f = (act * up) @ m.w(b + "ffn_down.weight").T
+        f = m.mm(act * up, b + "ffn_down.weight")
         if m.arch == "gemma3":
             f = rms_norm(f, m.w(b + "post_ffw_norm.weight"), m.eps)
         x = x + f
@@ -305,7 +377,7 @@ def logits(m: Model, tokens: list[int], last_only: bool = False) -> np.ndarray:
     h = hidden_states(m, tokens)
     if last_only:
         h = h[-1:]
-    return h @ m.output_weight().T
+    return m.mm(h, m.output_name())
 
 
 def greedy(m: Model, tokens: list[int], n: int) -> list[int]:
@@ -315,7 +387,7 @@ def greedy(m: Model, tokens: list[int], n: int) -> list[int]:
     feed = list(tokens)
     for _ in range(n):
         h = hidden_states(m, feed, cache)[-1:]
-        nxt = int(np.argmax((h @ m.output_weight().T)[0]))
+        nxt = int(np.argmax(m.mm(h, m.output_name())[0]))
         out.append(nxt)
         feed = [nxt]
     return out
@@ -362,6 +434,7 @@ def build_record(m: Model, tokens, n_prompt, lg, top_k, greedy_ids, prompt, toke
             "numpy": np.__version__,
             "gguf": _gguf_version(),
             "compute_dtype": str(m.dtype),
+            "activations": m.act,
         },
         "prompt": prompt,
         "tokenizer": tokenizer_note,
@@ -448,6 +521,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top-k", type=int, default=32)
     ap.add_argument("--out", help="output .json (top-k format) or .npz (full logits)")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64", help="compute dtype")
+    ap.add_argument("--act", choices=["f32", "int8"], default="f32",
+                    help="matmul inputs as they are (f32) or rounded to llama.cpp's int8 formats")
     ap.add_argument("--prompt", help="prompt text, stored in the JSON for reference")
     ap.add_argument("--tokenizer-note", help="how the ids were made, stored in the JSON")
     ap.add_argument(
@@ -461,7 +536,7 @@ def main(argv=None) -> int:
         ap.error("give exactly one of --tokens or --jobs")
 
     t0 = time.time()
-    m = Model(args.model, np.float64 if args.dtype == "float64" else np.float32)
+    m = Model(args.model, np.float64 if args.dtype == "float64" else np.float32, args.act)
     print(f"[reference_forward] loaded {args.model} in {time.time() - t0:.2f}s", file=sys.stderr)
     if args.tokens is not None:
         tokens = [int(s) for s in args.tokens.replace(" ", "").split(",") if s]

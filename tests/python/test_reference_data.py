@@ -113,5 +113,31 @@ class ReferenceIsReproducible(unittest.TestCase):
             self.assertEqual(int(np.argmax(lg[t])), p["ids"][0])
 
 
+
+class Int8ActivationRounding(unittest.TestCase):
+    """--act int8 rounds matmul inputs exactly as gguf's own Q8_0 quantiser does."""
+
+    def test_q8_0_roundtrip_equals_the_gguf_package(self):
+        import gguf
+        from gguf.quants import dequantize, quantize
+
+        rng = np.random.default_rng(7)
+        x = (rng.standard_normal((9, 640)) * rng.uniform(1e-3, 30, (9, 1))).astype(np.float32)
+        x[3, :32] = 0  # an all-zero block
+        want = dequantize(quantize(x, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0)
+        np.testing.assert_array_equal(rf.quantize_roundtrip(x, "q8_0"), want.reshape(x.shape))
+
+    def test_q8_k_keeps_the_largest_magnitude_exact_and_the_error_within_half_a_step(self):
+        rng = np.random.default_rng(8)
+        x = (rng.standard_normal((5, 512)) * 3).astype(np.float32)
+        y = rf.quantize_roundtrip(x, "q8_k")
+        for b in range(x.reshape(-1, 256).shape[0]):
+            xb, yb = x.reshape(-1, 256)[b], y.reshape(-1, 256)[b]
+            i = int(np.abs(xb).argmax())
+            step = abs(xb[i]) / 127
+            self.assertAlmostEqual(float(yb[i]), float(xb[i]), delta=1e-6 * abs(float(xb[i])))
+            self.assertLessEqual(float(np.abs(yb - xb).max()), step / 2 * (1 + 1e-5))
+
+
 if __name__ == "__main__":
     unittest.main()
