@@ -142,6 +142,81 @@ void split_gpt2(const Span& s, Cutter& c) {
   }
 }
 
+bool is_cr_or_lf(uint32_t cp) {
+  return cp == '\r' || cp == '\n';
+}
+
+uint32_t ascii_lower(uint32_t cp) {
+  return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp;
+}
+
+// Llama 3 (max_digits 3) and Qwen 2 (max_digits 1):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}
+//   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Alternatives are tried in order at each position (the first that matches wins, as in PCRE).
+void split_llama3(const Span& s, Cutter& c, int max_digits) {
+  size_t pos = s.begin();
+  while (pos < s.end()) {
+    const uint32_t cp = s.cp(pos);
+    if (cp == '\'' && s.has(pos + 1)) {
+      const uint32_t n1 = ascii_lower(s.cp(pos + 1));
+      if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+        c.cut(pos += 2);
+        continue;
+      }
+      if (s.has(pos + 2)) {
+        const uint32_t n2 = ascii_lower(s.cp(pos + 2));
+        if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
+          c.cut(pos += 3);
+          continue;
+        }
+      }
+    }
+    const uint8_t f = s.flags(pos);
+    // [^\r\n\p{L}\p{N}]?\p{L}+ : any one other code point (space, tab, symbol) may lead.
+    const bool leads = !(f & (kCpLetter | kCpNumber)) && !is_cr_or_lf(cp);
+    if ((f & kCpLetter) || (leads && (s.flags(pos + 1) & kCpLetter))) {
+      pos += (f & kCpLetter) ? 0 : 1;
+      while (s.flags(pos) & kCpLetter) ++pos;
+      c.cut(pos);
+      continue;
+    }
+    if (f & kCpNumber) {
+      for (int i = 0; i < max_digits && (s.flags(pos) & kCpNumber); ++i) ++pos;
+      c.cut(pos);
+      continue;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    const size_t q = cp == ' ' ? pos + 1 : pos;
+    if (s.has(q) && !(s.flags(q) & kLNW)) {
+      pos = q;
+      while (s.has(pos) && !(s.flags(pos) & kLNW)) ++pos;
+      while (s.has(pos) && is_cr_or_lf(s.cp(pos))) ++pos;
+      c.cut(pos);
+      continue;
+    }
+    // Whitespace: \s*[\r\n]+ ends after the run's last CR/LF; else \s+(?!\S) | \s+.
+    size_t n_ws = 0, last_nl = 0;
+    while (s.flags(pos + n_ws) & kCpWhitespace) {
+      if (is_cr_or_lf(s.cp(pos + n_ws))) last_nl = n_ws + 1;
+      ++n_ws;
+    }
+    if (last_nl > 0) {
+      c.cut(pos += last_nl);
+      continue;
+    }
+    if (n_ws > 1 && s.has(pos + n_ws)) {
+      c.cut(pos += n_ws - 1);
+      continue;
+    }
+    if (n_ws > 0) {
+      c.cut(pos += n_ws);
+      continue;
+    }
+    c.cut(++pos);
+  }
+}
+
 // Matches of a one-code-point class, each run of `min_len`.. cut out: used for \p{N} (every
 // digit alone), [class]+ runs and [0-9]{3}.
 template <typename InClass>
@@ -204,6 +279,10 @@ std::vector<size_t> split_words(const std::vector<uint32_t>& cps, PreTokenizer p
     case PreTokenizer::smollm:
       pieces = apply_rule(cps, pieces, digits_alone);
       return apply_rule(cps, pieces, split_gpt2);
+    case PreTokenizer::llama3:
+      return apply_rule(cps, pieces, [](const Span& sp, Cutter& c) { split_llama3(sp, c, 3); });
+    case PreTokenizer::qwen2:
+      return apply_rule(cps, pieces, [](const Span& sp, Cutter& c) { split_llama3(sp, c, 1); });
     case PreTokenizer::default_rules:
       pieces = apply_rule(cps, pieces, [](const Span& s, Cutter& c) {
         split_runs(s, c, is_default_punct, /*single=*/false);
@@ -257,8 +336,18 @@ Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
       name == "exaone" || name == "minerva-7b" || name == "command-r" || name == "mellum2") {
     return PreTokenizer::smollm;
   }
+  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
+      name == "falcon-h1" || name == "pixtral" || name == "midm-2.0" || name == "lfm2") {
+    return PreTokenizer::llama3;
+  }
+  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "kormo" || name == "megrez") {
+    return PreTokenizer::qwen2;
+  }
   if (name.empty() || name == "default") return PreTokenizer::default_rules;
-  return make_error("pre-tokenizer '{}' is not implemented (known: gpt-2, smollm, default)", name);
+  return make_error(
+      "pre-tokenizer '{}' is not implemented (known: gpt-2, smollm, llama-bpe, qwen2, default and "
+      "their aliases)",
+      name);
 }
 
 std::vector<std::string> pre_tokenize(std::string_view text, PreTokenizer pre) {
@@ -348,11 +437,25 @@ void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) cons
   const std::vector<uint32_t> cps = utf8_to_code_points(text);
   const Utf8Text t = reencode(cps);
   Scratch scratch;
+  // Llama 3 vocabularies (llama.cpp's ignore_merges): a word that is a token as a whole is that
+  // token, whatever the merges would build.
+  const bool whole_words = pre_ == PreTokenizer::llama3;
+  std::string mapped;
   size_t begin = 0;
   for (size_t len : split_words(cps, pre_)) {
     const uint32_t b0 = t.offset[begin], b1 = t.offset[begin + len];
-    encode_word(std::string_view(t.bytes).substr(b0, b1 - b0), scratch, out);
+    const std::string_view word = std::string_view(t.bytes).substr(b0, b1 - b0);
     begin += len;
+    if (whole_words) {
+      mapped.clear();
+      for (char ch : word) append_utf8(mapped, byte_to_code_point(uint8_t(ch)));
+      const int32_t id = vocab_->find(mapped);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
+    encode_word(word, scratch, out);
   }
 }
 

@@ -25,10 +25,14 @@ namespace fish {
 // Word splitting rules, named after tokenizer.ggml.pre (llama.cpp's LLAMA_VOCAB_PRE_TYPE_*).
 //   gpt2:     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //   smollm:   \p{N} (every digit alone), then gpt2 on the pieces (SmolLM, StarCoder, Refact, ...)
+//   llama3:   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+//             | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (Llama 3, DeepSeek-R1-Distill-
+//             Llama, Falcon 3, ...; a word that is a token as a whole skips the merges)
+//   qwen2:    as llama3 with \p{N} (every digit alone) and the merges always applied
 //   default:  [\p{P}\$\+<=>\^~\|]+, then gpt2, then \p{N}+, then [0-9][0-9][0-9]
 // Each rule splits every piece the previous rule left: matches and the gaps between them both
 // become pieces.
-enum class PreTokenizer { gpt2, smollm, default_rules };
+enum class PreTokenizer { gpt2, smollm, llama3, qwen2, default_rules };
 
 // Maps a tokenizer.ggml.pre value to its rules; an error for names not implemented here.
 Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name);

@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/bpe_tokenizer.h"
 #include "engine/gguf.h"
 #include "engine/unicode.h"
@@ -106,9 +108,42 @@ TEST(PreTokenize, DefaultRulesCutPunctuationFirstAndDigitsInThrees) {
   EXPECT_EQ(pre_tokenize("x 12345", PreTokenizer::default_rules), (V{"x", " ", "123", "45"}));
 }
 
+// Llama 3 / Qwen 2 splits against HF tokenizers' Split(Regex) on the same regexes
+// (tests/data/pretokenize/*.json from scripts/pre_tokenize_reference.py): the vocab-vector lines
+// plus cases aimed at each alternative of the regex.
+void expect_splits_match_reference(const std::string& name, PreTokenizer pre) {
+  std::ifstream in(test::testdata_dir() + "/pretokenize/" + name + ".json");
+  ASSERT_TRUE(in) << name;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_GE(j.at("cases").size(), 50u);
+  for (const auto& c : j.at("cases")) {
+    const std::string text = c.at("text").get<std::string>();
+    EXPECT_EQ(pre_tokenize(text, pre), c.at("words").get<std::vector<std::string>>())
+        << name << " on \"" << text << "\"";
+  }
+}
+
+TEST(PreTokenize, Llama3MatchesTheReferenceRegexSplit) {
+  expect_splits_match_reference("llama3", PreTokenizer::llama3);
+}
+
+TEST(PreTokenize, Qwen2MatchesTheReferenceRegexSplit) {
+  expect_splits_match_reference("qwen2", PreTokenizer::qwen2);
+}
+
+TEST(PreTokenize, NamesMapToTheirRulesAndUnknownNamesAreErrors) {
+  EXPECT_EQ(pre_tokenizer_from_name("llama-bpe").value(), PreTokenizer::llama3);
+  EXPECT_EQ(pre_tokenizer_from_name("deepseek-r1-qwen").value(), PreTokenizer::qwen2);
+  EXPECT_EQ(pre_tokenizer_from_name("smollm").value(), PreTokenizer::smollm);
+  auto bad = pre_tokenizer_from_name("tekken");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, ::testing::HasSubstr("'tekken' is not implemented"));
+}
+
 TEST(PreTokenize, WordsConcatenateToTheInput) {
   const std::string text = "  Über 3.5 km\t\n\n 😀😀 'tis ¿Qué? ٣٤ end  ";
-  for (PreTokenizer p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::default_rules}) {
+  for (PreTokenizer p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3,
+                         PreTokenizer::qwen2, PreTokenizer::default_rules}) {
     std::string joined;
     for (const std::string& w : pre_tokenize(text, p)) joined += w;
     EXPECT_EQ(joined, text);
@@ -144,6 +179,21 @@ VocabSpec small_bpe(std::vector<std::string> merges) {
   s.merges = std::move(merges);
   s.eos_id = 8;
   return s;
+}
+
+// llama.cpp's ignore_merges for Llama 3 vocabularies: a word that is a token is that token even
+// where the merges cannot build it; other words still go through the merges.
+TEST(BpeTokenizer, Llama3TakesAWholeWordTokenWithoutMerging) {
+  VocabSpec spec = small_bpe({"b c", "a b"});
+  spec.pre = "llama-bpe";
+  auto llama3 = Tokenizer::from_spec(spec, "test");
+  ASSERT_TRUE(llama3.ok()) << llama3.error().message;
+  EXPECT_THAT(llama3->encode("abc", false, false), ElementsAre(5));
+  EXPECT_THAT(llama3->encode("abcc", false, false), ElementsAre(0, 4, 2));
+  spec.pre = "qwen2";
+  auto qwen2 = Tokenizer::from_spec(spec, "test");
+  ASSERT_TRUE(qwen2.ok()) << qwen2.error().message;
+  EXPECT_THAT(qwen2->encode("abc", false, false), ElementsAre(0, 4));
 }
 
 TEST(BpeTokenizer, MergesLowestRankFirst) {
@@ -192,11 +242,11 @@ TEST(Tokenizer, RejectsUnknownModelAndPreTokenizer) {
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.model"));
   s = small_bpe({});
-  s.pre = "qwen2";
+  s.pre = "tekken";
   t = Tokenizer::from_spec(s, "x.gguf");
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.error().message, HasSubstr("tokenizer.ggml.pre"));
-  EXPECT_THAT(t.error().message, HasSubstr("qwen2"));
+  EXPECT_THAT(t.error().message, HasSubstr("tekken"));
 }
 
 TEST(Tokenizer, RejectsDuplicateTokensAndOutOfRangeIds) {
