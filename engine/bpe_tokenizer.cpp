@@ -87,6 +87,25 @@ std::vector<size_t> apply_rule(const std::vector<uint32_t>& cps, const std::vect
 
 constexpr uint8_t kLNW = kCpLetter | kCpNumber | kCpWhitespace;
 
+bool is_cr_or_lf(uint32_t cp) {
+  return cp == '\r' || cp == '\n';
+}
+
+// End of the whitespace alternatives' match at pos: \s*[\r\n]+ (newline_runs: up to the run's last
+// CR/LF), else \s+(?!\S) (a run followed by a word leaves its last whitespace to prefix it), else
+// \s+. A code point no alternative matched is a piece alone.
+size_t whitespace_end(const Span& s, size_t pos, bool newline_runs) {
+  size_t n_ws = 0, last_nl = 0;
+  while (s.flags(pos + n_ws) & kCpWhitespace) {
+    if (newline_runs && is_cr_or_lf(s.cp(pos + n_ws))) last_nl = n_ws + 1;
+    ++n_ws;
+  }
+  if (last_nl > 0) return pos + last_nl;
+  if (n_ws > 1 && s.has(pos + n_ws)) return pos + n_ws - 1;
+  if (n_ws > 0) return pos + n_ws;
+  return pos + 1;
+}
+
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 void split_gpt2(const Span& s, Cutter& c) {
   size_t pos = s.begin();
@@ -127,23 +146,8 @@ void split_gpt2(const Span& s, Cutter& c) {
       c.cut(pos);
       continue;
     }
-    size_t n_ws = 0;
-    while (s.flags(pos + n_ws) & kCpWhitespace) ++n_ws;
-    if (n_ws > 1 && s.has(pos + n_ws)) {
-      // \s+(?!\S): leave the last whitespace to prefix the word that follows.
-      c.cut(pos += n_ws - 1);
-      continue;
-    }
-    if (n_ws > 0) {
-      c.cut(pos += n_ws);
-      continue;
-    }
-    c.cut(++pos);
+    c.cut(pos = whitespace_end(s, pos, /*newline_runs=*/false));
   }
-}
-
-bool is_cr_or_lf(uint32_t cp) {
-  return cp == '\r' || cp == '\n';
 }
 
 uint32_t ascii_lower(uint32_t cp) {
@@ -195,25 +199,7 @@ void split_llama3(const Span& s, Cutter& c, int max_digits) {
       c.cut(pos);
       continue;
     }
-    // Whitespace: \s*[\r\n]+ ends after the run's last CR/LF; else \s+(?!\S) | \s+.
-    size_t n_ws = 0, last_nl = 0;
-    while (s.flags(pos + n_ws) & kCpWhitespace) {
-      if (is_cr_or_lf(s.cp(pos + n_ws))) last_nl = n_ws + 1;
-      ++n_ws;
-    }
-    if (last_nl > 0) {
-      c.cut(pos += last_nl);
-      continue;
-    }
-    if (n_ws > 1 && s.has(pos + n_ws)) {
-      c.cut(pos += n_ws - 1);
-      continue;
-    }
-    if (n_ws > 0) {
-      c.cut(pos += n_ws);
-      continue;
-    }
-    c.cut(++pos);
+    c.cut(pos = whitespace_end(s, pos, /*newline_runs=*/true));
   }
 }
 
