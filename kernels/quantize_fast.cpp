@@ -15,6 +15,7 @@ struct Row {
 const Row kRows[] = {
     {GgmlType::q4_k, {nullptr, quantize_row_q4_k_fast_avx2, quantize_row_q4_k_fast_avx512}},
     {GgmlType::q5_k, {nullptr, quantize_row_q5_k_fast_avx2, quantize_row_q5_k_fast_avx512}},
+    {GgmlType::fq3, {nullptr, quantize_row_fq3_fast_avx2, quantize_row_fq3_fast_avx512}},
     {GgmlType::q6_k, {nullptr, quantize_row_q6_k_fast_avx2, quantize_row_q6_k_fast_avx512}},
     {GgmlType::q8_0, {nullptr, quantize_row_q8_0_fast_avx2, quantize_row_q8_0_fast_avx512}},
     {GgmlType::q4_0, {nullptr, quantize_row_q4_0_fast_avx2, quantize_row_q4_0_fast_avx512}},

@@ -12,8 +12,8 @@
 // would change the bytes. Work per value after the search (re-quantising against the stored
 // 6-bit / int8 scales) is element-wise and vectorises in the natural layout.
 //
-// Variants: avx512 (16 lanes: 2 Q4_K/Q5_K or 1 Q6_K super-block per 16-lane group; Q4_K/Q5_K run
-// two groups interleaved to hide latency), avx2 (8 lanes), scalar = the reference itself. q8_0,
+// Variants: avx512 (16 lanes: 2 Q4_K/Q5_K/FQ3 or 1 Q6_K super-block per 16-lane group; Q4_K/Q5_K
+// run two groups interleaved to hide latency), avx2 (8 lanes), scalar = the reference itself. q8_0,
 // q4_0, q4_1 and q5_0 (no search) vectorise within a block (quantize_fast_lanes.h says how the
 // reductions stay exact). Types without a SIMD variant (q5_1, q2_k, q3_k, f32/f16/bf16, ...)
 // resolve to their scalar reference, so quantize_row_kernel() serves every type that has one.
@@ -54,6 +54,8 @@ void quantize_row_q4_k_fast_avx2(const float* x, void* y, int64_t n);
 void quantize_row_q4_k_fast_avx512(const float* x, void* y, int64_t n);
 void quantize_row_q5_k_fast_avx2(const float* x, void* y, int64_t n);
 void quantize_row_q5_k_fast_avx512(const float* x, void* y, int64_t n);
+void quantize_row_fq3_fast_avx2(const float* x, void* y, int64_t n);
+void quantize_row_fq3_fast_avx512(const float* x, void* y, int64_t n);
 void quantize_row_q6_k_fast_avx2(const float* x, void* y, int64_t n);
 void quantize_row_q6_k_fast_avx512(const float* x, void* y, int64_t n);
 // 32-value block formats: n % 32 == 0.

@@ -31,6 +31,10 @@ void quantize_row_q5_k_fast_avx512(const float* x, void* y, int64_t n) {
   quantize_q45_k_row<31>(x, static_cast<BlockQ5_K*>(y), n, kQ5kSearch);
 }
 
+void quantize_row_fq3_fast_avx512(const float* x, void* y, int64_t n) {
+  quantize_q45_k_row<kFq3Nmax>(x, static_cast<BlockFQ3*>(y), n, kFq3Search);
+}
+
 void quantize_row_q6_k_fast_avx512(const float* x, void* y, int64_t n) {
   quantize_q6_k_blocks<Lanes16>(x, static_cast<BlockQ6_K*>(y), n / kQK_K);
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/fq3.h"
 #include "quant/q4_0.h"
 #include "quant/q4_1.h"
 #include "quant/q4_k.h"
@@ -192,8 +193,9 @@ struct Qkx2Search {
   float rdelta;
   int nstep;
 };
-constexpr Qkx2Search kQ4kSearch{-1.f, 0.1f, 20};   // quantize_row_q4_K_ref
-constexpr Qkx2Search kQ5kSearch{-0.5f, 0.1f, 15};  // quantize_row_q5_K_ref
+constexpr Qkx2Search kQ4kSearch{-1.f, 0.1f, 20};             // quantize_row_q4_K_ref
+constexpr Qkx2Search kQ5kSearch{-0.5f, 0.1f, 15};            // quantize_row_q5_K_ref
+constexpr Qkx2Search kFq3Search{kFq3Rmin, 0.1f, kFq3Nstep};  // quantize_row_fq3_ref
 
 // Per sub-block (lane) outcome of the search.
 struct Qkx2Lanes {
@@ -382,8 +384,12 @@ inline void pack_levels(const uint8_t* L, BlockQ5_K* y) {
   }
 }
 
-// Super-blocks [0, nb) of Q4_K (kNmax 15) or Q5_K (31), kGroups * V::kLanes / 8 per search, as
-// many as fit; returns how many were done (nb rounded down to that multiple).
+inline void pack_levels(const uint8_t* L, BlockFQ3* y) {
+  for (int g = 0; g < kFq3Groups; ++g) fq3_pack_group(L + 32 * g, y->q[g]);
+}
+
+// Super-blocks [0, nb) of Q4_K (kNmax 15), Q5_K (31) or FQ3 (7), kGroups * V::kLanes / 8 per
+// search, as many as fit; returns how many were done (nb rounded down to that multiple).
 template <class V, int kNmax, int kGroups, class Block>
 int64_t quantize_q45_k_blocks(const float* x, Block* y, int64_t nb, const Qkx2Search& search) {
   constexpr int kBlocksPerGroup = V::kLanes / 8;

@@ -53,6 +53,7 @@ const Row kRows[] = {
     {GgmlType::q5_k, GgmlType::q8_k, FISH_DOTS(q5_k, q8_k), kQ8_K, FISH_DOTS4(q5_k, q8_k)},
     {GgmlType::q6_k, GgmlType::q8_k, FISH_DOTS(q6_k, q8_k), kQ8_K, FISH_DOTS4(q6_k, q8_k)},
     {GgmlType::bf16, GgmlType::f32, FISH_DOTS(bf16, f32), kNoQuant},
+    {GgmlType::fq3, GgmlType::q8_k, FISH_DOTS(fq3, q8_k), kQ8_K, FISH_DOTS4(fq3, q8_k)},
 };
 #undef FISH_DOTS
 #undef FISH_DOTS4

@@ -4,7 +4,7 @@
 //
 // Pairing (as ggml): q4_0, q5_0, q8_0 weights x q8_0 activations; q4_1, q5_1 x q8_1 (its s =
 // d*sum(q) folds the weight minimum into one multiply); q2_k..q6_k x q8_k (bsums fold the
-// sub-block minimums / offsets); f32, f16, bf16 weights x f32 activations.
+// sub-block minimums / offsets), and so does FISH's fq3; f32, f16, bf16 weights x f32 activations.
 //
 // Every function: n = elements in the row (a multiple of the weight type's block size; any n >= 0
 // for the float types); w and x point at n elements' worth of blocks; returns the f32 dot product.
@@ -53,6 +53,7 @@ float vec_dot_q2_k_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_q3_k_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_q4_k_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_q5_k_q8_k_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fq3_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_f32_f32_ref(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_ref(int64_t n, const void* w, const void* x);
@@ -68,6 +69,7 @@ float vec_dot_q2_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_q3_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_q4_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_q5_k_q8_k_avx2(int64_t n, const void* w, const void* x);
+float vec_dot_fq3_q8_k_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_f32_f32_avx2(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_avx2(int64_t n, const void* w, const void* x);
@@ -81,6 +83,7 @@ void vec_dot_q8_0_q8_0_x4_avx2(int64_t n, const void* w, const void* x, size_t s
 void vec_dot_q4_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_q5_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_q6_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_fq3_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t s, float* out);
 
 // ---- AVX-512 F/BW/VL/DQ + VNNI (vec_dot_avx512.cpp, vec_dot_k_avx512.cpp) ----
 float vec_dot_q4_0_q8_0_avx512(int64_t n, const void* w, const void* x);
@@ -92,6 +95,7 @@ float vec_dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_q3_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_q5_k_q8_k_avx512(int64_t n, const void* w, const void* x);
+float vec_dot_fq3_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_q6_k_q8_k_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_f32_f32_avx512(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_avx512(int64_t n, const void* w, const void* x);
@@ -104,5 +108,6 @@ void vec_dot_q8_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t
 void vec_dot_q4_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_q5_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_q6_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_fq3_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 
 }  // namespace fish

@@ -1,4 +1,4 @@
-// AVX2: K-quant weights (Q2_K..Q6_K) x Q8_K activations. Layouts: quant/q*_k.h.
+// AVX2: K-quant weights (Q2_K..Q6_K, FISH's FQ3) x Q8_K activations. Layouts: quant/q*_k.h.
 // Each 32-weight slice: unsigned weight codes (at most 6 bits) x int8 activations with maddubs
 // (int16 pair sums <= 2*63*128, no saturation), then madd with the int16 sub-block scales gives
 // int32 partial sums (exact); one f32 FMA per super-block. Constant offsets (Q3_K's -4, Q6_K's
@@ -7,6 +7,7 @@
 
 #include "kernels/simd_avx2.h"
 #include "kernels/vec_dot.h"
+#include "quant/fq3.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_k.h"
@@ -196,6 +197,67 @@ inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, f
   for (int t = 0; t < NT; ++t) out[t] = sum[t];
 }
 
+// FQ3: one group's 32 codes from its words A, B, C with two variable shifts (quant/fq3.h): u32
+// lanes 0..3 = A >> 0,2,4,6 and 4..7 = B >> 0,2,4,6 give the low bit pairs of values 4s..4s+3 in
+// lane s; C >> s gives their high bits. The codes come out in value order, like the activations.
+template <int NT>
+inline void dot_fq3(int64_t n, const BlockFQ3* a, const BlockQ8_K* const* b, float* out) {
+  const __m256i m2 = _mm256_set1_epi32(0x03030303);
+  const __m256i m1 = _mm256_set1_epi32(0x01010101);
+  const __m256i idx_ab = _mm256_setr_epi32(1, 1, 1, 1, 2, 2, 2, 2);  // words [prev, A, B, C]
+  const __m256i idx_c = _mm256_set1_epi32(3);
+  const __m256i shift_ab = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  const __m256i shift_c = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 acc[NT];
+  __m128 acc_min[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    acc_min[t] = _mm_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
+    unpack_scales_mins_k4(a[i].scales, sm);
+    const uint8_t* sc = reinterpret_cast<const uint8_t*>(sm);
+    const __m128i mins =
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+    const float d = f16_to_f32_simd(a[i].d), dmin = f16_to_f32_simd(a[i].dmin);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bs = load256(b[t][i].bsums);
+      const __m128i bs_pairs =
+          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      acc_min[t] = _mm_fmadd_ps(_mm_set1_ps(b[t][i].d * dmin),
+                                _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min[t]);
+    }
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int g = 0; g < kFq3Groups; ++g) {
+      // 16 bytes ending with the group's A, B, C: the word before is still inside the block.
+      const __m256i w = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(&a[i].q[g][0] - 1)));
+      const __m256i lo = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(w, idx_ab), shift_ab);
+      const __m256i hi = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(w, idx_c), shift_c);
+      const __m256i codes =
+          _mm256_or_si256(_mm256_and_si256(lo, m2), _mm256_slli_epi32(_mm256_and_si256(hi, m1), 2));
+      const __m256i s = _mm256_set1_epi16(short(sc[g]));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(codes, load256(b[t][i].qs + 32 * g));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, s));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(b[t][i].d * d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_min[t], _mm_movehl_ps(acc_min[t], acc_min[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = hsum_f32x8(acc[t]) - _mm_cvtss_f32(m);
+  }
+}
+
 inline void rows4(const void* x, size_t x_stride, const BlockQ8_K* rows[4]) {
   for (int t = 0; t < 4; ++t) {
     rows[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
@@ -246,6 +308,21 @@ void vec_dot_q6_k_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t x
   const BlockQ8_K* rows[4];
   rows4(x, x_stride, rows);
   dot_q6_k<4>(n, static_cast<const BlockQ6_K*>(w), rows, out);
+}
+
+float vec_dot_fq3_q8_k_avx2(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_fq3<1>(n, static_cast<const BlockFQ3*>(w), &b, &out);
+  return out;
+}
+void vec_dot_fq3_q8_k_x4_avx2(int64_t n, const void* w, const void* x, size_t x_stride,
+                              float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_fq3<4>(n, static_cast<const BlockFQ3*>(w), rows, out);
 }
 
 }  // namespace fish

@@ -1,5 +1,5 @@
-// AVX-512 (F/BW/VL/DQ + VNNI): K-quant weights (Q2_K..Q6_K) x Q8_K activations. Layouts:
-// quant/q*_k.h. 64 weights per 512-bit register: unsigned weight codes (<= 63) x int8
+// AVX-512 (F/BW/VL/DQ + VNNI): K-quant weights (Q2_K..Q6_K, FISH's FQ3) x Q8_K activations.
+// Layouts: quant/q*_k.h. 64 weights per 512-bit register: unsigned weight codes (<= 63) x int8
 // activations with vpmaddubsw (int16 pair sums <= 2*63*128: no saturation), then VNNI vpdpwssd
 // multiplies by the int16 sub-block scale and accumulates int32 pairs in one instruction
 // (cheaper than vpdpbusd + vpmulld for the scale); int32 per super-block (exact), one f32 FMA per
@@ -14,6 +14,7 @@
 
 #include "kernels/simd_avx2.h"
 #include "kernels/vec_dot.h"
+#include "quant/fq3.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_k.h"
@@ -222,6 +223,68 @@ inline void dot_q45_k(int64_t n, const Block* a, const BlockQ8_K* const* b, floa
   }
 }
 
+// FQ3: two groups (64 codes) per register from 32 bytes ending with their words A0 B0 C0 A1 B1
+// C1: u32 lanes 4s'..4s'+3 of each half = A or B shifted by 0,2,4,6 (low bit pairs of values
+// 4s..4s+3 in lane s), C >> s the high bits (quant/fq3.h). Codes come out in value order.
+template <int NT>
+inline void dot_fq3(int64_t n, const BlockFQ3* a, const BlockQ8_K* const* b, float* out) {
+  const __m512i m2 = _mm512_set1_epi32(0x03030303);
+  const __m512i m1 = _mm512_set1_epi32(0x01010101);
+  // 32-byte window = words [x, x, A0, B0, C0, A1, B1, C1] (x: the bytes before, in the block)
+  const __m512i idx_ab = _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 5, 5, 5, 5, 6, 6, 6, 6);
+  const __m512i idx_c = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 7, 7, 7, 7, 7, 7, 7, 7);
+  const __m512i shift_ab = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+  const __m512i shift_c = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+  __m512 acc[NT];
+  __m128 acc_min[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_min[t] = _mm_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint32_t sm[4];  // bytes 0..7 scales, 8..15 mins
+    unpack_scales_mins_k4(a[i].scales, sm);
+    const __m512i sc16 = _mm512_zextsi256_si512(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm))));
+    const __m128i mins =
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 2)));
+    const float d = f16_to_f32_simd(a[i].d), dmin = f16_to_f32_simd(a[i].dmin);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bs = load256(b[t][i].bsums);
+      const __m128i bs_pairs =
+          _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      acc_min[t] = _mm_fmadd_ps(_mm_set1_ps(b[t][i].d * dmin),
+                                _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs_pairs)), acc_min[t]);
+    }
+    __m512i sumi[2][NT];  // two accumulators: see dot_q45_k
+    for (int t = 0; t < NT; ++t) sumi[0][t] = sumi[1][t] = _mm512_setzero_si512();
+    for (int c = 0; c < kFq3Groups / 2; ++c) {
+      const __m512i w = _mm512_broadcast_i64x4(load256(&a[i].q[2 * c][0] - 2));
+      const __m512i lo = _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx_ab, w), shift_ab);
+      const __m512i hi = _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx_c, w), shift_c);
+      const __m512i codes =
+          _mm512_or_si512(_mm512_and_si512(lo, m2), _mm512_slli_epi32(_mm512_and_si512(hi, m1), 2));
+      const __m512i scv = spread_scales_sub32(sc16, c);  // lanes 0..15: group 2c, 16..31: 2c+1
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        sumi[c & 1][t] = dot_scaled(sumi[c & 1][t], codes, load512(b[t][i].qs + 64 * c), scv);
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_set1_ps(b[t][i].d * d),
+                          _mm512_cvtepi32_ps(_mm512_add_epi32(sumi[0][t], sumi[1][t])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_min[t], _mm_movehl_ps(acc_min[t], acc_min[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m);
+  }
+}
+
 template <int NT>
 inline void dot_q6_k(int64_t n, const BlockQ6_K* a, const BlockQ8_K* const* b, float* out) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -319,6 +382,21 @@ void vec_dot_q6_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t
   const BlockQ8_K* rows[4];
   rows4(x, x_stride, rows);
   dot_q6_k<4>(n, static_cast<const BlockQ6_K*>(w), rows, out);
+}
+
+float vec_dot_fq3_q8_k_avx512(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float out;
+  dot_fq3<1>(n, static_cast<const BlockFQ3*>(w), &b, &out);
+  return out;
+}
+void vec_dot_fq3_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t x_stride,
+                                float* out) {
+  assert(n % kQK_K == 0);
+  const BlockQ8_K* rows[4];
+  rows4(x, x_stride, rows);
+  dot_fq3<4>(n, static_cast<const BlockFQ3*>(w), rows, out);
 }
 
 }  // namespace fish

@@ -7,6 +7,7 @@
 
 #include "kernels/vec_dot.h"
 #include "quant/f16.h"
+#include "quant/fq3.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_k.h"
@@ -193,6 +194,32 @@ float vec_dot_q4_k_q8_k_ref(int64_t n, const void* w, const void* x) {
       isum += sc0 * dot0 + sc1 * dot1;
       summs += m0 * (b[i].bsums[4 * c] + b[i].bsums[4 * c + 1]) +
                m1 * (b[i].bsums[4 * c + 2] + b[i].bsums[4 * c + 3]);
+    }
+    const float dall = b[i].d * f16_to_f32(a[i].d);
+    const float dmin = b[i].d * f16_to_f32(a[i].dmin);
+    sum += dall * float(isum) - dmin * float(summs);
+  }
+  return sum;
+}
+
+// As Q4_K with 3-bit codes in value order: group g's 32 codes meet activations qs[32g .. 32g+31],
+// its min the bsums of those 32 values.
+float vec_dot_fq3_q8_k_ref(int64_t n, const void* w, const void* x) {
+  assert(n % kQK_K == 0);
+  const auto* a = static_cast<const BlockFQ3*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int isum = 0, summs = 0;
+    for (int g = 0; g < kFq3Groups; ++g) {
+      uint8_t sc, m, q[32];
+      get_scale_min_k4(g, a[i].scales, &sc, &m);
+      fq3_unpack_group(a[i].q[g], q);
+      const int8_t* q8 = b[i].qs + 32 * g;
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += q[l] * q8[l];
+      isum += sc * dot;
+      summs += m * (b[i].bsums[2 * g] + b[i].bsums[2 * g + 1]);
     }
     const float dall = b[i].d * f16_to_f32(a[i].d);
     const float dmin = b[i].d * f16_to_f32(a[i].dmin);

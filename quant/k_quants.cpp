@@ -237,7 +237,8 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]
 }
 
 void quantize_superblock_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d,
-                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256]) {
+                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256],
+                            const float* importance) {
   uint8_t Laux[32];
   float weights[32];
   float mins[8];
@@ -249,6 +250,9 @@ void quantize_superblock_k4(const float* x, int nmax, float rmin, int nstep, uin
     for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    if (importance != nullptr) {
+      for (int l = 0; l < 32; ++l) weights[l] *= importance[32 * j + l];
+    }
     scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
                                  0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];

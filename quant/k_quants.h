@@ -76,8 +76,11 @@ void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]
 // (scale, min) per 32-value sub-block with make_qkx2_quants(nmax, rmin, 0.1, nstep) weighted by
 // rms + |x|, stores them as 6-bit values under f16 super-scales (*d, *dmin, scales12), and writes
 // each value's level 0..nmax against the stored scales to L (256). The caller packs L.
-// Q4_K: nmax 15, rmin -1, nstep 20; Q5_K: nmax 31, rmin -0.5, nstep 15.
+// Q4_K: nmax 15, rmin -1, nstep 20; Q5_K: nmax 31, rmin -0.5, nstep 15; FQ3: see quant/fq3.cpp.
+// importance (256 values >= 0, or nullptr): multiplies each value's fit weight (activation-aware
+// fits); nullptr is ggml's behaviour.
 void quantize_superblock_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d,
-                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256]);
+                            uint16_t* dmin, uint8_t scales12[12], uint8_t L[256],
+                            const float* importance = nullptr);
 
 }  // namespace fish

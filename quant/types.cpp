@@ -1,6 +1,6 @@
-// The registration table of every GGML type: geometry (from ggml.c type_traits / ggml-common.h)
-// and the scalar reference row functions that exist in quant/. The engine, the tests and the
-// benchmarks all go through this one table.
+// The registration table of every GGML type and FISH's own (fq3): geometry (from ggml.c type_traits
+// / ggml-common.h) and the scalar reference row functions that exist in quant/. The engine, the
+// tests and the benchmarks all go through this one table.
 #include "quant/types.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "quant/dequantize.h"
 #include "quant/f16.h"
+#include "quant/fq3.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_0.h"
@@ -74,6 +75,7 @@ constexpr TypeInfo kTypes[] = {
     {T::tq1_0, "tq1_0", 256, 54, nullptr, nullptr},  // ternary, base-3 packed: 4*13 + d
     {T::tq2_0, "tq2_0", 256, 66, nullptr, nullptr},  // ternary, 2 bits: 64 + d
     {T::mxfp4, "mxfp4", 32, 17, nullptr, nullptr},   // e8m0 scale + 16 bytes of e2m1 nibbles
+    {T::fq3, "fq3", 256, 112, FISH_DQ(BlockFQ3, fq3), FISH_Q(BlockFQ3, fq3)},  // FISH's own
 };
 
 #undef FISH_DQ

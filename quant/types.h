@@ -12,7 +12,11 @@
 
 namespace fish {
 
-// Values are GGML's ggml_type ids (ggml.h); they are what a GGUF tensor info stores.
+// FISH's own formats have ids from kFishTypeBase up ("FI" in the high half), far above GGML's
+// (< 64), so no GGML type added upstream can collide; only FISH reads or writes them.
+inline constexpr uint32_t kFishTypeBase = 0x46490000;
+
+// Values are GGML's ggml_type ids (ggml.h) and FISH's own; they are what a GGUF tensor info stores.
 enum class GgmlType : uint32_t {
   f32 = 0,
   f16 = 1,
@@ -46,7 +50,13 @@ enum class GgmlType : uint32_t {
   tq1_0 = 34,
   tq2_0 = 35,
   mxfp4 = 39,
+  fq3 = kFishTypeBase + 1,  // FISH's 3-bit re-quantisation format (quant/fq3.h)
 };
+
+// True for FISH's own formats (not GGML's; unknown to llama.cpp and the gguf package).
+inline bool is_fish_type(GgmlType t) {
+  return uint32_t(t) >= kFishTypeBase;
+}
 
 // Converts n values (n % block_elems == 0) from one packed row to f32.
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);

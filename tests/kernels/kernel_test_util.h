@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quant/f16.h"
+#include "quant/fq3.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_0.h"
@@ -82,6 +83,10 @@ inline void sanitize_scales(GgmlType t, uint8_t* data, int64_t n_blocks, std::mt
       break;
     case GgmlType::q6_k:
       put(sizeof(BlockQ6_K), offsetof(BlockQ6_K, d), false);
+      break;
+    case GgmlType::fq3:
+      put(sizeof(BlockFQ3), offsetof(BlockFQ3, d), false);
+      put(sizeof(BlockFQ3), offsetof(BlockFQ3, dmin), true);
       break;
     default:
       break;

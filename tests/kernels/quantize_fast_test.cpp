@@ -17,7 +17,7 @@ namespace fish {
 namespace {
 
 constexpr GgmlType kSimdTypes[] = {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0,
-                                   GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0};
+                                   GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0, GgmlType::fq3};
 
 std::vector<Isa> simd_isas() {
   std::vector<Isa> out;

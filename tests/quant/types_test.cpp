@@ -17,7 +17,7 @@ namespace {
 TEST(QuantTypes, EveryGgmlEnumeratorIsRegisteredInIdOrder) {
   const std::vector<uint32_t> ids = {0,  1,  2,  3,  6,  7,  8,  9,  10, 11, 12,
                                      13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
-                                     24, 25, 26, 27, 28, 29, 30, 34, 35, 39};
+                                     24, 25, 26, 27, 28, 29, 30, 34, 35, 39, kFishTypeBase + 1};
   ASSERT_EQ(all_types().size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(uint32_t(all_types()[i].type), ids[i]);
@@ -27,6 +27,16 @@ TEST(QuantTypes, EveryGgmlEnumeratorIsRegisteredInIdOrder) {
     EXPECT_GT(t->block_elems, 0);
     EXPECT_GT(t->block_bytes, 0u);
   }
+}
+
+TEST(QuantTypes, FishOwnTypesLieAboveEveryGgmlId) {
+  for (const TypeInfo& t : all_types()) {
+    EXPECT_EQ(is_fish_type(t.type), t.type == GgmlType::fq3) << t.name;
+  }
+  EXPECT_EQ(find_type(kFishTypeBase), nullptr);
+  EXPECT_EQ(parse_type_name("FQ3"), GgmlType::fq3);
+  EXPECT_EQ(row_bytes(GgmlType::fq3, 4096), 4096u / 256 * 112);
+  EXPECT_DOUBLE_EQ(type_info(GgmlType::fq3).bits_per_weight(), 3.5);
 }
 
 TEST(QuantTypes, FindTypeRejectsUnknownIds) {
@@ -72,6 +82,7 @@ TEST(QuantTypes, GeometryMatchesGgufPackageForEveryType) {
   std::ifstream in(out);
   const nlohmann::json sizes = nlohmann::json::parse(in);
   for (const TypeInfo& t : all_types()) {
+    if (is_fish_type(t.type)) continue;  // FISH's own formats (fq3) are not GGML's
     const std::string id = std::to_string(uint32_t(t.type));
     ASSERT_TRUE(sizes.contains(id)) << t.name << " (id " << id << ") unknown to gguf";
     EXPECT_EQ(sizes[id][0].get<int64_t>(), t.block_elems) << t.name;
@@ -84,9 +95,10 @@ TEST(QuantTypes, GeometryMatchesGgufPackageForEveryType) {
 }
 
 TEST(QuantTypes, DecodableTypesHaveDequantizersAndOthersDoNot) {
-  for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q4_0, GgmlType::q4_1,
-                     GgmlType::q5_0, GgmlType::q5_1, GgmlType::q8_0, GgmlType::q2_k, GgmlType::q3_k,
-                     GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_k}) {
+  for (GgmlType t :
+       {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q4_0, GgmlType::q4_1,
+        GgmlType::q5_0, GgmlType::q5_1, GgmlType::q8_0, GgmlType::q2_k, GgmlType::q3_k,
+        GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_k, GgmlType::fq3}) {
     EXPECT_NE(type_info(t).dequantize_row, nullptr) << type_name(t);
     EXPECT_NE(type_info(t).quantize_row, nullptr) << type_name(t);
   }
