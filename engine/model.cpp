@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/requant.h"
 #include "kernels/registry.h"
 #include "quant/dequantize.h"
 
@@ -204,12 +205,13 @@ Status read_params(const GgufFile& f, ModelParams& p) {
 
 }  // namespace
 
-Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
+                                                 const ModelLoadOptions& opt) {
   FISH_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
-  return from_gguf(std::move(file));
+  return from_gguf(std::move(file), opt);
 }
 
-Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file) {
+Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const ModelLoadOptions& opt) {
   std::shared_ptr<Model> m(new Model());
   m->file_ = std::move(file);
   const GgufFile& f = m->file_;
@@ -269,9 +271,26 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file) {
     L.swa = p.is_swa_layer(il);
     L.rope_base = L.swa ? p.rope_base_swa : p.rope_base;
     L.rope_scale = L.swa ? 1.0f : p.rope_scale;
+  }
+  if (opt.requant != 0) {
+    ThreadPool pool(opt.n_threads);
+    FISH_ASSIGN_OR_RETURN(RequantResult rq, requantize_gguf(f, opt.requant, pool));
+    m->requant_ = std::make_shared<const RequantResult>(std::move(rq));
+    auto repoint = [&](MatrixView& mv) {
+      if (const RequantTensor* t = m->requant_->find(mv.name)) {
+        mv.data = t->data.data();
+        mv.type = t->to;
+        mv.n_bytes = t->bytes_to;
+      }
+    };
+    repoint(m->token_embd_);
+    repoint(m->output_);
+    for (LayerWeights& L : m->layers_)
+      for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) repoint(*mv);
+  }
+  for (const LayerWeights& L : m->layers_)
     for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
       m->weight_bytes_per_token_ += mv->n_bytes;
-  }
   m->weight_bytes_per_token_ += m->output_.n_bytes;
   m->total_weight_bytes_ =
       m->weight_bytes_per_token_ + (p.tied_output ? 0 : m->token_embd_.n_bytes);

@@ -88,12 +88,26 @@ struct LayerWeights {
   float rope_scale = 1.0f;
 };
 
+struct RequantResult;
+
+struct ModelLoadOptions {
+  // Re-quantisation mode 0..3 (engine/requant.h): the matmul weights it names are converted in
+  // memory at load (the file is untouched) and the views point at the copies.
+  int requant = 0;
+  int n_threads = 0;  // threads for re-quantisation; 0: default_thread_count()
+};
+
 class Model {
  public:
   // Opens and validates a GGUF. Every matrix must have a matvec kernel (kernels/registry.h).
-  static Result<std::shared_ptr<const Model>> load(const std::string& path);
+  // Errors also: a requant mode outside 0..3.
+  static Result<std::shared_ptr<const Model>> load(const std::string& path,
+                                                   const ModelLoadOptions& opt = {});
   // Same over an already opened file (the Model keeps it).
-  static Result<std::shared_ptr<const Model>> from_gguf(GgufFile file);
+  static Result<std::shared_ptr<const Model>> from_gguf(GgufFile file,
+                                                        const ModelLoadOptions& opt = {});
+  // What load-time re-quantisation did (per tensor error, time); nullptr when requant was 0.
+  const RequantResult* requant() const { return requant_.get(); }
 
   const ModelParams& params() const { return p_; }
   const GgufFile& gguf() const { return file_; }
@@ -125,6 +139,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_per_token_ = 0;
   uint64_t total_weight_bytes_ = 0;
+  std::shared_ptr<const RequantResult> requant_;  // owns the re-quantised weights the views use
 };
 
 }  // namespace fish

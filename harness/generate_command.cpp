@@ -1,5 +1,5 @@
 // `fish generate -m MODEL -p PROMPT -n N [--threads T] [--n-ctx C] [--seed S --temp X ...]
-// [--chat]` Streams the continuation to stdout, then one stats line on stderr.
+// [--chat] [--requant N]` Streams the continuation to stdout, then one stats line on stderr.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,6 +10,7 @@
 
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/requant.h"
 #include "engine/sampling.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
@@ -89,6 +90,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     bool chat = false;
     bool ignore_eos = false;
     std::string act = "int8";
+    int requant = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -113,6 +115,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--act", a->act, "Activations: int8 (quantised, fast) or f32 (reference)")
       ->check(CLI::IsMember({"int8", "f32"}))
       ->capture_default_str();
+  cmd->add_option(
+         "--requant", a->requant,
+         "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised "
+         "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (FISH_GPU_REQUANT)")
+      ->check(CLI::Range(0, 3))
+      ->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->callback([a, exit_code] {
@@ -120,9 +128,13 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     auto fail = [](const Error& e) {
       std::fprintf(stderr, "fish generate: %s\n", e.message.c_str());
     };
-    auto model_r = Model::load(a->model);
+    auto model_r = Model::load(a->model, ModelLoadOptions{a->requant, a->threads});
     if (!model_r.ok()) return fail(model_r.error());
     std::shared_ptr<const Model> model = model_r.value();
+    if (const RequantResult* rq = model->requant())
+      std::fprintf(stderr, "fish generate: requant %d: %s in %.2f s (%.1f ns/weight, %d threads)\n",
+                   a->requant, rq->describe().c_str(), rq->seconds, rq->ns_per_weight(),
+                   rq->n_threads);
     auto tok_r = Tokenizer::from_gguf(model->gguf());
     if (!tok_r.ok()) return fail(tok_r.error());
     const Tokenizer& tok = tok_r.value();
