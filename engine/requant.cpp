@@ -130,6 +130,20 @@ std::string RequantResult::describe() const {
   return s.empty() ? "nothing re-quantised" : s;
 }
 
+Status write_requantized_gguf(const GgufFile& f, const RequantResult& rq, const std::string& path) {
+  GgufWriter w(f.alignment());
+  for (const GgufKv& kv : f.metadata()) w.set(kv.key, kv.value);
+  w.set("fish.requant.mode", gguf_u32(uint32_t(rq.mode)));
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (const RequantTensor* r = rq.find(t.name)) {
+      w.add_tensor(t.name, r->to, t.dims, std::span<const uint8_t>(r->data));
+    } else {
+      w.add_tensor(t.name, t.type, t.dims, std::span<const uint8_t>(t.data, size_t(t.n_bytes)));
+    }
+  }
+  return w.write(path);
+}
+
 const RequantTensor* RequantResult::find(std::string_view name) const {
   for (const RequantTensor& t : tensors)
     if (t.name == name && t.skipped.empty()) return &t;

@@ -71,4 +71,9 @@ struct RequantImportance {
 Result<RequantResult> requantize_gguf(const GgufFile& f, int mode, ThreadPool& pool,
                                       const RequantImportance* importance = nullptr);
 
+// Writes f to `path` with the converted tensors of `rq` (from requantize_gguf over the same f)
+// in place of the originals, every other tensor and all metadata copied, plus fish.requant.mode.
+// Errors: the writer's (I/O, naming the path).
+Status write_requantized_gguf(const GgufFile& f, const RequantResult& rq, const std::string& path);
+
 }  // namespace fish

@@ -46,17 +46,7 @@ void add_requant_command(CLI::App& app, int* exit_code) {
     if (!rq_r.ok()) return fail(rq_r.error());
     const RequantResult& rq = rq_r.value();
 
-    GgufWriter w(f.alignment());
-    for (const GgufKv& kv : f.metadata()) w.set(kv.key, kv.value);
-    w.set("fish.requant.mode", gguf_u32(uint32_t(a->mode)));
-    for (const GgufTensorInfo& t : f.tensors()) {
-      if (const RequantTensor* r = rq.find(t.name)) {
-        w.add_tensor(t.name, r->to, t.dims, std::span<const uint8_t>(r->data));
-      } else {
-        w.add_tensor(t.name, t.type, t.dims, std::span<const uint8_t>(t.data, size_t(t.n_bytes)));
-      }
-    }
-    if (Status st = w.write(a->out); !st.ok()) return fail(st.error());
+    if (Status st = write_requantized_gguf(f, rq, a->out); !st.ok()) return fail(st.error());
 
     for (const RequantTensor& t : rq.tensors) {
       if (!t.skipped.empty()) {

@@ -388,6 +388,36 @@ TEST(GgufReader, RejectsRowNotAMultipleOfTheBlockSize) {
                                         "of the q8_0 block size 32"));
 }
 
+// FISH's own fq3 (id kFishTypeBase + 1, 112 bytes per 256 values) is read like any GGML type,
+// with the same size checks; the ids between GGML's and FISH's stay unknown.
+TEST(GgufReader, ReadsFishFq3TensorsWithTheirBlockGeometry) {
+  const uint32_t fq3 = uint32_t(GgmlType::fq3);
+  GgufBytes g;
+  g.header(1, 0).tensor("w", {512, 3}, fq3, 0).pad(32).fill(2 * 112 * 3);
+  auto r = GgufFile::parse(g.b, "model.gguf");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r.value().tensors().size(), 1u);
+  EXPECT_EQ(r.value().tensors()[0].type, GgmlType::fq3);
+  EXPECT_EQ(r.value().tensors()[0].n_bytes, 2u * 112 * 3);
+}
+
+TEST(GgufReader, RejectsMalformedFq3Sizes) {
+  const uint32_t fq3 = uint32_t(GgmlType::fq3);
+  GgufBytes row;
+  row.header(1, 0).tensor("w", {320, 2}, fq3, 0).pad(32).fill(4096);
+  EXPECT_THAT(parse_error(row), HasSubstr("tensor w: row length 320 (dims [320, 2]) is not a "
+                                          "multiple of the fq3 block size 256"));
+  GgufBytes data;
+  data.header(1, 0).tensor("w", {256, 4}, fq3, 0).pad(32).fill(4 * 112 - 1);
+  EXPECT_THAT(parse_error(data), HasSubstr("tensor w"));
+  EXPECT_NE(parse_error(data), "(parsed OK)");
+  for (uint32_t id : {kFishTypeBase, kFishTypeBase + 2, 40u}) {
+    GgufBytes g;
+    g.header(1, 0).tensor("w", {256}, id, 0).pad(32).fill(200);
+    EXPECT_THAT(parse_error(g), HasSubstr(fmt::format("tensor w: unknown type id {}", id)));
+  }
+}
+
 TEST(GgufReader, RejectsDuplicateTensorName) {
   GgufBytes g;
   g.header(2, 0).tensor("w", {32}, kF32, 0).tensor("w", {32}, kF32, 128).pad(32).fill(256);
