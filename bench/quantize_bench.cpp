@@ -67,7 +67,7 @@ void BM_quantize_rows(benchmark::State& state, GgmlType t, int threads) {
 
 const int kRegistered = [] {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0,
-                     GgmlType::q4_1, GgmlType::q5_0}) {
+                     GgmlType::q4_1, GgmlType::q5_0, GgmlType::fq3}) {
     const std::string name(type_name(t));
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
       if (isa != Isa::scalar && quantize_row_kernel(t, isa).isa != isa) continue;
