@@ -274,7 +274,7 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
   }
   if (opt.requant != 0) {
     ThreadPool pool(opt.n_threads);
-    FISH_ASSIGN_OR_RETURN(RequantResult rq, requantize_gguf(f, opt.requant, pool));
+    FISH_ASSIGN_OR_RETURN(RequantResult rq, requantize_gguf(f, opt.requant, pool, opt.importance));
     m->requant_ = std::make_shared<const RequantResult>(std::move(rq));
     auto repoint = [&](MatrixView& mv) {
       if (const RequantTensor* t = m->requant_->find(mv.name)) {

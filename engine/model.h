@@ -89,12 +89,16 @@ struct LayerWeights {
 };
 
 struct RequantResult;
+struct RequantImportance;
 
 struct ModelLoadOptions {
   // Re-quantisation mode 0..3 (engine/requant.h): the matmul weights it names are converted in
   // memory at load (the file is untouched) and the views point at the copies.
   int requant = 0;
   int n_threads = 0;  // threads for re-quantisation; 0: default_thread_count()
+  // Per-tensor input-column importance for an activation-aware fq3 fit (engine/requant.h), or
+  // nullptr for the plain fit. Only read during load.
+  const RequantImportance* importance = nullptr;
 };
 
 class Model {

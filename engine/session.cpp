@@ -182,6 +182,7 @@ Status Session::teacher_force(
 }
 
 void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
+  if (opt_.observe_matmul_input) opt_.observe_matmul_input(w, x, n);
   if (opt_.act == ActMode::f32) {
     matmul_f32(w, x, n, y);
     return;
@@ -207,6 +208,8 @@ void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, 
     for (const MatmulOp& op : ops) matmul(*op.w, x, n, op.y);
     return;
   }
+  if (opt_.observe_matmul_input)
+    for (const MatmulOp& op : ops) opt_.observe_matmul_input(*op.w, x, n);
   constexpr int kMaxOps = 4;
   assert(ops.size() <= size_t(kMaxOps));
   const MatvecKernel* kern[kMaxOps];

@@ -34,6 +34,9 @@ struct SessionOptions {
   ActMode act = ActMode::int8;
   int64_t n_batch = 256;  // tokens per prefill batch (longer inputs are chunked)
   Isa isa = best_isa();   // matvec kernel level (clamped to what the CPU and the table have)
+  // Called with every matmul input before the product (x: n_tok rows of w.n_in f32), e.g. to
+  // collect activation statistics for an activation-aware fit; empty: never called.
+  std::function<void(const MatrixView& w, const float* x, int64_t n_tok)> observe_matmul_input;
 };
 
 class Session {

@@ -10,5 +10,6 @@ void add_inspect_command(CLI::App& app, int* exit_code);
 void add_make_model_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_requant_command(CLI::App& app, int* exit_code);
+void add_requant_quality_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

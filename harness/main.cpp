@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   fish::add_make_model_command(app, &exit_code);
   fish::add_generate_command(app, &exit_code);
   fish::add_requant_command(app, &exit_code);
+  fish::add_requant_quality_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
