@@ -2,11 +2,11 @@
 // (engine/requant.h).
 #include "engine/requant.h"
 
-#include <fmt/format.h>
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "kernels/requant.h"
 
