@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "engine/model.h"
@@ -183,6 +184,53 @@ TEST_F(RequantModelTest, WrittenFileRunsBitwiseLikeTheInMemoryCopy) {
   ASSERT_NE(written.value().find("fish.requant.mode"), nullptr);
   EXPECT_EQ(written.value().get_int("fish.requant.mode").value(), 3);
   EXPECT_EQ(logits(load(out, 0), ActMode::int8), logits(load(path_, 3), ActMode::int8));
+}
+
+// The activation-aware path end to end: the engine reports every matmul input (all 7 matrices of
+// each layer and the output head, with their row length), and importance given for one tensor
+// changes that tensor's fq3 bytes only; a wrong column count is an error naming the tensor.
+TEST_F(RequantModelTest, ObservedActivationsFeedTheWeightedFitOfTheirTensorOnly) {
+  const auto plain = load(path_, 0);
+  std::map<std::string, std::pair<int64_t, int64_t>> seen;  // name -> (n_in, tokens)
+  SessionOptions opt;
+  opt.n_ctx = 16;
+  opt.n_threads = 2;
+  opt.observe_matmul_input = [&](const MatrixView& w, const float*, int64_t n_tok) {
+    seen[w.name].first = w.n_in;
+    seen[w.name].second += n_tok;
+  };
+  auto s = Session::create(plain, opt);
+  ASSERT_TRUE(s.ok());
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(s.value()->forward(toks, 0).ok());
+  ASSERT_TRUE(s.value()->forward(std::span(toks).subspan(0, 1), 5).ok());
+  EXPECT_EQ(seen.size(), plain->layers().size() * 7 + 1);
+  EXPECT_EQ(seen["blk.0.attn_q.weight"], (std::pair<int64_t, int64_t>{256, 6}));
+  EXPECT_EQ(seen["blk.1.ffn_down.weight"].first, 512);
+  EXPECT_TRUE(seen.count("token_embd.weight"));  // tied output head
+
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  ThreadPool pool(2);
+  RequantImportance imp;
+  std::vector<float> cols(256, 1.0f);
+  for (size_t i = 0; i < cols.size(); i += 3) cols[i] = 50.0f;
+  imp.columns.emplace_back("blk.0.attn_q.weight", cols);
+  auto a = requantize_gguf(f.value(), 3, pool);
+  auto b = requantize_gguf(f.value(), 3, pool, &imp);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const RequantTensor& t : a.value().tensors) {
+    const RequantTensor* u = b.value().find(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_EQ(t.data != u->data, t.name == "blk.0.attn_q.weight") << t.name;
+  }
+  imp.columns[0].second.resize(100);
+  auto bad = requantize_gguf(f.value(), 3, pool, &imp);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(
+      bad.error().message.find("importance has 100 columns, tensor blk.0.attn_q.weight has 256"),
+      std::string::npos)
+      << bad.error().message;
 }
 
 }  // namespace
