@@ -233,8 +233,8 @@ inline void dot_fq3(int64_t n, const BlockFQ3* a, const BlockQ8_K* const* b, flo
     for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int g = 0; g < kFq3Groups; ++g) {
       // 16 bytes ending with the group's A, B, C: the word before is still inside the block.
-      const __m256i w = _mm256_broadcastsi128_si256(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(&a[i].q[g][0] - 1)));
+      const __m256i w = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(reinterpret_cast<const uint8_t*>(a[i].q[g]) - 4)));
       const __m256i lo = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(w, idx_ab), shift_ab);
       const __m256i hi = _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(w, idx_c), shift_c);
       const __m256i codes =

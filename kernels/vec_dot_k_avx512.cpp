@@ -260,7 +260,8 @@ inline void dot_fq3(int64_t n, const BlockFQ3* a, const BlockQ8_K* const* b, flo
     __m512i sumi[2][NT];  // two accumulators: see dot_q45_k
     for (int t = 0; t < NT; ++t) sumi[0][t] = sumi[1][t] = _mm512_setzero_si512();
     for (int c = 0; c < kFq3Groups / 2; ++c) {
-      const __m512i w = _mm512_broadcast_i64x4(load256(&a[i].q[2 * c][0] - 2));
+      const __m512i w =
+          _mm512_broadcast_i64x4(load256(reinterpret_cast<const uint8_t*>(a[i].q[2 * c]) - 8));
       const __m512i lo = _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx_ab, w), shift_ab);
       const __m512i hi = _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx_c, w), shift_c);
       const __m512i codes =
