@@ -9,6 +9,8 @@ namespace fish {
 void add_inspect_command(CLI::App& app, int* exit_code);
 void add_make_model_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
+// Run side (run_command.h): execute an experiment file into a results file.
+void add_run_command(CLI::App& app, int* exit_code);
 // Results side (results_reader.h): merge shards, render reports, compare runs, gate regressions.
 void add_merge_command(CLI::App& app, int* exit_code);
 void add_report_command(CLI::App& app, int* exit_code);
