@@ -274,15 +274,16 @@ std::string render_experiment_section(const ResultSet& set,
     if (!covered.count(i)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
   if (!missing.empty()) md += fmt::format(" Cells without a row: {}.", missing);
   md += "\n\n";
+  auto runs_text = [&](const std::string& d) {
+    std::string runs;
+    for (const std::string& r : runs_of[d]) runs += (runs.empty() ? "" : ", ") + r;
+    return runs;
+  };
   if (descs.size() == 1) {
-    md += fmt::format("Context: {}.\n\n", descs.front());
+    md += fmt::format("Context: {}; runs {}.\n\n", descs.front(), runs_text(descs.front()));
   } else {
     md += "Contexts:\n";
-    for (const std::string& d : descs) {
-      std::string runs;
-      for (const std::string& r : runs_of[d]) runs += (runs.empty() ? "" : ", ") + r;
-      md += fmt::format("- {} (runs {})\n", d, runs);
-    }
+    for (const std::string& d : descs) md += fmt::format("- {}; runs {}\n", d, runs_text(d));
     md += "\n";
   }
 
