@@ -331,9 +331,7 @@ int run_experiment(const RunOptions& o) {
         };
         if (path == "gpu") {
           row["status"] = "skipped";
-          row["error"] =
-              "gpu path: this build has no Vulkan backend (engine/vulkan is not implemented "
-              "yet); the cell's cpu row is measured";
+          row["error"] = "no Vulkan backend in this build (engine/vulkan is not implemented yet)";
           if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
           continue;
         }
