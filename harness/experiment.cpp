@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "base/sha256.h"
+#include "engine/model_shapes.h"
+#include "engine/synthetic_model.h"
 
 namespace fish {
 namespace {
@@ -24,7 +26,9 @@ const std::vector<TopLevelKey> kTopLevel = {
     {"description", "optional free text"},
     {"model",
      "required; a GGUF path or a list of them (a list is the outermost sweep axis; relative "
-     "paths are resolved against the working directory, then FISH_MODELS_DIR by file name)"},
+     "paths are resolved against the working directory, then FISH_MODELS_DIR by file name); "
+     "\"synthetic:SHAPE:TYPE[:SEED]\" is a fish make-model file, written once into "
+     "$FISH_SYNTHETIC_DIR (default ~/.cache/fish/synthetic)"},
     {"defaults", "Config fields for every cell (table below); unset fields keep their default"},
     {"sweep",
      "Config field -> list of values, or an integer range string \"A-B\", \"A-B+STEP\", "
@@ -167,6 +171,41 @@ Result<std::vector<int64_t>> parse_range(std::string_view s) {
   return v;
 }
 
+std::string SyntheticModelSpec::file_name() const {
+  return fmt::format("{}-{}-s{}.gguf", shape, type, seed);
+}
+
+Result<std::optional<SyntheticModelSpec>> parse_synthetic_model(std::string_view model) {
+  constexpr std::string_view kPrefix = "synthetic:";
+  if (model.substr(0, kPrefix.size()) != kPrefix) return std::optional<SyntheticModelSpec>();
+  std::vector<std::string> parts;
+  std::string_view rest = model.substr(kPrefix.size());
+  while (true) {
+    const size_t colon = rest.find(':');
+    parts.emplace_back(rest.substr(0, colon));
+    if (colon == std::string_view::npos) break;
+    rest = rest.substr(colon + 1);
+  }
+  if (parts.size() < 2 || parts.size() > 3)
+    return make_error("\"{}\": expected synthetic:SHAPE:TYPE or synthetic:SHAPE:TYPE:SEED", model);
+  SyntheticModelSpec s{parts[0], parts[1], 1};
+  if (!find_model_shape(s.shape))
+    return make_error("\"{}\": unknown shape \"{}\" (known: {})", model, s.shape,
+                      model_shape_names());
+  if (!parse_file_type(s.type).ok()) {
+    std::string types;
+    for (std::string_view t : file_type_names())
+      types += fmt::format("{}{}", types.empty() ? "" : ", ", t);
+    return make_error("\"{}\": unknown file type \"{}\" (known: {})", model, s.type, types);
+  }
+  if (parts.size() == 3) {
+    auto [p, ec] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), s.seed);
+    if (ec != std::errc() || p != parts[2].data() + parts[2].size())
+      return make_error("\"{}\": seed \"{}\" is not a non-negative integer", model, parts[2]);
+  }
+  return std::optional<SyntheticModelSpec>(s);
+}
+
 namespace {
 
 // Parses one section through its field table.
@@ -249,6 +288,8 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
     const json& m = root["model"];
     if (m.is_string()) {
       e.models.push_back(m.get<std::string>());
+      auto syn = parse_synthetic_model(e.models.back());
+      if (!syn.ok()) err(fmt::format("{}: model: {}", label, syn.error().message));
     } else if (m.is_array()) {
       if (m.empty()) err(fmt::format("{}: model: empty sweep (a list needs at least one)", label));
       for (size_t i = 0; i < m.size(); ++i) {
@@ -259,6 +300,10 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
           e.models.push_back(m[i].get<std::string>());
       }
       std::set<std::string> seen(e.models.begin(), e.models.end());
+      for (size_t i = 0; i < e.models.size(); ++i) {
+        auto syn = parse_synthetic_model(e.models[i]);
+        if (!syn.ok()) err(fmt::format("{}: model[{}]: {}", label, i, syn.error().message));
+      }
       if (seen.size() != e.models.size())
         err(fmt::format("{}: model: a path is listed twice", label));
     } else {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,6 +111,18 @@ std::span<const TopLevelKey> experiment_top_level_keys();
 Result<Experiment> parse_experiment(std::string_view text, std::string_view label);
 // Reads the file, then parse_experiment; records file_path and file_sha256.
 Result<Experiment> load_experiment(const std::string& path);
+
+// A model entry "synthetic:SHAPE:TYPE[:SEED]" (fish make-model's shapes and file types; seed 1
+// when omitted): `fish run` writes the file once into $FISH_SYNTHETIC_DIR (default
+// ~/.cache/fish/synthetic) and uses it like a path. nullopt for a plain path; an error for a
+// malformed synthetic entry (unknown shape or type, listing the known ones).
+struct SyntheticModelSpec {
+  std::string shape;
+  std::string type;
+  uint64_t seed = 1;
+  std::string file_name() const;  // "SHAPE-TYPE-sSEED.gguf"
+};
+Result<std::optional<SyntheticModelSpec>> parse_synthetic_model(std::string_view model);
 
 struct Cell {
   int64_t index = 0;       // position in the run order

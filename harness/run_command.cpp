@@ -15,6 +15,7 @@
 #include "engine/config.h"
 #include "engine/model.h"
 #include "engine/session.h"
+#include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
@@ -51,12 +52,42 @@ struct ModelEntry {
   std::string path;  // resolved
   std::string sha256;
   std::string error;
+  bool pending = false;  // a synthetic model not written yet (dry run)
 };
 
-ModelEntry resolve_model(const std::string& given) {
+std::string synthetic_dir() {
+  if (const char* d = std::getenv("FISH_SYNTHETIC_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/fish/synthetic";
+}
+
+// create = false (dry run): a synthetic model that is not written yet stays pending.
+ModelEntry resolve_model(const std::string& given, bool create) {
   ModelEntry m;
   std::error_code ec;
-  if (std::filesystem::exists(given, ec)) {
+  auto syn = parse_synthetic_model(given);  // validated by parse_experiment
+  if (syn.ok() && syn.value()) {
+    const SyntheticModelSpec& s = *syn.value();
+    m.path = (std::filesystem::path(synthetic_dir()) / s.file_name()).string();
+    if (!std::filesystem::exists(m.path, ec) && !create) {
+      m.pending = true;
+      return m;
+    }
+    if (!std::filesystem::exists(m.path, ec)) {
+      std::filesystem::create_directories(synthetic_dir(), ec);
+      std::fprintf(
+          stderr, "fish run: writing %s (fish make-model --shape %s --type %s --seed %llu)\n",
+          m.path.c_str(), s.shape.c_str(), s.type.c_str(), static_cast<unsigned long long>(s.seed));
+      SyntheticModelOptions opt;
+      opt.seed = s.seed;
+      Status st = write_synthetic_model(*find_model_shape(s.shape), parse_file_type(s.type).value(),
+                                        opt, m.path);
+      if (!st.ok()) {
+        m.error = st.error().message;
+        return m;
+      }
+    }
+  } else if (std::filesystem::exists(given, ec)) {
     m.path = given;
   } else if (const char* dir = std::getenv("FISH_MODELS_DIR"); dir && *dir) {
     const auto alt = std::filesystem::path(dir) / std::filesystem::path(given).filename();
@@ -195,7 +226,7 @@ int run_experiment(const RunOptions& o) {
   std::map<size_t, ModelEntry> models;
   for (const Cell* c : cells)
     if (!models.count(c->model_index))
-      models[c->model_index] = resolve_model(e.models[c->model_index]);
+      models[c->model_index] = resolve_model(e.models[c->model_index], !o.dry_run);
   std::vector<std::string> ids;
   for (const Cell* c : cells) ids.push_back(cell_id(e, *c, models[c->model_index].sha256));
 
@@ -210,9 +241,12 @@ int run_experiment(const RunOptions& o) {
     for (size_t i = 0; i < cells.size(); ++i) {
       const Cell& c = *cells[i];
       const ModelEntry& m = models[c.model_index];
-      std::printf("  #%-4lld %s  %s  %s%s\n", static_cast<long long>(c.index), ids[i].c_str(),
+      std::printf("  #%-4lld %s  %s  %s%s\n", static_cast<long long>(c.index),
+                  m.pending ? "(id when written) " : ids[i].c_str(),
                   e.models[c.model_index].c_str(), axes_text(c).c_str(),
-                  m.error.empty() ? "" : "  [model missing: its rows will be errors]");
+                  m.pending         ? "  [synthetic model: written on the first run]"
+                  : m.error.empty() ? ""
+                                    : "  [model missing: its rows will be errors]");
     }
     return kExitOk;
   }
@@ -223,9 +257,13 @@ int run_experiment(const RunOptions& o) {
   if (writer.truncated_bytes() > 0)
     std::fprintf(stderr, "fish run: %s: cut a partial last line (%zu bytes) left by a killed run\n",
                  results_path.c_str(), writer.truncated_bytes());
-  size_t n_todo = 0;
-  for (size_t i = 0; i < cells.size(); ++i)
-    for (const std::string& p : e.measure.paths) n_todo += !writer.finished(ids[i], p);
+  size_t n_todo = 0, n_cells_todo = 0;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    size_t n = 0;
+    for (const std::string& p : e.measure.paths) n += !writer.finished(ids[i], p);
+    n_todo += n;
+    n_cells_todo += n > 0;
+  }
 
   bool any_failed = false;
   size_t n_ok = 0, n_err = 0, n_skip = 0;
@@ -249,7 +287,8 @@ int run_experiment(const RunOptions& o) {
     if (Status st = writer.append(ctx); !st.ok()) return fail(st.error().message);
 
     const auto t_run = Clock::now();
-    size_t n_done = 0;
+    size_t n_done = 0, n_cells_done = 0;  // rows; cells whose paths are all written
+    size_t paths_left = 0;                // rows the current cell still has to write
     auto emit = [&](json row, const Cell& c, double t_cell) -> bool {
       row["t_wall_s"] = t_cell;
       const std::string status = row["status"];
@@ -265,6 +304,7 @@ int run_experiment(const RunOptions& o) {
         return false;
       }
       ++n_done;
+      if (paths_left > 0 && --paths_left == 0) ++n_cells_done;
       const double el = seconds_since(t_run);
       std::string what;
       if (status == "ok") {
@@ -280,7 +320,10 @@ int run_experiment(const RunOptions& o) {
                    n_todo, static_cast<long long>(c.index), axes_text(c).c_str(),
                    row["path"].get<std::string>().c_str(), status.c_str(), what.c_str(),
                    duration_text(el).c_str(),
-                   duration_text(el / double(n_done) * double(n_todo - n_done)).c_str());
+                   n_cells_done == 0 ? "after the first cell"
+                                     : duration_text(el / double(n_cells_done) *
+                                                     double(n_cells_todo - n_cells_done))
+                                           .c_str());
       return true;
     };
 
@@ -322,6 +365,7 @@ int run_experiment(const RunOptions& o) {
         }
       }
       const auto t_cell = Clock::now();
+      paths_left = todo.size();
       for (const std::string& path : todo) {
         json row = row_base(rid.run_id, e, c, ids[i], path, me.sha256);
         auto error_row = [&](const std::string& msg) {

@@ -166,6 +166,20 @@ TEST(ExperimentSchema, RejectsBadExcludeRules) {
               HasSubstr("exclude: wrong type: expected a list of objects"));
 }
 
+TEST(ExperimentSchema, ChecksSyntheticModelEntries) {
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "name": "t", "model": "synthetic:huge:q4_0"})"),
+              HasSubstr("model: \"synthetic:huge:q4_0\": unknown shape \"huge\" (known: tiny, "));
+  EXPECT_THAT(
+      error_of(R"({"schema_version": 1, "name": "t", "model": ["a", "synthetic:tiny:q9"]})"),
+      HasSubstr("model[1]: \"synthetic:tiny:q9\": unknown file type \"q9\" (known: f32, "));
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "name": "t", "model": "synthetic:tiny"})"),
+              HasSubstr("expected synthetic:SHAPE:TYPE or synthetic:SHAPE:TYPE:SEED"));
+  auto s = parse_synthetic_model("synthetic:llama-8b:q4_k_m:7");
+  ASSERT_TRUE(s.ok() && s.value().has_value());
+  EXPECT_EQ(s.value()->file_name(), "llama-8b-q4_k_m-s7.gguf");
+  EXPECT_FALSE(parse_synthetic_model("models/x.gguf").value().has_value());
+}
+
 TEST(ExperimentRange, ExpandsArithmeticAndGeometricRanges) {
   EXPECT_EQ(parse_range("0-32+4").value(), (std::vector<int64_t>{0, 4, 8, 12, 16, 20, 24, 28, 32}));
   EXPECT_EQ(parse_range("1-4").value(), (std::vector<int64_t>{1, 2, 3, 4}));

@@ -187,6 +187,28 @@ TEST_F(RunCommand, AShardRunsEveryNthCellIntoItsOwnFile) {
   EXPECT_EQ(lines[2]["cell_index"], 4);
 }
 
+TEST_F(RunCommand, ASyntheticModelIsWrittenOnceAndReused) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "y",
+    "model": "synthetic:tiny:q4_0:5", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4}, "output": {"formats": []}})");
+  const std::string env = "FISH_SYNTHETIC_DIR=" + dir_.file("syn") + " ";
+  const std::string model = dir_.file("syn/tiny-q4_0-s5.gguf");
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --dry-run"), dir_.file("log")), kExitOk);
+  EXPECT_FALSE(std::filesystem::exists(model));  // a dry run writes nothing
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --out " + dir_.file("a")), dir_.file("log")), kExitOk);
+  ASSERT_TRUE(std::filesystem::exists(model));
+  const auto written = std::filesystem::last_write_time(model);
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --out " + dir_.file("b")), dir_.file("log")), kExitOk);
+  EXPECT_EQ(std::filesystem::last_write_time(model), written);
+  const std::vector<json> a = rows_of(dir_.file("a/y.jsonl")), b = rows_of(dir_.file("b/y.jsonl"));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0]["status"], "ok");
+  EXPECT_EQ(a[0]["model"], "synthetic:tiny:q4_0:5");
+  EXPECT_EQ(a[0]["cell_id"], b[0]["cell_id"]);
+}
+
 TEST(ResolveShard, FlagThenSlurmThenIndexedJobThenNone) {
   std::map<std::string, std::string> env;
   auto get = [&](const char* n) -> const char* {
