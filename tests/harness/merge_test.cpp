@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "harness/results_reader.h"
 #include "results_fixture.h"
 
@@ -149,6 +153,60 @@ TEST(Merge, ABadInputFailsWithItsLine) {
   auto r = merge_results({test::results_fixture("bad.jsonl")}, dir.file("m.jsonl"), false);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, HasSubstr("bad.jsonl:3: not valid JSON"));
+}
+
+// The real CLI: `fish run --shard i/3` three times, `fish merge`, against one unsharded run of
+// the same experiment (8 cells on a synthetic 2-layer model).
+TEST(Merge, ThreeRealShardsOfFishRunEqualTheUnshardedRun) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string quiet = " > " + dir.file("log") + " 2>&1";
+  ASSERT_EQ(std::system((fish + " make-model --shape tiny --type q4_0 --out " +
+                         dir.file("tiny.gguf") + quiet)
+                            .c_str()),
+            0);
+  std::ofstream(dir.file("exp.json")) << nlohmann::json{
+      {"schema_version", 1},
+      {"name", "shards"},
+      {"model", dir.file("tiny.gguf")},
+      {"sweep", {{"act", {"int8", "f32"}}, {"n_threads", {1, 2}}, {"n_ctx", {64, 128}}}},
+      {"workload", {{"n_prompt", 8}, {"n_gen", 4}}},
+      {"measure",
+       {{"paths", {"cpu"}},
+        {"warmup", 0},
+        {"repetitions", 2},
+        {"stream_MiB", 64},
+        {"stream_passes", 1}}},
+      {"output", {{"dir", dir.file("unused")}}}};
+  const std::string run = fish + " run " + dir.file("exp.json") + " --out ";
+  ASSERT_EQ(std::system((run + dir.file("whole") + quiet).c_str()), 0);
+  std::vector<std::string> shards;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(
+        std::system(
+            (run + dir.file("sharded") + " --shard " + std::to_string(i) + "/3" + quiet).c_str()),
+        0);
+    shards.push_back(dir.file("sharded/shards.shard-" + std::to_string(i) + "-of-3.jsonl"));
+  }
+  auto summary = merge_results(shards, dir.file("merged.jsonl"), false);
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  EXPECT_TRUE(summary->experiments.begin()->second.missing.empty());
+  auto merged = read_results_files({dir.file("merged.jsonl")});
+  auto whole = read_results_files({dir.file("whole/shards.jsonl")});
+  ASSERT_TRUE(merged.ok()) << merged.error().message;
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  ASSERT_EQ(whole->rows.size(), 8u);
+  ASSERT_EQ(merged->rows.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const ResultRow &a = merged->rows[i], &b = whole->rows[i];
+    EXPECT_EQ(a.key(), b.key());
+    EXPECT_EQ(a.cell_index, b.cell_index);
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.config(), b.config());
+    EXPECT_EQ(a.workload(), b.workload());
+  }
+  EXPECT_EQ(merged->contexts.size(), 3u);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ cat > "$tmp/exp.json" << EOF
 {"schema_version": 1, "name": "slurm_tiny", "model": "$tmp/tiny.gguf",
  "sweep": {"act": ["int8", "f32"], "n_threads": [1, 2], "n_ctx": [64, 128]},
  "workload": {"n_prompt": 8, "n_gen": 4},
- "measure": {"paths": ["cpu"], "warmup": 0, "repetitions": 2},
+ "measure": {"paths": ["cpu"], "warmup": 0, "repetitions": 2, "stream_MiB": 64, "stream_passes": 1},
  "output": {"dir": "$tmp/unused"}}
 EOF
 "$fish" run "$tmp/exp.json" --out "$tmp/whole" 2> "$tmp/whole.log" || { cat "$tmp/whole.log" >&2; fail "unsharded run failed"; }
