@@ -33,6 +33,9 @@ void add_compare_command(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "fish compare: HEAD: %s\n", head.error().message.c_str());
       return;
     }
+    for (const ResultSet* s : {&base.value(), &head.value()})
+      for (const std::string& w : s->warnings)
+        std::fprintf(stderr, "fish %s: %s\n", "compare", w.c_str());
     const RowJoin join = join_rows(*base, *head);
     const std::string md = render_comparison(join);
     std::fwrite(md.data(), 1, md.size(), stdout);

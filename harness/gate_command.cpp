@@ -40,6 +40,9 @@ void add_gate_command(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "fish gate: NEW: %s\n", head.error().message.c_str());
       return;
     }
+    for (const ResultSet* s : {&base.value(), &head.value()})
+      for (const std::string& w : s->warnings)
+        std::fprintf(stderr, "fish %s: %s\n", "gate", w.c_str());
     const RowJoin join = join_rows(*base, *head);
     if (join.both.empty()) {
       std::fprintf(stderr,

@@ -57,6 +57,7 @@ Result<MergeSummary> merge_results(const std::vector<std::string>& inputs, const
   MergeSummary summary;
   summary.n_inputs = inputs.size();
   summary.n_rows_read = set.rows.size();
+  summary.warnings = set.warnings;
 
   // Every context names its experiment by content hash; differing hashes are different
   // experiment files (or edited ones), whose cells need not be comparable.

@@ -25,6 +25,7 @@ struct MergeSummary {
     std::vector<int64_t> missing;
   };
   std::map<std::string, Experiment> experiments;
+  std::vector<std::string> warnings;  // ResultSet::warnings of the inputs
 };
 
 // Reads `inputs` (each validated by read_results_file), merges them and writes `out` atomically

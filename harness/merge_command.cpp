@@ -32,6 +32,7 @@ void add_merge_command(CLI::App& app, int* exit_code) {
       return;
     }
     const MergeSummary& s = r.value();
+    for (const std::string& w : s.warnings) std::fprintf(stderr, "fish merge: %s\n", w.c_str());
     std::fprintf(stderr, "fish merge: %zu rows from %zu files -> %zu rows in %s (%zu replaced)\n",
                  s.n_rows_read, s.n_inputs, s.n_rows_written, args->out.c_str(), s.n_replaced);
     bool missing = false;

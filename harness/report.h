@@ -26,6 +26,7 @@ struct ReportOptions {
 struct ReportFiles {
   std::string markdown;
   std::vector<std::pair<std::string, std::string>> plots;  // (path under plots_dir, SVG text)
+  std::vector<std::string> warnings;                       // ResultSet::warnings
 };
 
 // Renders every input. Errors: an input that is neither a readable results file, a

@@ -58,6 +58,8 @@ void add_report_command(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "fish report: %s\n", files.error().message.c_str());
       return;
     }
+    for (const std::string& w : files->warnings)
+      std::fprintf(stderr, "fish report: %s\n", w.c_str());
     if (args->out.empty()) {
       std::fwrite(files->markdown.data(), 1, files->markdown.size(), stdout);
       if (!options.plots_dir.empty()) {

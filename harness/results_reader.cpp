@@ -187,7 +187,8 @@ Status read_results_file(const std::string& path, ResultSet* set) {
   std::vector<std::string> problems;
   size_t n_problems = 0;
   std::map<std::string, size_t> run_contexts;  // run_id -> context index, for this file
-  const size_t first_context = set->contexts.size(), first_row = set->rows.size();
+  const size_t first_context = set->contexts.size(), first_row = set->rows.size(),
+               first_warning = set->warnings.size();
   std::string text;
   int line_no = 0;
   while (std::getline(in, text)) {
@@ -195,9 +196,13 @@ Status read_results_file(const std::string& path, ResultSet* set) {
     if (text.empty() || text == "\r") continue;  // blank lines carry nothing
     std::vector<std::string> line_problems;
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-      line_problems.push_back(in.eof() ? "not valid JSON (a truncated last line?)"
-                                       : "not valid JSON");
+    if (j.is_discarded() && in.eof()) {  // no newline after it: a torn write, not a bad row
+      set->warnings.push_back(fmt::format(
+          "{}:{}: ignored a partial last line (no newline, not valid JSON: a writer killed "
+          "mid-line?)",
+          path, line_no));
+    } else if (j.is_discarded()) {
+      line_problems.push_back("not valid JSON");
     } else if (!j.is_object()) {
       line_problems.push_back(fmt::format("expected a JSON object, found {}", type_name(j)));
     } else {
@@ -279,6 +284,7 @@ Status read_results_file(const std::string& path, ResultSet* set) {
   if (problems.empty()) return Status::success();
   set->contexts.resize(first_context);
   set->rows.resize(first_row);
+  set->warnings.resize(first_warning);
   std::string msg = fmt::format("results: {} problem(s):", std::max(n_problems, problems.size()));
   for (const std::string& p : problems) msg += "\n  " + p;
   if (n_problems > problems.size())

@@ -58,6 +58,9 @@ struct ResultRow {
 struct ResultSet {
   std::vector<ResultContext> contexts;
   std::vector<ResultRow> rows;
+  // "FILE:LINE: ..." for what was skipped without failing: only a last line that has no newline
+  // and is not valid JSON (a writer killed mid-line; `fish run --resume` cuts it the same way).
+  std::vector<std::string> warnings;
 
   const ResultContext& context_of(const ResultRow& r) const { return contexts[r.context]; }
   // Rows unique by (experiment, cell_id, path), the later row winning, ordered by experiment name,
@@ -69,9 +72,10 @@ struct ResultSet {
 const std::vector<std::string>& speed_metric_names();
 const std::vector<std::string>& scalar_metric_names();
 
-// Reads one file and appends it to `set`. Errors: unreadable file; any line that is not a JSON
-// object of a known kind with the required keys and types; a row before any context line or
-// naming a run_id no context in the file declared. Up to 20 problems are listed in one Error.
+// Reads one file and appends it to `set`. Errors: unreadable file; any line (but a torn last
+// one, see warnings) that is not a JSON object of a known kind with the required keys and types; a
+// row before any context line or naming a run_id no context in the file declared. Up to 20 problems
+// are listed in one Error.
 Status read_results_file(const std::string& path, ResultSet* set);
 // Reads every file in order into one set.
 Result<ResultSet> read_results_files(const std::vector<std::string>& paths);

@@ -103,5 +103,23 @@ TEST(ResultsReader, ListsAtMostTwentyProblemsAndCountsTheRest) {
   EXPECT_THAT(set.error().message, HasSubstr("and 5 more"));
 }
 
+TEST(ResultsReader, IgnoresATornLastLineWithAWarning) {
+  test::TempDir dir;
+  const std::string path = dir.file("killed.jsonl");
+  test::write_jsonl(path, {test::read_jsonl(test::results_fixture("sweep.jsonl"))[0],
+                           test::read_jsonl(test::results_fixture("sweep.jsonl"))[1]});
+  std::ofstream(path, std::ios::app) << R"({"kind":"row","run_id":"a1a1)";  // no newline
+  auto set = read_results_files({path});
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(set->rows.size(), 1u);
+  ASSERT_EQ(set->warnings.size(), 1u);
+  EXPECT_THAT(set->warnings[0], HasSubstr(path + ":3: ignored a partial last line"));
+  // The same text followed by a newline is a bad line like any other.
+  std::ofstream(path, std::ios::app) << "\n";
+  auto bad = read_results_files({path});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr(path + ":3: not valid JSON"));
+}
+
 }  // namespace
 }  // namespace fish
