@@ -104,9 +104,14 @@ std::string allowed_list(std::span<const std::string_view> allowed) {
 
 std::string range_text(double min, double max) {
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
-  if (has_min && has_max) return fmt::format("{} to {}", min, max);
-  if (has_min) return fmt::format(">= {}", min);
-  if (has_max) return fmt::format("<= {}", max);
+  // Integral bounds print as integers (4294967295, not 4.294967295e+09).
+  auto text = [](double x) {
+    return x == std::floor(x) && std::fabs(x) < 1e18 ? fmt::format("{:.0f}", x)
+                                                     : fmt::format("{}", x);
+  };
+  if (has_min && has_max) return text(min) + " to " + text(max);
+  if (has_min) return ">= " + text(min);
+  if (has_max) return "<= " + text(max);
   return "";
 }
 

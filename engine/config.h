@@ -202,6 +202,7 @@ std::string fields_help(std::span<const FieldSpec<T>> table, const T& defaults) 
     std::string allowed = field_detail::allowed_list(f.allowed);
     if (f.type() == FieldType::integer || f.type() == FieldType::number)
       allowed = field_detail::range_text(f.min, f.max);
+    if (f.type() == FieldType::boolean) allowed = "true, false";
     out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", f.name, field_type_name(f.type()),
                        field_get(defaults, f).dump(), allowed.empty() ? "any" : allowed, f.doc);
   }

@@ -58,7 +58,7 @@ std::span<const FieldSpec<Workload>> workload_fields() {
        "seed of the random prompt tokens (when no text)",
        {},
        0,
-       double(INT64_MAX)},
+       4294967295.0},
       {"text",
        &Workload::text,
        "prompt = the first n_prompt tokens of this text file (repeated if short); empty: random "
@@ -107,7 +107,7 @@ std::span<const FieldSpec<QualitySpec>> quality_fields() {
   static const std::vector<FieldSpec<QualitySpec>> t = {
       {"metrics",
        &QualitySpec::metrics,
-       "top1, kl (mean/p99/max of KL(ref||cell)) and ppl: teacher-forced over the text; "
+       "top1, kl (mean/p99/max of KL(ref, cell) in nats) and ppl: teacher-forced over the text; "
        "greedy_exact: prompts whose greedy continuation equals the reference's",
        {"top1", "kl", "ppl", "greedy_exact"}},
       {"text", &QualitySpec::text, "text for top1, kl and ppl", {}},
@@ -619,19 +619,19 @@ std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_s
 
 std::string experiment_format_help() {
   std::string out =
-      "# Experiment file format (schema_version 1)\n\n"
-      "A JSON object. Unknown keys are errors; every problem is reported with its JSON path.\n\n"
+      "An experiment file is a JSON object (schema_version 1). Unknown keys are errors; every "
+      "problem is reported with its JSON path and the expected or allowed values.\n\n"
       "| key | meaning |\n|---|---|\n";
   for (const TopLevelKey& k : kTopLevel) out += fmt::format("| `{}` | {} |\n", k.name, k.doc);
-  out += "\n## defaults, sweep, quality.reference: Config fields\n\n";
+  out += "\n#### Config fields (`defaults`, `sweep`, `quality.reference`)\n\n";
   out += fields_help(config_fields(), Config{});
-  out += "\n## workload\n\n" + fields_help(workload_fields(), Workload{});
-  out += "\n## measure\n\n" + fields_help(measure_fields(), MeasureSpec{});
-  out += "\n## quality\n\n" + fields_help(quality_fields(), QualitySpec{});
+  out += "\n#### `workload`\n\n" + fields_help(workload_fields(), Workload{});
+  out += "\n#### `measure`\n\n" + fields_help(measure_fields(), MeasureSpec{});
+  out += "\n#### `quality`\n\n" + fields_help(quality_fields(), QualitySpec{});
   out +=
       "| `reference` | object | `{}` | Config fields | the reference configuration (defaults + "
       "these), run on the cpu path once per model |\n";
-  out += "\n## output\n\n" + fields_help(output_fields(), OutputSpec{});
+  out += "\n#### `output`\n\n" + fields_help(output_fields(), OutputSpec{});
   return out;
 }
 

@@ -68,6 +68,7 @@ Result<std::unique_ptr<ResultsWriter>> ResultsWriter::open(const std::string& pa
       const std::string status = j.value("status", "");
       if (status == "ok" || status == "error")
         w->finished_.insert({j.value("cell_id", ""), j.value("path", "")});
+      if (status == "skipped") w->skipped_.insert({j.value("cell_id", ""), j.value("path", "")});
     }
   }
   w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -95,6 +96,7 @@ Status ResultsWriter::append(const nlohmann::json& line) {
     const std::string status = line.value("status", "");
     if (status == "ok" || status == "error")
       finished_.insert({line.value("cell_id", ""), line.value("path", "")});
+    if (status == "skipped") skipped_.insert({line.value("cell_id", ""), line.value("path", "")});
   }
   return Status::success();
 }

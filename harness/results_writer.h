@@ -38,6 +38,11 @@ class ResultsWriter {
     return finished_.count({cell_id, path}) > 0;
   }
   size_t n_finished() const { return finished_.size(); }
+  // Whether a row for (cell_id, path) with status skipped is in the file (a path this build could
+  // not run; retried on resume only once the path is available).
+  bool skipped(const std::string& cell_id, const std::string& path) const {
+    return skipped_.count({cell_id, path}) > 0;
+  }
   // Bytes of a partial last line removed by open(resume), 0 if none.
   size_t truncated_bytes() const { return truncated_bytes_; }
   const std::string& path() const { return path_; }
@@ -51,6 +56,7 @@ class ResultsWriter {
   std::string path_;
   int fd_ = -1;
   std::set<std::pair<std::string, std::string>> finished_;
+  std::set<std::pair<std::string, std::string>> skipped_;
   size_t truncated_bytes_ = 0;
 };
 

@@ -117,6 +117,13 @@ std::string axes_text(const Cell& c) {
   return s.empty() ? "(defaults)" : s;
 }
 
+// Why this build cannot run `path` (empty: it can). The gpu path needs the Vulkan backend.
+std::string path_unavailable(const std::string& path) {
+  if (path == "gpu")
+    return "no Vulkan backend in this build (engine/vulkan is not implemented yet)";
+  return "";
+}
+
 // Writes `text` to `path` via a temporary file and a rename (readers never see half a file).
 Status write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -257,10 +264,14 @@ int run_experiment(const RunOptions& o) {
   if (writer.truncated_bytes() > 0)
     std::fprintf(stderr, "fish run: %s: cut a partial last line (%zu bytes) left by a killed run\n",
                  results_path.c_str(), writer.truncated_bytes());
+  // A (cell, path) still to run: not finished, and not skipped before for a reason that holds.
+  auto todo_path = [&](const std::string& id, const std::string& p) {
+    return !writer.finished(id, p) && !(writer.skipped(id, p) && !path_unavailable(p).empty());
+  };
   size_t n_todo = 0, n_cells_todo = 0;
   for (size_t i = 0; i < cells.size(); ++i) {
     size_t n = 0;
-    for (const std::string& p : e.measure.paths) n += !writer.finished(ids[i], p);
+    for (const std::string& p : e.measure.paths) n += todo_path(ids[i], p);
     n_todo += n;
     n_cells_todo += n > 0;
   }
@@ -339,7 +350,7 @@ int run_experiment(const RunOptions& o) {
       const ModelEntry& me = models[c.model_index];
       std::vector<std::string> todo;
       for (const std::string& p : e.measure.paths)
-        if (!writer.finished(ids[i], p)) todo.push_back(p);
+        if (todo_path(ids[i], p)) todo.push_back(p);
       if (todo.empty()) continue;
       if (loaded_index != c.model_index) {
         loaded_index = c.model_index;
@@ -373,9 +384,9 @@ int run_experiment(const RunOptions& o) {
           row["error"] = msg;
           return emit(row, c, seconds_since(t_cell));
         };
-        if (path == "gpu") {
+        if (const std::string why = path_unavailable(path); !why.empty()) {
           row["status"] = "skipped";
-          row["error"] = "no Vulkan backend in this build (engine/vulkan is not implemented yet)";
+          row["error"] = why;
           if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
           continue;
         }

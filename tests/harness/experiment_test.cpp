@@ -5,7 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
+
+#include "test_env.h"
 
 namespace fish {
 namespace {
@@ -297,6 +301,21 @@ TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {
   for (const auto& f : measure_fields())
     EXPECT_THAT(h, HasSubstr("| `" + std::string(f.name) + "` |"));
   EXPECT_THAT(h, HasSubstr("| `act` | string | `\"int8\"` | int8, f32 |"));
+}
+
+TEST(ExperimentHelp, ReadmeSectionIsTheGeneratedHelp) {
+  std::ifstream in(test::source_dir() + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found under " << test::source_dir();
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  const std::string begin = "<!-- fish run --help-fields -->\n";
+  const std::string end = "<!-- end fish run --help-fields -->";
+  const size_t b = readme.find(begin), e = readme.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), experiment_format_help())
+      << "regenerate the README section with: fish run --help-fields";
 }
 
 }  // namespace

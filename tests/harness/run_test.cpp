@@ -124,6 +124,11 @@ TEST_F(RunCommand, AGpuPathWithoutABackendIsASkippedRowNotAFailure) {
   EXPECT_EQ(rows[1]["path"], "cpu");
   EXPECT_EQ(rows[1]["status"], "ok");
   EXPECT_EQ(rows[0]["cell_id"], rows[1]["cell_id"]);  // one cell, two paths
+  // Resuming retries a skipped path only once it can run: nothing to do, nothing appended.
+  const std::string before = slurp(dir_.file("out/g.jsonl"));
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out") + " --resume"), dir_.file("log")),
+            kExitOk);
+  EXPECT_EQ(slurp(dir_.file("out/g.jsonl")), before);
 }
 
 TEST_F(RunCommand, QualityAgainstTheReferenceIsPerfectForTheReferenceItself) {
