@@ -175,24 +175,35 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
   }
 }
 
-// Quality metrics against bits per weight (rows that report metrics.bits_per_weight), one
-// series per path, points labelled with the row's non-numeric varying parameters.
+// Quality metrics against bits per weight (or weight MB per token), one series per path, points
+// labelled with the row's non-numeric varying parameters.
 void add_quality_plots(const std::string& experiment, const std::vector<const ResultRow*>& rows,
                        const std::vector<std::string>& varying,
                        const std::vector<std::map<std::string, json>>& axes,
                        const ReportOptions& options, std::string* md,
                        std::vector<std::pair<std::string, std::string>>* plots) {
-  std::set<double> bpw;
+  // x: bits per weight when rows report it; else the weight bytes each decoded token reads
+  // (weight_GBps / decode tok/s), which for one model shape is proportional to it.
+  const bool have_bpw = std::any_of(
+      rows.begin(), rows.end(), [](const ResultRow* r) { return r->number("bits_per_weight"); });
+  auto x_of = [&](const ResultRow& r) -> std::optional<double> {
+    if (have_bpw) return r.number("bits_per_weight");
+    const std::optional<double> gbps = r.number("weight_GBps");
+    const std::optional<SpeedMetric> decode = r.speed("decode_tok_s");
+    if (!gbps || !decode || decode->median <= 0) return std::nullopt;
+    return *gbps * 1e3 / decode->median;  // GB/s / (tok/s) * 1e3 = MB per token
+  };
+  const std::string x_label = have_bpw ? "bits per weight" : "weight MB read per token";
+  std::set<std::string> xs;  // distinct at the precision shown (the MB/token are recomputed)
   for (const ResultRow* r : rows)
-    if (r->status == "ok" && r->number("bits_per_weight"))
-      bpw.insert(*r->number("bits_per_weight"));
-  if (bpw.size() < 2) return;
+    if (r->status == "ok" && x_of(*r)) xs.insert(short_number(*x_of(*r)));
+  if (xs.size() < 2) return;
   for (const MetricColumn& metric : kQualityPlots) {
     std::map<std::string, PlotSeries> series;
     size_t n_points = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       const ResultRow& r = *rows[i];
-      const std::optional<double> x = r.number("bits_per_weight"), y = r.number(metric.key);
+      const std::optional<double> x = x_of(r), y = r.number(metric.key);
       if (r.status != "ok" || !x || !y) continue;
       std::string label;
       for (const std::string& v : varying)
@@ -205,8 +216,8 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
     }
     if (n_points < 2) continue;
     Plot p;
-    p.title = fmt::format("{}: {} vs bits per weight", experiment, metric.title);
-    p.x_label = "bits per weight";
+    p.title = fmt::format("{}: {} vs {}", experiment, metric.title, x_label);
+    p.x_label = x_label;
     p.y_label = metric.title;
     p.lines = false;
     p.y_from_zero = false;
@@ -215,7 +226,8 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
                 [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
       p.series.push_back(std::move(s));
     }
-    const std::string file = file_safe(fmt::format("{}-{}-vs-bpw.svg", experiment, metric.key));
+    const std::string file = file_safe(
+        fmt::format("{}-{}-vs-{}.svg", experiment, metric.key, have_bpw ? "bpw" : "weight_MB"));
     plots->push_back({file, render_svg(p)});
     *md += fmt::format("![{}]({}/{})\n\n", p.title, options.plots_link, file);
   }

@@ -129,6 +129,31 @@ TEST(Report, PlotsHaveOnePointPerOkRowAndAreLinked) {
                                          "(plots/fixture_sweep-decode_tok_s-vs-n_threads.svg)"));
 }
 
+TEST(Report, QualityIsPlottedAgainstWeightBytesPerTokenWithoutBitsPerWeight) {
+  test::TempDir dir;
+  // Two weight types of one shape: 100 tok/s at 5 GB/s = 50 MB/token, 50 tok/s at 5 GB/s = 100.
+  const std::string run = "abababababababab";
+  test::write_jsonl(
+      dir.file("q.jsonl"),
+      {test::make_context(run, "q", 2),
+       test::make_row(
+           run, 0, "cpu", {{"type", "q4_0"}},
+           {{"decode_tok_s", test::speed_metric({100, 100})}, {"weight_GBps", 5.0}, {"top1", 0.9}}),
+       test::make_row(run, 1, "cpu", {{"type", "q8_0"}},
+                      {{"decode_tok_s", test::speed_metric({50, 50})},
+                       {"weight_GBps", 5.0},
+                       {"top1", 0.99}})});
+  auto files = render_report({dir.file("q.jsonl")}, {"p", "p"});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  ASSERT_EQ(files->plots.size(), 1u);
+  EXPECT_EQ(files->plots[0].first, "q-top1-vs-weight_MB.svg");
+  const std::string& svg = files->plots[0].second;
+  EXPECT_THAT(svg, HasSubstr(">weight MB read per token</text>"));
+  EXPECT_THAT(svg, HasSubstr(">50</text>"));  // x ticks at the two data values
+  EXPECT_THAT(svg, HasSubstr(">100</text>"));
+  EXPECT_THAT(svg, HasSubstr(">q8_0</text>"));  // points labelled with their type
+}
+
 TEST(Report, CheckTellsStaleFromFresh) {
   test::TempDir dir;
   const ReportOptions opt{dir.file("R_plots"), "R_plots"};
