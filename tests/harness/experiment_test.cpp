@@ -231,6 +231,13 @@ TEST(ExperimentExpansion, ExcludeDropsMatchingCellsAndRenumbers) {
   EXPECT_EQ(expand_cells(*e).back().index, 2);
 }
 
+TEST(ExperimentExpansion, ExcludeMatchesValuesOfARangeAxis) {
+  auto e = parse_experiment(
+      exp_text(R"("sweep": {"n_threads": "1-4"}, "exclude": [{"n_threads": [2, 4]}])"), "e");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_THAT(cell_axes(*e), ::testing::ElementsAre("n_threads=1", "n_threads=3"));
+}
+
 TEST(ExperimentExpansion, ModelsAreTheOutermostAxisSoEachLoadsOnce) {
   auto e = parse_experiment(R"({"schema_version": 1, "name": "t", "model": ["a.gguf", "b.gguf"],
       "sweep": {"act": ["int8", "f32"]}, "exclude": [{"model": "b.gguf", "act": "f32"}]})",
