@@ -10,8 +10,9 @@
 namespace fish {
 namespace {
 
-constexpr double kWidth = 640, kHeight = 400;
-constexpr double kLeft = 70, kRight = 170, kTop = 36, kBottom = 50;  // margins; legend at right
+constexpr double kPlotWidth = 400, kHeight = 400;      // px; the width grows with the legend
+constexpr double kLeft = 70, kTop = 36, kBottom = 50;  // margins; the legend is at the right
+constexpr double kCharWidth = 7;  // px per legend character at font-size 12 (generous)
 // Colour-blind-safe palette (Okabe & Ito 2008), cycled per series.
 constexpr const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
                                     "#E69F00", "#56B4E9", "#000000", "#F0E442"};
@@ -93,7 +94,11 @@ std::string render_svg(const Plot& plot) {
   if (plot.y_from_zero) y_min = std::min(0.0, y_min);
   std::vector<double> y_ticks = nice_ticks(y_min, y_max);
   const double ay_lo = std::min(y_ticks.front(), y_min), ay_hi = std::max(y_ticks.back(), y_max);
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  size_t longest_name = 0;
+  for (const PlotSeries& ser : plot.series) longest_name = std::max(longest_name, ser.name.size());
+  const double right = std::max(170.0, 50 + kCharWidth * static_cast<double>(longest_name));
+  const double width = kLeft + kPlotWidth + right;
+  const double pw = kPlotWidth, ph = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (tx(x) - ax_lo) / (ax_hi - ax_lo) * pw; };
   auto py = [&](double y) {
     return kTop + ph - (ay_hi == ay_lo ? 0.5 : (y - ay_lo) / (ay_hi - ay_lo)) * ph;
@@ -104,7 +109,7 @@ std::string render_svg(const Plot& plot) {
       "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{3}</text>\n",
-      kWidth, kHeight, num(kLeft + pw / 2), escape_xml(plot.title));
+      width, kHeight, num(kLeft + pw / 2), escape_xml(plot.title));
   // Axes, grid and ticks.
   s += fmt::format("<g stroke=\"#ccc\" stroke-width=\"1\">\n");
   for (double y : y_ticks)
@@ -166,7 +171,7 @@ std::string render_svg(const Plot& plot) {
     s += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke-width=\"2\"/>"
         "<text x=\"{3}\" y=\"{4}\" stroke=\"none\" fill=\"black\">{5}</text>\n",
-        num(kWidth - kRight + 12), num(ly), num(kWidth - kRight + 32), num(kWidth - kRight + 38),
+        num(width - right + 12), num(ly), num(width - right + 32), num(width - right + 38),
         num(ly + 4), escape_xml(ser.name));
     s += "</g>\n";
   }

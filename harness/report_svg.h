@@ -27,7 +27,8 @@ struct Plot {
   bool x_ticks_at_data = true;  // x ticks at the distinct data x values (else evenly spaced)
 };
 
-// Renders `plot` as a standalone SVG document (640 x 400 px). Precondition: at least one point.
+// Renders `plot` as a standalone SVG document (400 px high; 640 px wide, more when a legend entry
+// needs it). Precondition: at least one point.
 std::string render_svg(const Plot& plot);
 
 // A short number for tables and ticks: 4 significant digits, thousands without exponent

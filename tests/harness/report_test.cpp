@@ -106,8 +106,8 @@ TEST(Report, OrderDoesNotDependOnInputOrLineOrder) {
   auto whole = render_report({test::results_fixture("sweep.jsonl")}, {});
   ASSERT_TRUE(shards.ok() && whole.ok());
   auto table = [](const std::string& md) {
-    const size_t b = md.find("\n| "), e = md.find("\n\n", b);
-    return md.substr(b, e - b);
+    const size_t begin = md.find("\n| "), end = md.find("\n\n", begin);
+    return md.substr(begin, end - begin);
   };
   EXPECT_EQ(table(shards->markdown), table(whole->markdown));
   EXPECT_THAT(shards->markdown, HasSubstr("shard 2/3"));
