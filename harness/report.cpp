@@ -380,7 +380,13 @@ std::string render_experiment_section(const ResultSet& set,
   for (const ResultRow* r : rows)
     if (r->status == "error")
       md += fmt::format("- cell {} ({}): {}\n", r->cell_index, r->path, md_escape(r->error));
-  if (by_status.count("error")) md += "\n";
+  std::map<std::pair<std::string, std::string>, int> skipped;  // (path, reason) -> rows
+  for (const ResultRow* r : rows)
+    if (r->status == "skipped") ++skipped[{r->path, r->error}];
+  for (const auto& [what, n] : skipped)
+    md += fmt::format("- skipped ({}, {} row{}): {}\n", what.first, n, n == 1 ? "" : "s",
+                      what.second.empty() ? "no reason given" : md_escape(what.second));
+  if (by_status.count("error") || !skipped.empty()) md += "\n";
 
   if (!options.plots_dir.empty()) {
     add_speed_plots(experiment, rows, varying, axes, options, &md, plots);

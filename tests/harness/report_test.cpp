@@ -83,6 +83,26 @@ TEST(Report, SpeedsCarryTheirCiInBracketsAndFailuresTheirMessage) {
   EXPECT_THAT(quality, HasSubstr("| 9/12 |"));  // greedy exact n/of
 }
 
+TEST(Report, SkippedRowsAreListedOncePerReason) {
+  test::TempDir dir;
+  const std::string run = "cdcdcdcdcdcdcdcd";
+  std::vector<nlohmann::json> lines = {test::make_context(run, "s", 2)};
+  for (int i = 0; i < 2; ++i) {
+    lines.push_back(test::make_row(run, i, "cpu", {{"n_threads", i + 1}},
+                                   {{"decode_tok_s", test::speed_metric({10, 11})}}));
+    nlohmann::json gpu = test::make_row(run, i, "gpu", {{"n_threads", i + 1}}, {});
+    gpu["status"] = "skipped";
+    gpu["error"] = "no Vulkan backend in this build";
+    lines.push_back(gpu);
+  }
+  test::write_jsonl(dir.file("s.jsonl"), lines);
+  auto files = render_report({dir.file("s.jsonl")}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_THAT(files->markdown, HasSubstr("| 1 | gpu | - | skipped |"));
+  EXPECT_THAT(files->markdown,
+              HasSubstr("\n- skipped (gpu, 2 rows): no Vulkan backend in this build\n"));
+}
+
 TEST(Report, TheLaterRowOfACellWins) {
   auto files = render_report({test::results_fixture("sweep.jsonl")}, {});
   ASSERT_TRUE(files.ok()) << files.error().message;
