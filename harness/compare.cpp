@@ -14,22 +14,11 @@ using nlohmann::json;
 
 std::map<std::string, json> row_params(const ResultRow& r) {
   std::map<std::string, json> p;
-  p["model"] = std::filesystem::path(r.model).filename().string();
-  for (const auto& [k, v] : r.config().items()) p[k] = v;
-  for (const auto& [k, v] : r.workload().items())
-    p[r.config().contains(k) ? "workload." + k : k] = v;
-  p["path"] = r.path;
+  for (auto& [k, v] : r.params()) p[k] = std::move(v);
   return p;
 }
 
 namespace {
-
-std::string value_text(const json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return short_number(v.get<double>());
-  return v.dump();
-}
 
 std::string row_label(const ResultRow& r) {
   return fmt::format("{}:{} (cell {}, {})", r.file, r.line, r.cell_index, r.path);
@@ -53,7 +42,7 @@ std::string params_text(const JoinedRow& j, const std::vector<std::string>& name
   for (const std::string& n : names) {
     auto it = j.params.find(n);
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n,
-                       it == j.params.end() ? "-" : value_text(it->second));
+                       it == j.params.end() ? "-" : json_value_text(it->second));
   }
   return out;
 }
@@ -121,7 +110,7 @@ std::string render_comparison(const RowJoin& join) {
     std::string prefix = "| ";
     for (const std::string& n : names) {
       auto it = j.params.find(n);
-      prefix += (it == j.params.end() ? "-" : value_text(it->second)) + " | ";
+      prefix += (it == j.params.end() ? "-" : json_value_text(it->second)) + " | ";
     }
     if (j.base->status != "ok" || j.head->status != "ok") {
       md += prefix + fmt::format("status | {} | {} | | |\n", j.base->status, j.head->status);

@@ -13,15 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* type_name(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "boolean";
-  if (j.is_number()) return "number";
-  if (j.is_string()) return "string";
-  if (j.is_array()) return "array";
-  return "object";
-}
-
 bool is_speed_metric(const std::string& m) {
   const auto& s = speed_metric_names();
   return std::find(s.begin(), s.end(), m) != s.end();
@@ -52,7 +43,7 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return make_error("gate rules: {}: not valid JSON", file_name);
   if (!j.is_object())
-    return make_error("gate rules: {}: expected an object, found {}", file_name, type_name(j));
+    return make_error("gate rules: {}: expected an object, found {}", file_name, json_type_name(j));
   std::vector<std::string> problems;
   auto problem = [&](std::string path, std::string what) {
     problems.push_back(fmt::format("{}: {}", path, what));
@@ -74,7 +65,7 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
         rules.missing_fails = v == "fail";
     } else if (k == "metrics") {
       if (!v.is_object()) {
-        problem("metrics", fmt::format("expected an object, found {}", type_name(v)));
+        problem("metrics", fmt::format("expected an object, found {}", json_type_name(v)));
         continue;
       }
       for (const auto& [name, spec] : v.items()) {
@@ -90,7 +81,7 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
           continue;
         }
         if (!spec.is_object()) {
-          problem(path, fmt::format("expected an object, found {}", type_name(spec)));
+          problem(path, fmt::format("expected an object, found {}", json_type_name(spec)));
           continue;
         }
         const char* threshold = r.speed ? "max_regression_pct" : "tolerance";

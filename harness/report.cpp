@@ -17,25 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The row's parameters as (column name, value): model, config fields, workload fields, path.
-// A workload key that clashes with a config key is shown as "workload.KEY".
-std::vector<std::pair<std::string, json>> row_axes(const ResultRow& r) {
-  std::vector<std::pair<std::string, json>> axes;
-  axes.push_back({"model", fs::path(r.model).filename().string()});
-  for (const auto& [k, v] : r.config().items()) axes.push_back({k, v});
-  for (const auto& [k, v] : r.workload().items())
-    axes.push_back({r.config().contains(k) ? "workload." + k : k, v});
-  axes.push_back({"path", r.path});
-  return axes;
-}
-
-std::string cell_text(const json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return short_number(v.get<double>());
-  return v.dump();
-}
-
 std::string md_escape(std::string s) {
   std::string out;
   for (char c : s) {
@@ -90,8 +71,8 @@ std::string scalar_text(const ResultRow& r, const char* key) {
   if (!has_metric(r, key)) return "-";
   const json& v = r.metrics()[key];
   if (v.is_object() && v.contains("n") && v.contains("of"))
-    return fmt::format("{}/{}", cell_text(v["n"]), cell_text(v["of"]));
-  return v.is_number() ? short_number(v.get<double>()) : cell_text(v);
+    return fmt::format("{}/{}", json_value_text(v["n"]), json_value_text(v["of"]));
+  return v.is_number() ? short_number(v.get<double>()) : json_value_text(v);
 }
 
 std::string context_text(const ResultContext& c) {
@@ -116,7 +97,8 @@ std::string context_text(const ResultContext& c) {
     const json& st = j["stream_GBps"];
     out += fmt::format("; stream {} GB/s", short_number(st["median"].get<double>()));
     if (st.contains("ci95") && st["ci95"].is_array() && st["ci95"].size() == 2)
-      out += fmt::format(" [{}, {}]", cell_text(st["ci95"][0]), cell_text(st["ci95"][1]));
+      out +=
+          fmt::format(" [{}, {}]", json_value_text(st["ci95"][0]), json_value_text(st["ci95"][1]));
   }
   return md_escape(out);
 }
@@ -149,7 +131,8 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
         std::string name;
         for (const std::string& v : varying)
           if (v != x_axis)
-            name += fmt::format("{}{}={}", name.empty() ? "" : ", ", v, cell_text(axes[i].at(v)));
+            name +=
+                fmt::format("{}{}={}", name.empty() ? "" : ", ", v, json_value_text(axes[i].at(v)));
         PlotSeries& s = series[name.empty() ? metric.title : name];
         s.name = name.empty() ? metric.title : name;
         s.points.push_back({axes[i].at(x_axis).get<double>(), m->median, m->ci_lo, m->ci_hi, ""});
@@ -208,7 +191,7 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
       std::string label;
       for (const std::string& v : varying)
         if (v != "path" && !axes[i].at(v).is_number())
-          label += (label.empty() ? "" : ", ") + cell_text(axes[i].at(v));
+          label += (label.empty() ? "" : ", ") + json_value_text(axes[i].at(v));
       PlotSeries& s = series[r.path];
       s.name = r.path;
       s.points.push_back({*x, *y, *y, *y, label});
@@ -304,7 +287,7 @@ std::string render_experiment_section(const ResultSet& set,
   std::vector<std::string> names;  // first-seen order
   for (const ResultRow* r : rows) {
     std::map<std::string, json> a;
-    for (auto& [k, v] : row_axes(*r)) {
+    for (auto& [k, v] : r->params()) {
       if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
       a[k] = v;
     }
@@ -319,7 +302,7 @@ std::string render_experiment_section(const ResultSet& set,
     if (values.size() > 1)
       varying.push_back(n);
     else
-      fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", n, cell_text(axes[0][n]));
+      fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", n, json_value_text(axes[0][n]));
   }
   if (!fixed.empty()) md += fmt::format("Fixed: {}.\n\n", md_escape(fixed));
 
@@ -360,10 +343,10 @@ std::string render_experiment_section(const ResultSet& set,
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = *rows[i];
     std::vector<std::string> cells;
-    for (const std::string& v : varying) cells.push_back(cell_text(axes[i][v]));
+    for (const std::string& v : varying) cells.push_back(json_value_text(axes[i][v]));
     if (show_layers)
       cells.push_back(
-          cell_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
+          json_value_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
     for (const MetricColumn* c : speed_cols) {
       const std::optional<SpeedMetric> m = r.speed(c->key);
       cells.push_back(m ? interval_text(*m) : "-");

@@ -69,6 +69,13 @@ std::string short_number(double x) {
   return fmt::format("{:.4g}", x);
 }
 
+std::string json_value_text(const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return short_number(v.get<double>());
+  return v.dump();
+}
+
 std::string render_svg(const Plot& plot) {
   double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
   std::set<double> xs;

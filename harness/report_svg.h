@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace fish {
 
 struct PlotPoint {
@@ -35,5 +37,8 @@ std::string render_svg(const Plot& plot);
 // (28629 -> "28629", 1234.56 -> "1235", 12.345 -> "12.35", 0.0021 -> "0.0021", 3.1e-05 ->
 // "3.1e-05").
 std::string short_number(double x);
+
+// A JSON value in a table cell: strings bare, floats by short_number, null as "-".
+std::string json_value_text(const nlohmann::json& v);
 
 }  // namespace fish

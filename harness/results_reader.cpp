@@ -1,6 +1,7 @@
 #include "harness/results_reader.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -11,15 +12,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxProblems = 20;  // listed per file; a count of the rest follows
-
-const char* type_name(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "boolean";
-  if (j.is_number()) return "number";
-  if (j.is_string()) return "string";
-  if (j.is_array()) return "array";
-  return "object";
-}
 
 // Collects the problems of one line; each check names the key and expected vs found.
 struct LineCheck {
@@ -37,7 +29,7 @@ struct LineCheck {
     const bool ok = want == json::value_t::number_float ? it->is_number() : it->type() == want;
     if (!ok) {
       problems->push_back(
-          fmt::format("\"{}\": expected {}, found {}", key, want_name, type_name(*it)));
+          fmt::format("\"{}\": expected {}, found {}", key, want_name, json_type_name(*it)));
       return nullptr;
     }
     return &*it;
@@ -53,7 +45,8 @@ struct LineCheck {
       return 0;
     }
     if (!it->is_number_integer()) {
-      problems->push_back(fmt::format("\"{}\": expected integer, found {}", key, type_name(*it)));
+      problems->push_back(
+          fmt::format("\"{}\": expected integer, found {}", key, json_type_name(*it)));
       return 0;
     }
     return it->get<int64_t>();
@@ -78,7 +71,8 @@ bool is_hex(const std::string& s, size_t n) {
 void check_speed_metric(const std::string& name, const json& m, std::vector<std::string>* p) {
   if (m.is_null()) return;
   if (!m.is_object()) {
-    p->push_back(fmt::format("metrics.{}: expected object or null, found {}", name, type_name(m)));
+    p->push_back(
+        fmt::format("metrics.{}: expected object or null, found {}", name, json_type_name(m)));
     return;
   }
   for (const char* k : {"median", "cv"})
@@ -111,12 +105,31 @@ void check_metrics(const json& m, std::vector<std::string>* p) {
         p->push_back("metrics.greedy_exact: expected {\"n\": number, \"of\": number} or null");
     } else if (!v.is_number()) {
       p->push_back(
-          fmt::format("metrics.{}: expected number or null, found {}", name, type_name(v)));
+          fmt::format("metrics.{}: expected number or null, found {}", name, json_type_name(v)));
     }
   }
 }
 
 }  // namespace
+
+const char* json_type_name(const nlohmann::json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "boolean";
+  if (j.is_number()) return "number";
+  if (j.is_string()) return "string";
+  if (j.is_array()) return "array";
+  return "object";
+}
+
+std::vector<std::pair<std::string, nlohmann::json>> ResultRow::params() const {
+  std::vector<std::pair<std::string, nlohmann::json>> p;
+  p.push_back({"model", std::filesystem::path(model).filename().string()});
+  for (const auto& [k, v] : config().items()) p.push_back({k, v});
+  for (const auto& [k, v] : workload().items())
+    p.push_back({config().contains(k) ? "workload." + k : k, v});
+  p.push_back({"path", path});
+  return p;
+}
 
 const std::vector<std::string>& speed_metric_names() {
   static const std::vector<std::string> names{"prefill_tok_s", "decode_tok_s"};
@@ -204,7 +217,7 @@ Status read_results_file(const std::string& path, ResultSet* set) {
     } else if (j.is_discarded()) {
       line_problems.push_back("not valid JSON");
     } else if (!j.is_object()) {
-      line_problems.push_back(fmt::format("expected a JSON object, found {}", type_name(j)));
+      line_problems.push_back(fmt::format("expected a JSON object, found {}", json_type_name(j)));
     } else {
       LineCheck c{j, &line_problems};
       const std::string kind = c.str("kind");

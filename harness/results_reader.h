@@ -47,6 +47,10 @@ struct ResultRow {
   const nlohmann::json& config() const { return json.at("config"); }
   const nlohmann::json& workload() const { return json.at("workload"); }
   const nlohmann::json& metrics() const { return json.at("metrics"); }
+  // The row's parameters as (name, value): model (file name), config fields, workload fields
+  // ("workload.KEY" when a config field has the same name), path. What reports tabulate and
+  // compare/gate join on.
+  std::vector<std::pair<std::string, nlohmann::json>> params() const;
   // A speed metric (prefill_tok_s, decode_tok_s); nullopt when null or absent.
   std::optional<SpeedMetric> speed(const std::string& name) const;
   // A numeric metric (weight_GBps, top1, kl_mean, ...); greedy_exact reads as n/of.
@@ -79,6 +83,9 @@ const std::vector<std::string>& scalar_metric_names();
 Status read_results_file(const std::string& path, ResultSet* set);
 // Reads every file in order into one set.
 Result<ResultSet> read_results_files(const std::vector<std::string>& paths);
+
+// "null", "boolean", "number", "string", "array" or "object", for expected-vs-found messages.
+const char* json_type_name(const nlohmann::json& j);
 
 // Canonical JSON text (sorted keys, no spaces): how rows are joined across files.
 std::string canonical_json(const nlohmann::json& j);
