@@ -48,9 +48,11 @@ void add_report_command(CLI::App& app, int* exit_code) {
       if (!options.plots_dir.empty()) {
         // Links are relative to the markdown file's folder.
         const fs::path base = args->out.empty() ? fs::path(".") : fs::path(args->out).parent_path();
-        options.plots_link = fs::path(options.plots_dir)
-                                 .lexically_relative(base.empty() ? fs::path(".") : base)
-                                 .generic_string();
+        options.plots_link =
+            fs::absolute(options.plots_dir)
+                .lexically_normal()
+                .lexically_relative(fs::absolute(base.empty() ? "." : base).lexically_normal())
+                .generic_string();
       }
     }
     auto files = render_report(args->inputs, options);
