@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/config.h"
@@ -65,16 +66,19 @@ Result<std::unique_ptr<ResultsWriter>> ResultsWriter::open(const std::string& pa
         return make_error("results: {}:{}: not a JSON object; move the file aside to start over",
                           path, line_no);
       if (j.value("kind", "") != "row") continue;
-      const std::string status = j.value("status", "");
-      if (status == "ok" || status == "error")
-        w->finished_.insert({j.value("cell_id", ""), j.value("path", "")});
-      if (status == "skipped") w->skipped_.insert({j.value("cell_id", ""), j.value("path", "")});
+      w->status_[{j.value("cell_id", ""), j.value("path", "")}] = j.value("status", "");
     }
   }
   w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (w->fd_ < 0)
     return make_error("results: {}: cannot open for appending: {}", path, std::strerror(errno));
   return w;
+}
+
+size_t ResultsWriter::n_finished() const {
+  size_t n = 0;
+  for (const auto& [key, s] : status_) n += s == "ok" || s == "error";
+  return n;
 }
 
 ResultsWriter::~ResultsWriter() {
@@ -93,10 +97,7 @@ Status ResultsWriter::append(const nlohmann::json& line) {
   if (::fsync(fd_) != 0)
     return make_error("results: {}: fsync failed: {}", path_, std::strerror(errno));
   if (line.value("kind", "") == "row") {
-    const std::string status = line.value("status", "");
-    if (status == "ok" || status == "error")
-      finished_.insert({line.value("cell_id", ""), line.value("path", "")});
-    if (status == "skipped") skipped_.insert({line.value("cell_id", ""), line.value("path", "")});
+    status_[{line.value("cell_id", ""), line.value("path", "")}] = line.value("status", "");
   }
   return Status::success();
 }

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +24,7 @@ class ResultsWriter {
  public:
   // Opens (creating directories) `path` for appending.
   // resume = false: the file must not exist yet, or be empty (no silent mixing of runs).
-  // resume = true: the rows already there with status ok or error are finished (finished());
+  // resume = true: the rows already there are read (status(), finished());
   // a partial last line (the process was killed while writing it) is cut off first.
   // Errors: unwritable path; without resume an existing non-empty file; with resume a line in
   // the middle that is not JSON (named by line number).
@@ -33,30 +33,30 @@ class ResultsWriter {
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
 
-  // Whether a row for (cell_id, path) with status ok or error is in the file.
+  // The status of the latest row for (cell_id, path) in the file ("ok", "error", "skipped"), or
+  // "" when there is none. A later row wins, as in reports.
+  std::string status(const std::string& cell_id, const std::string& path) const {
+    auto it = status_.find({cell_id, path});
+    return it == status_.end() ? std::string() : it->second;
+  }
+  // Finished: the latest row has status ok or error.
   bool finished(const std::string& cell_id, const std::string& path) const {
-    return finished_.count({cell_id, path}) > 0;
+    const std::string s = status(cell_id, path);
+    return s == "ok" || s == "error";
   }
-  size_t n_finished() const { return finished_.size(); }
-  // Whether a row for (cell_id, path) with status skipped is in the file (a path this build could
-  // not run; retried on resume only once the path is available).
-  bool skipped(const std::string& cell_id, const std::string& path) const {
-    return skipped_.count({cell_id, path}) > 0;
-  }
+  size_t n_finished() const;
   // Bytes of a partial last line removed by open(resume), 0 if none.
   size_t truncated_bytes() const { return truncated_bytes_; }
   const std::string& path() const { return path_; }
 
-  // Appends `line` as one line of compact JSON, then fflush + fsync. Rows with status ok or
-  // error become finished.
+  // Appends `line` as one line of compact JSON, then fsync. A row updates status().
   Status append(const nlohmann::json& line);
 
  private:
   ResultsWriter() = default;
   std::string path_;
   int fd_ = -1;
-  std::set<std::pair<std::string, std::string>> finished_;
-  std::set<std::pair<std::string, std::string>> skipped_;
+  std::map<std::pair<std::string, std::string>, std::string> status_;  // latest per key
   size_t truncated_bytes_ = 0;
 };
 

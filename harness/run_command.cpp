@@ -264,9 +264,13 @@ int run_experiment(const RunOptions& o) {
   if (writer.truncated_bytes() > 0)
     std::fprintf(stderr, "fish run: %s: cut a partial last line (%zu bytes) left by a killed run\n",
                  results_path.c_str(), writer.truncated_bytes());
-  // A (cell, path) still to run: not finished, and not skipped before for a reason that holds.
+  // A (cell, path) still to run: no row yet; an error row with --retry-errors; a skipped row
+  // once the path can run.
   auto todo_path = [&](const std::string& id, const std::string& p) {
-    return !writer.finished(id, p) && !(writer.skipped(id, p) && !path_unavailable(p).empty());
+    const std::string st = writer.status(id, p);
+    if (st == "error") return o.retry_errors;
+    if (st == "skipped") return path_unavailable(p).empty();
+    return st != "ok";
   };
   size_t n_todo = 0, n_cells_todo = 0;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -478,6 +482,17 @@ int run_experiment(const RunOptions& o) {
     }
     std::fprintf(stderr, "fish run: table: %s\n", out_path.c_str());
   }
+  // Failed cells of earlier runs of this file count too: the sweep is not clean until they pass.
+  size_t n_failed = 0;
+  for (size_t i = 0; i < cells.size(); ++i)
+    for (const std::string& p : e.measure.paths) n_failed += writer.status(ids[i], p) == "error";
+  if (n_failed > 0) {
+    std::fprintf(stderr,
+                 "fish run: %zu cell path(s) of this %s have error rows (--resume --retry-errors "
+                 "runs them again)\n",
+                 n_failed, shard.count > 1 ? "shard" : "experiment");
+    any_failed = true;
+  }
   return any_failed ? kExitCellsFailed : kExitOk;
 }
 
@@ -498,6 +513,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_flag(
       "--resume", a->o.resume,
       "Continue the results file: skip (cell, path) pairs already finished (ok or error)");
+  cmd->add_flag("--retry-errors", a->o.retry_errors,
+                "With --resume: run (cell, path) pairs whose latest row is an error again");
   cmd->add_option("--out", a->o.out_dir, "Results directory (default: the file's output.dir)");
   cmd->add_option("--shard", a->o.shard,
                   "Run cells with index % N == i (default: SLURM_ARRAY_TASK_ID/"

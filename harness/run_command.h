@@ -5,8 +5,9 @@
 // Per cell, every path listed in measure.paths gets one row: "ok" with its metrics, "error" with
 // the reason (model missing, an isa the CPU lacks, n_prompt + n_gen beyond n_ctx, a quality
 // failure, ...; the sweep goes on and the exit code is 2 at the end), or "skipped" for a path this
-// build cannot run (gpu without a Vulkan backend). --resume skips (cell, path) pairs that already
-// have an ok or error row.
+// build cannot run (gpu without a Vulkan backend). --resume skips (cell, path) pairs whose latest
+// row is ok or error (--retry-errors: ok only), and skipped ones while the path is unavailable.
+// The exit code is 2 while any (cell, path) of the run's shard has an error as its latest row.
 #pragma once
 
 #include <functional>
@@ -33,8 +34,9 @@ struct RunOptions {
   std::string experiment_path;
   bool dry_run = false;
   bool resume = false;
-  std::string out_dir;  // empty: the experiment's output.dir
-  std::string shard;    // "i/N" or empty
+  bool retry_errors = false;  // with resume: error rows are not finished
+  std::string out_dir;        // empty: the experiment's output.dir
+  std::string shard;          // "i/N" or empty
 };
 
 // Runs (or with dry_run lists) the experiment; returns the process exit code (harness/

@@ -108,8 +108,13 @@ TEST(ResultsWriter, AppendsOneLinePerObjectAndTracksFinishedPairs) {
   EXPECT_TRUE((*w)->finished("c000000000000000", "cpu"));
   EXPECT_FALSE((*w)->finished("c000000000000000", "gpu"));  // skipped rows are retried
   EXPECT_TRUE((*w)->finished("c111111111111111", "cpu"));   // error rows are finished
+  EXPECT_EQ((*w)->status("c000000000000000", "gpu"), "skipped");
+  EXPECT_EQ((*w)->status("c111111111111111", "cpu"), "error");
+  EXPECT_EQ((*w)->status("c111111111111111", "gpu"), "");
+  ASSERT_TRUE((*w)->append(row("r1", 1, "c111111111111111", "cpu", "ok", "f32")).ok());
+  EXPECT_EQ((*w)->status("c111111111111111", "cpu"), "ok");  // the later row wins
   const std::string text = slurp(p);
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);
   EXPECT_EQ(json::parse(text.substr(0, text.find('\n')))["run_id"], "r1");
 }
 

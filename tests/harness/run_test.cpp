@@ -108,6 +108,19 @@ TEST_F(RunCommand, AFailingCellWritesAnErrorRowAndTheSweepGoesOn) {
   }
   EXPECT_TRUE(std::filesystem::exists(out + "/e.csv"));
   EXPECT_THAT(slurp(out + "/e.md"), HasSubstr("n_prompt + n_gen = 20 exceed n_ctx 8"));
+  // A resume keeps the error rows (finished) and still says the sweep failed; --retry-errors
+  // runs exactly the failed (cell, path) pairs again.
+  const std::string before = slurp(out + "/e.jsonl");
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + out + " --resume"), dir_.file("log")),
+            kExitCellsFailed);
+  EXPECT_EQ(slurp(out + "/e.jsonl"), before);
+  EXPECT_EQ(
+      run_shell(fish_run(exp + " --out " + out + " --resume --retry-errors"), dir_.file("log")),
+      kExitCellsFailed);
+  const std::vector<json> again = rows_of(out + "/e.jsonl");
+  ASSERT_EQ(again.size(), 7u);  // 4 + the 3 failed ones re-run
+  for (size_t i = 4; i < 7; ++i) EXPECT_EQ(again[i]["status"], "error");
+  EXPECT_NE(again[4]["cell_index"], 1);
 }
 
 TEST_F(RunCommand, AGpuPathWithoutABackendIsASkippedRowNotAFailure) {
