@@ -238,13 +238,15 @@ int run_experiment(const RunOptions& o) {
   for (const Cell* c : cells) ids.push_back(cell_id(e, *c, models[c->model_index].sha256));
 
   if (o.dry_run) {
+    std::string paths_text;
+    for (const std::string& p : e.measure.paths) paths_text += (paths_text.empty() ? "" : ",") + p;
     std::printf("experiment %s (%s): %zu cells%s, paths %s -> %s\n", e.name.c_str(),
                 e.file_path.c_str(), all.size(),
                 shard.count > 1 ? fmt::format(", shard {}/{}: {} of them", shard.index, shard.count,
                                               cells.size())
                                       .c_str()
                                 : "",
-                fmt::format("{}", fmt::join(e.measure.paths, ",")).c_str(), results_path.c_str());
+                paths_text.c_str(), results_path.c_str());
     for (size_t i = 0; i < cells.size(); ++i) {
       const Cell& c = *cells[i];
       const ModelEntry& m = models[c.model_index];
