@@ -4,6 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "results_fixture.h"
 
 namespace fish {
@@ -83,6 +87,25 @@ TEST(Compare, QualityMetricsShowBothValuesAndTheDifference) {
               {test::make_row("bbbbbbbbbbbbbbbb", 0, "cpu", {{"act", "int8"}}, {{"top1", 0.97}})});
   EXPECT_THAT(render_comparison(join_rows(base, head)),
               HasSubstr("| top1 | 0.95 | 0.97 | +0.02 (difference) |"));
+}
+
+TEST(Compare, CommandPrintsTheTableAndTheUnmatchedRows) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string cmd = fish + " compare " + test::results_fixture("sweep.jsonl") + " " +
+                          test::results_fixture("shard_0_of_3.jsonl") + "," +
+                          test::results_fixture("shard_1_of_3.jsonl") + " > " + dir.file("out") +
+                          " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(dir.file("out"));
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(out, HasSubstr("| act | n_threads | metric | base | head | head/base [95% CI] |"));
+  EXPECT_THAT(out, HasSubstr("| int8 | 1 | decode_tok_s | 40 | 40 | 1.000 ["));
+  EXPECT_THAT(out, HasSubstr("sweep.jsonl:4 (cell 2, cpu)"));  // shard 2 was not given
+  EXPECT_THAT(out, HasSubstr("4 rows joined, 2 only in BASE, 0 only in HEAD"));
 }
 
 TEST(Compare, SplitsCommaSeparatedFileLists) {

@@ -155,6 +155,26 @@ TEST(Merge, ABadInputFailsWithItsLine) {
   EXPECT_THAT(r.error().message, HasSubstr("bad.jsonl:3: not valid JSON"));
 }
 
+TEST(Merge, CommandExitsTwoWhenCellsAreMissing) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string base = fish + " merge " + dir.file("m.jsonl") + " ";
+  const std::string s0 = test::results_fixture("shard_0_of_3.jsonl"),
+                    s1 = test::results_fixture("shard_1_of_3.jsonl"),
+                    s2 = test::results_fixture("shard_2_of_3.jsonl");
+  auto exit_code = [&](const std::string& args) {
+    const int status = std::system((base + args + " 2> " + dir.file("err")).c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(exit_code(s0 + " " + s1 + " " + s2), 0);
+  EXPECT_EQ(exit_code(s0 + " " + s1), 2);
+  std::ifstream err(dir.file("err"));
+  const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("fixture_sweep (cdcdcdcdcdcd): 2 of 6 cells missing: 2,5"));
+  EXPECT_EQ(exit_code(s0 + " " + test::results_fixture("quality.jsonl")), 1);
+}
+
 // The real CLI: `fish run --shard i/3` three times, `fish merge`, against one unsharded run of
 // the same experiment (8 cells on a synthetic 2-layer model).
 TEST(Merge, ThreeRealShardsOfFishRunEqualTheUnshardedRun) {
