@@ -107,6 +107,13 @@ TEST(Stats, MannWhitneyExactSmallSamples) {
   r = mann_whitney_u(iota(6, 10), iota(1, 5));
   EXPECT_EQ(r.u_a, 25);
   EXPECT_NEAR(r.p, 2.0 / 252.0, 1e-15);
+  // Unequal sizes: {1,2} vs {3,4,5}: 1 of C(5,2) = 10 orderings has U = 0; {2,4} vs {1,3,5}:
+  // U = 1 + 2 = 3 = n_a n_b / 2, the centre, so p = 1.
+  r = mann_whitney_u(iota(1, 2), iota(3, 5));
+  EXPECT_NEAR(r.p, 0.2, 1e-15);
+  r = mann_whitney_u(std::vector<double>{2, 4}, std::vector<double>{1, 3, 5});
+  EXPECT_EQ(r.u_a, 3);
+  EXPECT_EQ(r.p, 1);
 }
 
 TEST(Stats, MannWhitneyMatchesPublishedCriticalValues) {
