@@ -146,11 +146,17 @@ std::string joined(const json& list) {
   return s;
 }
 
-constexpr const char* kScalarMetrics[] = {"weight_GBps", "weight_GBps_pct_stream",
-                                          "rss_peak_MB", "vram_peak_MB",
-                                          "rel_rms",     "top1",
-                                          "kl_mean",     "kl_p99",
-                                          "kl_max",      "ppl"};
+constexpr const char* kScalarMetrics[] = {"weight_GBps",
+                                          "weight_GBps_pct_stream",
+                                          "bits_per_weight",
+                                          "rss_peak_MB",
+                                          "vram_peak_MB",
+                                          "rel_rms",
+                                          "top1",
+                                          "kl_mean",
+                                          "kl_p99",
+                                          "kl_max",
+                                          "ppl"};
 
 }  // namespace
 

@@ -139,6 +139,19 @@ Status write_file_atomic(const std::string& path, const std::string& text) {
   return Status::success();
 }
 
+// Bits per weight of the matrices one decode step reads (every layer matrix and the output).
+double decode_bits_per_weight(const Model& m) {
+  double bytes = 0, elems = 0;
+  auto add = [&](const MatrixView& v) {
+    bytes += double(v.n_bytes);
+    elems += double(v.n_in) * double(v.n_out);
+  };
+  for (const LayerWeights& L : m.layers())
+    for (const MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) add(*v);
+  add(m.output());
+  return elems > 0 ? 8.0 * bytes / elems : 0.0;
+}
+
 // Everything of a row but status, error and metrics.
 json row_base(const std::string& run_id, const Experiment& e, const Cell& c, const std::string& id,
               const std::string& path, const std::string& model_sha) {
@@ -156,9 +169,9 @@ json row_base(const std::string& run_id, const Experiment& e, const Cell& c, con
   r["workload"] = workload_json(e.workload);
   r["placement"] = {{"gpu_layers", 0}, {"gpu_detail", ""}};
   json m;
-  for (const char* k :
-       {"prefill_tok_s", "decode_tok_s", "weight_GBps", "weight_GBps_pct_stream", "rss_peak_MB",
-        "vram_peak_MB", "rel_rms", "top1", "kl_mean", "kl_p99", "kl_max", "ppl", "greedy_exact"})
+  for (const char* k : {"prefill_tok_s", "decode_tok_s", "weight_GBps", "weight_GBps_pct_stream",
+                        "bits_per_weight", "rss_peak_MB", "vram_peak_MB", "rel_rms", "top1",
+                        "kl_mean", "kl_p99", "kl_max", "ppl", "greedy_exact"})
     m[k] = nullptr;
   r["metrics"] = m;
   r["validity"] = json::array();
@@ -433,6 +446,7 @@ int run_experiment(const RunOptions& o) {
         m["decode_tok_s"] = speed_metric_json(ps.decode_tok_s);
         const double gbps = median(ps.decode_tok_s) * double(model->weight_bytes_per_token()) / 1e9;
         m["weight_GBps"] = gbps;
+        m["bits_per_weight"] = decode_bits_per_weight(*model);
         m["weight_GBps_pct_stream"] =
             stream_median > 0 ? json(100.0 * gbps / stream_median) : json();
         if (auto rss = peak_rss_MB()) m["rss_peak_MB"] = *rss;

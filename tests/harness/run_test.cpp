@@ -136,7 +136,8 @@ TEST_F(RunCommand, AGpuPathWithoutABackendIsASkippedRowNotAFailure) {
   EXPECT_THAT(rows[0]["error"].get<std::string>(), HasSubstr("no Vulkan backend"));
   EXPECT_EQ(rows[1]["path"], "cpu");
   EXPECT_EQ(rows[1]["status"], "ok");
-  EXPECT_EQ(rows[0]["cell_id"], rows[1]["cell_id"]);  // one cell, two paths
+  EXPECT_EQ(rows[1]["metrics"]["bits_per_weight"], 8.5);  // q8_0: 34 bytes per 32 weights
+  EXPECT_EQ(rows[0]["cell_id"], rows[1]["cell_id"]);      // one cell, two paths
   // Resuming retries a skipped path only once it can run: nothing to do, nothing appended.
   const std::string before = slurp(dir_.file("out/g.jsonl"));
   EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out") + " --resume"), dir_.file("log")),
