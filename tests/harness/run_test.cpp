@@ -40,9 +40,12 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// Complete lines only: a run killed mid-write leaves a partial last line without its newline.
 std::vector<json> lines_of(const std::string& path) {
   std::vector<json> out;
-  std::istringstream in(slurp(path));
+  std::string text = slurp(path);
+  text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line))
     if (!line.empty()) out.push_back(json::parse(line));
