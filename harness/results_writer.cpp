@@ -65,6 +65,8 @@ Result<std::unique_ptr<ResultsWriter>> ResultsWriter::open(const std::string& pa
       if (j.is_discarded() || !j.is_object())
         return make_error("results: {}:{}: not a JSON object; move the file aside to start over",
                           path, line_no);
+      if (j.value("kind", "") == "context")
+        w->experiment_shas_.push_back(j.value("experiment_sha256", ""));
       if (j.value("kind", "") != "row") continue;
       w->status_[{j.value("cell_id", ""), j.value("path", "")}] = j.value("status", "");
     }

@@ -45,6 +45,8 @@ class ResultsWriter {
     return s == "ok" || s == "error";
   }
   size_t n_finished() const;
+  // experiment_sha256 of every context line in the file, in order.
+  const std::vector<std::string>& experiment_shas() const { return experiment_shas_; }
   // Bytes of a partial last line removed by open(resume), 0 if none.
   size_t truncated_bytes() const { return truncated_bytes_; }
   const std::string& path() const { return path_; }
@@ -57,6 +59,7 @@ class ResultsWriter {
   std::string path_;
   int fd_ = -1;
   std::map<std::pair<std::string, std::string>, std::string> status_;  // latest per key
+  std::vector<std::string> experiment_shas_;
   size_t truncated_bytes_ = 0;
 };
 

@@ -279,6 +279,12 @@ int run_experiment(const RunOptions& o) {
   if (writer.truncated_bytes() > 0)
     std::fprintf(stderr, "fish run: %s: cut a partial last line (%zu bytes) left by a killed run\n",
                  results_path.c_str(), writer.truncated_bytes());
+  if (!writer.experiment_shas().empty() && writer.experiment_shas().back() != e.file_sha256)
+    std::fprintf(stderr,
+                 "fish run: note: %s was written by another version of %s (experiment_sha256 "
+                 "differs); cells whose parameters changed get new ids and run, the old rows "
+                 "stay in the file\n",
+                 results_path.c_str(), e.file_path.c_str());
   // A (cell, path) still to run: no row yet; an error row with --retry-errors; a skipped row
   // once the path can run.
   auto todo_path = [&](const std::string& id, const std::string& p) {
