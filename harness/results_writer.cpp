@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -115,12 +116,33 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// A number for a table: integers as is; others with `digits` significant digits, but never in
+// exponent form for magnitudes in [1e-4, 1e15) (tok/s of 15930, not 1.593e+04).
 std::string num(const json& v, int digits) {
   if (v.is_null()) return "";
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  if (v.is_number()) return fmt::format("{:.{}g}", v.get<double>(), digits);
+  if (v.is_number()) {
+    const double x = v.get<double>(), ax = std::fabs(x);
+    if (ax == 0) return "0";
+    if (ax < 1e-4 || ax >= 1e15) return fmt::format("{:.{}g}", x, digits);
+    const int int_digits = ax >= 1 ? int(std::floor(std::log10(ax))) + 1 : 0;
+    const int lead_zeros = ax < 1 ? -int(std::floor(std::log10(ax))) - 1 : 0;
+    const int decimals = std::max(0, digits - int_digits + lead_zeros);
+    std::string s = fmt::format("{:.{}f}", x, decimals);
+    if (s.find('.') != std::string::npos) {  // drop trailing zeros as %g does
+      while (s.back() == '0') s.pop_back();
+      if (s.back() == '.') s.pop_back();
+    }
+    return s;
+  }
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
+}
+
+// A number for CSV: the shortest text that reads back as the same double.
+std::string exact(const json& v) {
+  if (v.is_number_float()) return fmt::format("{}", v.get<double>());
+  return num(v, 17);
 }
 
 std::string value_text(const json& v) {
@@ -191,16 +213,16 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
     for (const char* s : {"prefill_tok_s", "decode_tok_s"}) {
       const json& m = metric(*r, s);
       const bool has = m.is_object();
-      v.push_back(has ? num(m["median"], 6) : "");
-      v.push_back(has ? num(m["ci95"][0], 6) : "");
-      v.push_back(has ? num(m["ci95"][1], 6) : "");
-      v.push_back(has ? num(m["cv"], 4) : "");
-      v.push_back(has ? num(m["n"], 6) : "");
+      v.push_back(has ? exact(m["median"]) : "");
+      v.push_back(has ? exact(m["ci95"][0]) : "");
+      v.push_back(has ? exact(m["ci95"][1]) : "");
+      v.push_back(has ? exact(m["cv"]) : "");
+      v.push_back(has ? exact(m["n"]) : "");
     }
-    for (const char* m : kScalarMetrics) v.push_back(num(metric(*r, m), 6));
+    for (const char* m : kScalarMetrics) v.push_back(exact(metric(*r, m)));
     v.push_back(greedy_text(metric(*r, "greedy_exact")));
     v.push_back(joined(r->json.value("validity", json::array())));
-    v.push_back(num(r->json.value("t_wall_s", json()), 4));
+    v.push_back(exact(r->json.value("t_wall_s", json())));
     v.push_back(r->error);
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) out += ',';

@@ -402,6 +402,13 @@ int run_experiment(const RunOptions& o) {
       }
       const auto t_cell = Clock::now();
       paths_left = todo.size();
+      // Paths that can run get a session each; the others write their skipped/error row now.
+      struct PathRun {
+        json row;
+        std::unique_ptr<Session> session;
+      };
+      std::vector<PathRun> runs;
+      reset_peak_rss();  // the peak is the cell's (all its paths)
       for (const std::string& path : todo) {
         json row = row_base(rid.run_id, e, c, ids[i], path, me.sha256);
         auto error_row = [&](const std::string& msg) {
@@ -432,19 +439,32 @@ int run_experiment(const RunOptions& o) {
           if (!error_row(opt.error().message)) return kExitUsage;
           continue;
         }
-        reset_peak_rss();
+        // Every available path is the CPU engine today; a GPU backend adds its session here.
         auto sess = Session::create(model, opt.value());
         if (!sess.ok()) {
           if (!error_row(sess.error().message)) return kExitUsage;
           continue;
         }
-        Session& s = *sess.value();
-        std::vector<std::function<Result<RepSample>()>> fns = {
-            [&] { return run_repetition(s, prompt, e.workload.n_gen); }};
-        const std::vector<PathSamples> samples = measure_paths(e.measure, fns);
-        const PathSamples& ps = samples[0];
+        runs.push_back({std::move(row), std::move(sess.value())});
+      }
+      if (runs.empty()) continue;
+
+      // The paths' repetitions, back to back (interleaved per measure.interleave).
+      std::vector<std::function<Result<RepSample>()>> fns;
+      for (PathRun& r : runs) {
+        Session* s = r.session.get();
+        fns.push_back([s, &prompt, &e] { return run_repetition(*s, prompt, e.workload.n_gen); });
+      }
+      const std::vector<PathSamples> samples = measure_paths(e.measure, fns);
+      const std::optional<double> rss_speed = peak_rss_MB();
+      for (size_t p = 0; p < runs.size(); ++p) {
+        json& row = runs[p].row;
+        runs[p].session.reset();
+        const PathSamples& ps = samples[p];
         if (ps.error) {
-          if (!error_row(ps.error->message)) return kExitUsage;
+          row["status"] = "error";
+          row["error"] = ps.error->message;
+          if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
           continue;
         }
         json& m = row["metrics"];
@@ -455,7 +475,7 @@ int run_experiment(const RunOptions& o) {
         m["bits_per_weight"] = decode_bits_per_weight(*model);
         m["weight_GBps_pct_stream"] =
             stream_median > 0 ? json(100.0 * gbps / stream_median) : json();
-        if (auto rss = peak_rss_MB()) m["rss_peak_MB"] = *rss;
+        if (rss_speed) m["rss_peak_MB"] = *rss_speed;
         row["validity"] = validity_flags(ps, e.measure.max_cv);
         if (!e.quality.metrics.empty()) {
           if (!ref) {
