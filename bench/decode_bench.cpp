@@ -27,6 +27,7 @@
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "kernels/cpu_features.h"
+#include "kernels/stream_bandwidth.h"
 #include "kernels/thread_pool.h"
 
 namespace fish {
@@ -42,40 +43,14 @@ std::string models_dir() {
   return d && *d ? d : "models";
 }
 
-// Streaming read of a 1 GiB buffer (uint64 sums, 4 accumulators; rows split across the pool like
-// matmul), as bench/kernels_bench.cpp measures it. Returns bytes/s of one pass.
-struct StreamBuffer {
-  std::unique_ptr<uint64_t[]> buf;
-  size_t n = kStreamBytes / sizeof(uint64_t);
-  StreamBuffer() : buf(new uint64_t[kStreamBytes / sizeof(uint64_t)]) {
-    for (size_t i = 0; i < n; ++i) buf[i] = uint64_t(i) * 0x9E3779B97F4A7C15ull;
-  }
-};
-
+// Streaming read of a 1 GiB buffer (kernels/stream_bandwidth.h), shared by every row.
 StreamBuffer& stream_buffer() {
-  static StreamBuffer b;
+  static StreamBuffer b(kStreamBytes);
   return b;
 }
 
 double stream_pass(ThreadPool& pool) {
-  StreamBuffer& s = stream_buffer();
-  std::vector<uint64_t> partial(size_t(pool.size()) * 8);
-  const auto t0 = std::chrono::steady_clock::now();
-  pool.parallel_for(int64_t(s.n), [&](int64_t b, int64_t e, int t) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t i = b;
-    for (; i + 4 <= e; i += 4) {
-      a0 += s.buf[size_t(i)];
-      a1 += s.buf[size_t(i + 1)];
-      a2 += s.buf[size_t(i + 2)];
-      a3 += s.buf[size_t(i + 3)];
-    }
-    for (; i < e; ++i) a0 += s.buf[size_t(i)];
-    partial[size_t(t) * 8] = a0 + a1 + a2 + a3;
-  });
-  benchmark::DoNotOptimize(partial.data());
-  return double(kStreamBytes) /
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return stream_buffer().read_pass(pool);
 }
 
 // Best of a few passes per thread count, measured once per run and reused by every row.

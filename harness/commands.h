@@ -11,5 +11,12 @@ void add_make_model_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_requant_command(CLI::App& app, int* exit_code);
 void add_requant_quality_command(CLI::App& app, int* exit_code);
+// Run side (run_command.h): execute an experiment file into a results file.
+void add_run_command(CLI::App& app, int* exit_code);
+// Results side (results_reader.h): merge shards, render reports, compare runs, gate regressions.
+void add_merge_command(CLI::App& app, int* exit_code);
+void add_report_command(CLI::App& app, int* exit_code);
+void add_compare_command(CLI::App& app, int* exit_code);
+void add_gate_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

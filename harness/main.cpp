@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   fish::add_generate_command(app, &exit_code);
   fish::add_requant_command(app, &exit_code);
   fish::add_requant_quality_command(app, &exit_code);
+  fish::add_run_command(app, &exit_code);
+  fish::add_merge_command(app, &exit_code);
+  fish::add_report_command(app, &exit_code);
+  fish::add_compare_command(app, &exit_code);
+  fish::add_gate_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

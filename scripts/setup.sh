@@ -32,6 +32,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libvulkan-dev libvulkan-volk-dev glslang-tools mesa-vulkan-drivers
+  slurm-wlm  # scripts/slurm_array.sh; tests/harness/slurm_array_test.sh starts a loopback cluster
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,212 @@
+// Config: every knob of one run of the engine, and the one field table that describes it.
+//
+// The table (config_fields()) is the single list of knobs: each row names the JSON key (which is
+// also the result-table column), the Config member, a one-line doc, the allowed values or range.
+// Experiment parsing, validation, `fish run --help-fields`, the result rows' "config" object and
+// cell ids are all driven by it; adding a knob is one member below plus one table row in
+// config.cpp. A field's default is its member initializer here.
+//
+// The same FieldSpec machinery describes the experiment file's other sections (workload,
+// measure, quality, output in harness/experiment.h), so every key of the file is parsed,
+// validated and documented the same way.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "engine/session.h"
+
+namespace fish {
+
+struct Config {
+  int64_t n_ctx = 4096;      // KV cache positions
+  int64_t n_threads = 0;     // 0: FISH_THREADS or all hardware threads
+  std::string act = "int8";  // activations: int8 (quantised) | f32 (reference)
+  int64_t n_batch = 256;     // prefill tokens per matrix x matrix pass
+  std::string isa = "auto";  // kernel ISA cap: auto | scalar | avx2 | avx512
+};
+
+// Order matches FieldSpec::Member's alternatives.
+enum class FieldType { integer, number, boolean, string, string_list };
+std::string_view field_type_name(FieldType t);  // "integer", "number", ... as in messages/docs
+
+template <typename T>
+struct FieldSpec {
+  using Member = std::variant<int64_t T::*, double T::*, bool T::*, std::string T::*,
+                              std::vector<std::string> T::*>;
+  std::string_view name;  // JSON key and result column
+  Member member;
+  std::string_view doc;                   // one line
+  std::vector<std::string_view> allowed;  // string / string_list: allowed values (empty: any)
+  double min = -std::numeric_limits<double>::infinity();  // integer / number: inclusive range
+  double max = std::numeric_limits<double>::infinity();
+
+  FieldType type() const { return FieldType(member.index()); }
+};
+
+// The Config table, in column order.
+std::span<const FieldSpec<Config>> config_fields();
+// nullptr when `name` is not a Config field.
+const FieldSpec<Config>* find_config_field(std::string_view name);
+
+// Config -> SessionOptions. Errors: an isa this CPU (or a FISH_SCALAR_ONLY build) cannot run,
+// naming the best it can.
+Result<SessionOptions> session_options(const Config& c);
+
+// --- Field-table machinery (templates: the experiment sections use it too) ---
+
+// The JSON value of one field.
+template <typename T>
+nlohmann::json field_get(const T& obj, const FieldSpec<T>& f) {
+  return std::visit([&](auto m) { return nlohmann::json(obj.*m); }, f.member);
+}
+
+// Every field of `obj`, keyed by name (nlohmann's object keeps keys sorted).
+template <typename T>
+nlohmann::json fields_to_json(const T& obj, std::span<const FieldSpec<T>> table) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const FieldSpec<T>& f : table) j[std::string(f.name)] = field_get(obj, f);
+  return j;
+}
+
+namespace field_detail {
+std::string describe_json(const nlohmann::json& v);  // `"abc"` / `1.5` / `a list`, for messages
+std::string allowed_list(std::span<const std::string_view> allowed);  // "int8, f32"
+std::string range_text(double min, double max);                       // ">= 1", "0 to 100"
+}  // namespace field_detail
+
+// Checks `v` against the field (type, allowed values, range) and stores it. `path` names the
+// place in messages: "quickstart.json: defaults.n_ctx: wrong type: expected integer, found
+// string \"4k\"". Integers accept only JSON integers; numbers accept integers too.
+template <typename T>
+Status field_set(T& obj, const FieldSpec<T>& f, const nlohmann::json& v, const std::string& path) {
+  using field_detail::describe_json;
+  auto wrong_type = [&] {
+    std::string hint = v.is_array() && f.type() != FieldType::string_list
+                           ? " (a list is a sweep axis: put it under \"sweep\")"
+                           : "";
+    return make_error("{}: wrong type: expected {}, found {}{}", path, field_type_name(f.type()),
+                      describe_json(v), hint);
+  };
+  auto check_allowed = [&](const std::string& s) -> Status {
+    if (f.allowed.empty()) return Status::success();
+    for (std::string_view a : f.allowed)
+      if (a == s) return Status::success();
+    return make_error("{}: \"{}\" is not allowed (allowed: {})", path, s,
+                      field_detail::allowed_list(f.allowed));
+  };
+  auto check_range = [&](double x) -> Status {
+    if (x >= f.min && x <= f.max) return Status::success();
+    return make_error("{}: {} is out of range (expected {})", path, describe_json(v),
+                      field_detail::range_text(f.min, f.max));
+  };
+  switch (f.type()) {
+    case FieldType::integer: {
+      if (!v.is_number_integer()) return wrong_type();
+      const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)
+                            ? INT64_MAX
+                            : v.get<int64_t>();
+      FISH_TRY(check_range(double(x)));
+      obj.*std::get<0>(f.member) = x;
+      return Status::success();
+    }
+    case FieldType::number: {
+      if (!v.is_number()) return wrong_type();
+      const double x = v.get<double>();
+      FISH_TRY(check_range(x));
+      obj.*std::get<1>(f.member) = x;
+      return Status::success();
+    }
+    case FieldType::boolean:
+      if (!v.is_boolean()) return wrong_type();
+      obj.*std::get<2>(f.member) = v.get<bool>();
+      return Status::success();
+    case FieldType::string: {
+      if (!v.is_string()) return wrong_type();
+      const std::string s = v.get<std::string>();
+      FISH_TRY(check_allowed(s));
+      obj.*std::get<3>(f.member) = s;
+      return Status::success();
+    }
+    case FieldType::string_list: {
+      if (!v.is_array()) return wrong_type();
+      std::vector<std::string> out;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string())
+          return make_error("{}[{}]: wrong type: expected string, found {}", path, i,
+                            describe_json(v[i]));
+        const std::string s = v[i].get<std::string>();
+        if (!f.allowed.empty()) {
+          bool found = false;
+          for (std::string_view a : f.allowed) found |= a == s;
+          if (!found)
+            return make_error("{}[{}]: \"{}\" is not allowed (allowed: {})", path, i, s,
+                              field_detail::allowed_list(f.allowed));
+        }
+        out.push_back(s);
+      }
+      obj.*std::get<4>(f.member) = std::move(out);
+      return Status::success();
+    }
+  }
+  return make_error("{}: unhandled field type", path);
+}
+
+// nullptr when absent.
+template <typename T>
+const FieldSpec<T>* find_field(std::span<const FieldSpec<T>> table, std::string_view name) {
+  for (const FieldSpec<T>& f : table)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// Applies every key of the JSON object `j` to `out`. Each problem (not an object, unknown key,
+// bad value) is appended to `errors` as one message naming `path`.key; valid keys still apply.
+template <typename T>
+void fields_from_json(const nlohmann::json& j, std::span<const FieldSpec<T>> table,
+                      const std::string& path, T& out, std::vector<std::string>& errors) {
+  if (!j.is_object()) {
+    errors.push_back(fmt::format("{}: wrong type: expected an object, found {}", path,
+                                 field_detail::describe_json(j)));
+    return;
+  }
+  for (const auto& [key, v] : j.items()) {
+    const FieldSpec<T>* f = find_field(table, key);
+    if (!f) {
+      std::vector<std::string_view> names;
+      for (const FieldSpec<T>& g : table) names.push_back(g.name);
+      errors.push_back(fmt::format("{}.{}: unknown key (known: {})", path, key,
+                                   field_detail::allowed_list(names)));
+      continue;
+    }
+    Status st = field_set(out, *f, v, path + "." + key);
+    if (!st.ok()) errors.push_back(st.error().message);
+  }
+}
+
+// A Markdown table of the fields: key, type, default (from `defaults`), allowed values, doc.
+template <typename T>
+std::string fields_help(std::span<const FieldSpec<T>> table, const T& defaults) {
+  std::string out = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  for (const FieldSpec<T>& f : table) {
+    std::string allowed = field_detail::allowed_list(f.allowed);
+    if (f.type() == FieldType::integer || f.type() == FieldType::number)
+      allowed = field_detail::range_text(f.min, f.max);
+    if (f.type() == FieldType::boolean) allowed = "true, false";
+    out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", f.name, field_type_name(f.type()),
+                       field_get(defaults, f).dump(), allowed.empty() ? "any" : allowed, f.doc);
+  }
+  return out;
+}
+
+}  // namespace fish

@@ -1,0 +1,140 @@
+#include "harness/compare.h"
+
+#include <filesystem>
+#include <set>
+
+#include "harness/report_svg.h"
+
+namespace fish {
+namespace {
+
+using nlohmann::json;
+
+}  // namespace
+
+std::map<std::string, json> row_params(const ResultRow& r) {
+  std::map<std::string, json> p;
+  for (auto& [k, v] : r.params()) p[k] = std::move(v);
+  return p;
+}
+
+namespace {
+
+std::string row_label(const ResultRow& r) {
+  return fmt::format("{}:{} (cell {}, {})", r.file, r.line, r.cell_index, r.path);
+}
+
+}  // namespace
+
+std::vector<std::string> split_paths(const std::string& list) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= list.size()) {
+    const size_t e = std::min(list.find(',', b), list.size());
+    if (e > b) out.push_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+std::string params_text(const JoinedRow& j, const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    auto it = j.params.find(n);
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n,
+                       it == j.params.end() ? "-" : json_value_text(it->second));
+  }
+  return out;
+}
+
+RowJoin join_rows(const ResultSet& base, const ResultSet& head) {
+  std::map<std::string, const ResultRow*> base_by_key;
+  for (const ResultRow* r : base.latest_rows()) base_by_key[json(row_params(*r)).dump()] = r;
+  RowJoin join;
+  std::set<std::string> matched;
+  std::map<std::string, size_t> head_seen;  // key -> index in join.both
+  for (const ResultRow* r : head.latest_rows()) {
+    const std::map<std::string, json> p = row_params(*r);
+    const std::string key = json(p).dump();
+    auto b = base_by_key.find(key);
+    if (b == base_by_key.end()) {
+      join.only_head.push_back(r);
+      continue;
+    }
+    if (auto seen = head_seen.find(key); seen != head_seen.end()) {
+      join.both[seen->second].head = r;  // a later head row with the same parameters
+      continue;
+    }
+    head_seen[key] = join.both.size();
+    matched.insert(key);
+    join.both.push_back({b->second, r, p});
+  }
+  for (const ResultRow* r : base.latest_rows())
+    if (!matched.count(json(row_params(*r)).dump())) join.only_base.push_back(r);
+  std::set<std::string> names;
+  for (const JoinedRow& j : join.both)
+    for (const auto& [k, v] : j.params) names.insert(k);
+  for (const std::string& n : names) {
+    std::set<std::string> values;
+    for (const JoinedRow& j : join.both) {
+      auto it = j.params.find(n);
+      values.insert(it == j.params.end() ? "null" : it->second.dump());
+    }
+    if (values.size() > 1) join.varying.push_back(n);
+  }
+  return join;
+}
+
+std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::string& metric) {
+  const std::optional<SpeedMetric> b = j.base->speed(metric), h = j.head->speed(metric);
+  if (!b || !h || b->samples.empty() || h->samples.empty()) return std::nullopt;
+  SpeedComparison c;
+  c.metric = metric;
+  c.base_median = median(b->samples);
+  c.head_median = median(h->samples);
+  if (c.base_median == 0) return std::nullopt;
+  c.ratio = ratio_of_medians(h->samples, b->samples);
+  c.test = mann_whitney_u(h->samples, b->samples);
+  return c;
+}
+
+std::string render_comparison(const RowJoin& join) {
+  std::string md;
+  std::vector<std::string> names = join.varying;
+  if (names.empty()) names.push_back("path");
+  for (const std::string& n : names) md += "| " + n + " ";
+  md += "| metric | base | head | head/base [95% CI] | p (Mann-Whitney) |\n|";
+  for (size_t i = 0; i < names.size() + 5; ++i) md += "---|";
+  md += "\n";
+  for (const JoinedRow& j : join.both) {
+    std::string prefix = "| ";
+    for (const std::string& n : names) {
+      auto it = j.params.find(n);
+      prefix += (it == j.params.end() ? "-" : json_value_text(it->second)) + " | ";
+    }
+    if (j.base->status != "ok" || j.head->status != "ok") {
+      md += prefix + fmt::format("status | {} | {} | | |\n", j.base->status, j.head->status);
+      continue;
+    }
+    for (const std::string& m : speed_metric_names()) {
+      const std::optional<SpeedComparison> c = compare_speed(j, m);
+      if (!c) continue;
+      md += prefix + fmt::format("{} | {} | {} | {:.3f} [{:.3f}, {:.3f}] | {:.3g} |\n", m,
+                                 short_number(c->base_median), short_number(c->head_median),
+                                 c->ratio.ratio, c->ratio.ci95.lo, c->ratio.ci95.hi, c->test.p);
+    }
+    for (const std::string& m : scalar_metric_names()) {
+      const std::optional<double> b = j.base->number(m), h = j.head->number(m);
+      if (!b && !h) continue;
+      std::string diff = b && h ? fmt::format("{:+.4g} (difference)", *h - *b) : "";
+      md += prefix + fmt::format("{} | {} | {} | {} | |\n", m, b ? short_number(*b) : "-",
+                                 h ? short_number(*h) : "-", diff);
+    }
+  }
+  md += "\n";
+  for (const ResultRow* r : join.only_base) md += "- only in BASE: " + row_label(*r) + "\n";
+  for (const ResultRow* r : join.only_head) md += "- only in HEAD: " + row_label(*r) + "\n";
+  return md;
+}
+
+}  // namespace fish

@@ -1,0 +1,61 @@
+// `fish compare BASE HEAD`: rows of two results sets joined on their parameters (model file name,
+// config, workload, path — not cell_id, which also hashes the harness version and the model's
+// sha256, so a rebuilt synthetic model or a new harness still joins), and per speed metric the
+// ratio of medians head/base with a bootstrap 95% CI and the two-sided Mann-Whitney p-value from
+// the raw samples; per scalar metric (quality, GB/s, memory) base, head and the difference.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "harness/results_reader.h"
+#include "harness/stats.h"
+
+namespace fish {
+
+struct JoinedRow {
+  const ResultRow* base = nullptr;
+  const ResultRow* head = nullptr;
+  std::map<std::string, nlohmann::json> params;  // model, config and workload fields, path
+};
+
+struct RowJoin {
+  std::vector<JoinedRow> both;              // in head's report order
+  std::vector<const ResultRow*> only_base;  // rows HEAD lacks
+  std::vector<const ResultRow*> only_head;
+  std::vector<std::string> varying;  // parameter names whose values differ across `both`
+};
+
+// A row's parameters: model (file name), config and workload fields, path.
+std::map<std::string, nlohmann::json> row_params(const ResultRow& r);
+
+// Joins the latest rows of each set (results_reader.h) on canonical parameters; a parameter
+// key repeated within one side keeps its later row.
+RowJoin join_rows(const ResultSet& base, const ResultSet& head);
+
+struct SpeedComparison {
+  std::string metric;
+  double base_median = 0, head_median = 0;
+  RatioEstimate ratio;  // head / base
+  MannWhitney test;     // head samples vs base samples
+};
+
+// The speed metric `metric` of a joined pair; nullopt when either side has no samples or the
+// base median is 0.
+std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::string& metric);
+
+// Markdown for `fish compare`: a table per joined row and metric, then the unmatched rows.
+std::string render_comparison(const RowJoin& join);
+
+// "a.jsonl,b.jsonl" -> {"a.jsonl", "b.jsonl"} (BASE/HEAD arguments may name several files).
+std::vector<std::string> split_paths(const std::string& list);
+
+// "model X, n_threads 4, path cpu" for the varying parameters of a joined row.
+std::string params_text(const JoinedRow& j, const std::vector<std::string>& names);
+
+}  // namespace fish

@@ -1,0 +1,48 @@
+// `fish compare BASE HEAD`
+#include <cstdio>
+
+#include "harness/commands.h"
+#include "harness/compare.h"
+#include "harness/exit_codes.h"
+
+namespace fish {
+
+void add_compare_command(CLI::App& app, int* exit_code) {
+  struct Args {
+    std::string base, head;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare",
+      "Compare two sets of results: rows joined on model, config, workload and path; per speed "
+      "metric the ratio of medians HEAD/BASE with a bootstrap 95% CI and the Mann-Whitney U "
+      "p-value of the raw samples; per quality/scalar metric both values and the difference.");
+  cmd->add_option("base", args->base, "Results .jsonl of the baseline (comma-separate several)")
+      ->required();
+  cmd->add_option("head", args->head, "Results .jsonl to compare with it (comma-separate several)")
+      ->required();
+  cmd->callback([args, exit_code] {
+    *exit_code = kExitUsage;
+    auto base = read_results_files(split_paths(args->base));
+    if (!base.ok()) {
+      std::fprintf(stderr, "fish compare: BASE: %s\n", base.error().message.c_str());
+      return;
+    }
+    auto head = read_results_files(split_paths(args->head));
+    if (!head.ok()) {
+      std::fprintf(stderr, "fish compare: HEAD: %s\n", head.error().message.c_str());
+      return;
+    }
+    for (const ResultSet* s : {&base.value(), &head.value()})
+      for (const std::string& w : s->warnings)
+        std::fprintf(stderr, "fish %s: %s\n", "compare", w.c_str());
+    const RowJoin join = join_rows(*base, *head);
+    const std::string md = render_comparison(join);
+    std::fwrite(md.data(), 1, md.size(), stdout);
+    std::fprintf(stderr, "fish compare: %zu rows joined, %zu only in BASE, %zu only in HEAD\n",
+                 join.both.size(), join.only_base.size(), join.only_head.size());
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace fish

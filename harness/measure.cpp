@@ -1,0 +1,146 @@
+// The measurement protocol; see measure.h.
+#include "harness/measure.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "engine/sampling.h"
+#include "harness/stats.h"
+#include "kernels/stream_bandwidth.h"
+
+namespace fish {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen) {
+  if (int64_t(prompt.size()) + n_gen > s.n_ctx())
+    return make_error("n_prompt + n_gen = {} exceed n_ctx {} (hint: raise n_ctx)",
+                      int64_t(prompt.size()) + n_gen, s.n_ctx());
+  s.reset();
+  const auto t0 = Clock::now();
+  auto lg = s.forward(prompt, 0);
+  if (!lg.ok()) return lg.take_error();
+  const double t_prefill = seconds_since(t0);
+  int32_t next = greedy_token(lg.value());
+  const auto t1 = Clock::now();
+  for (int64_t i = 0; i < n_gen; ++i) {
+    lg = s.append(std::span<const int32_t>(&next, 1));
+    if (!lg.ok()) return lg.take_error();
+    next = greedy_token(lg.value());
+  }
+  const double t_decode = seconds_since(t1);
+  return RepSample{double(prompt.size()) / t_prefill, double(n_gen) / t_decode};
+}
+
+std::vector<PathSamples> measure_paths(
+    const MeasureSpec& spec, std::span<const std::function<Result<RepSample>()>> rep_fns) {
+  std::vector<PathSamples> out(rep_fns.size());
+  auto one = [&](size_t p, int64_t rep) {
+    if (out[p].error) return;
+    Result<RepSample> r = rep_fns[p]();
+    if (!r.ok()) {
+      out[p].error = r.take_error();
+      return;
+    }
+    if (rep < spec.warmup) return;
+    out[p].prefill_tok_s.push_back(r->prefill_tok_s);
+    out[p].decode_tok_s.push_back(r->decode_tok_s);
+  };
+  const int64_t total = spec.warmup + spec.repetitions;
+  if (spec.interleave) {
+    for (int64_t rep = 0; rep < total; ++rep)
+      for (size_t p = 0; p < rep_fns.size(); ++p) one(p, rep);
+  } else {
+    for (size_t p = 0; p < rep_fns.size(); ++p)
+      for (int64_t rep = 0; rep < total; ++rep) one(p, rep);
+  }
+  return out;
+}
+
+nlohmann::json speed_metric_json(std::span<const double> samples) {
+  if (samples.empty()) return nullptr;
+  const Interval ci = median_ci95(samples);
+  return nlohmann::json{{"median", median(samples)},
+                        {"ci95", {ci.lo, ci.hi}},
+                        {"cv", coefficient_of_variation(samples)},
+                        {"n", samples.size()},
+                        {"samples", std::vector<double>(samples.begin(), samples.end())}};
+}
+
+std::vector<std::string> validity_flags(const PathSamples& p, double max_cv) {
+  std::vector<std::string> v;
+  if (p.decode_tok_s.size() < 6) v.push_back("few_repetitions");
+  if ((!p.prefill_tok_s.empty() && coefficient_of_variation(p.prefill_tok_s) > max_cv) ||
+      (!p.decode_tok_s.empty() && coefficient_of_variation(p.decode_tok_s) > max_cv))
+    v.push_back("noisy");
+  return v;
+}
+
+Result<std::vector<int32_t>> workload_prompt(const Workload& w, const Tokenizer* tok,
+                                             int64_t n_vocab) {
+  std::vector<int32_t> out;
+  if (w.text.empty()) {
+    uint64_t s = uint64_t(w.seed);
+    for (int64_t i = 0; i < w.n_prompt; ++i)
+      out.push_back(int32_t(splitmix64(s) % uint64_t(n_vocab)));
+    return out;
+  }
+  std::ifstream in(w.text, std::ios::binary);
+  if (!in) return make_error("workload.text: {}: cannot open", w.text);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!tok) return make_error("workload.text: {}: the model has no tokenizer", w.text);
+  const std::vector<int32_t> t = tok->encode(ss.str(), /*add_special=*/true, false);
+  if (t.empty()) return make_error("workload.text: {}: encodes to no tokens", w.text);
+  while (int64_t(out.size()) < w.n_prompt)
+    out.insert(out.end(), t.begin(),
+               t.begin() + std::min<int64_t>(int64_t(t.size()), w.n_prompt - int64_t(out.size())));
+  return out;
+}
+
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";  // 5: reset the peak RSS (VmHWM) to the current RSS (Linux >= 4.0)
+  f.flush();
+  return bool(f);
+}
+
+std::optional<double> peak_rss_MB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream is(line.substr(6));
+      double kb = 0;
+      if (is >> kb) return kb * 1024.0 / 1e6;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<double> measure_stream_GBps(size_t bytes, int passes, int threads) {
+  StreamBuffer buf(bytes);
+  ThreadPool pool(threads);
+  buf.read_pass(pool);  // untimed: first touch, warm the pool
+  std::vector<double> v;
+  for (int i = 0; i < passes; ++i) v.push_back(buf.read_pass(pool) / 1e9);
+  return v;
+}
+
+}  // namespace fish

@@ -1,0 +1,72 @@
+// The measurement protocol: warm-up, repetitions, interleaving of a cell's paths, the statistics
+// of the samples, validity verdicts, host memory peaks and the stream bandwidth GB/s are scaled
+// against.
+//
+// One repetition on a path = reset the KV cache, prefill the n_prompt prompt tokens as one
+// forward (timed: prefill tok/s = n_prompt / t), then n_gen greedy single-token steps (timed:
+// decode tok/s = n_gen / t). Warm-up repetitions run first and are dropped. With interleave, the
+// paths of a cell take turns within every repetition (gpu, cpu, gpu, cpu, ...), so slow drifts
+// (thermal, a noisy neighbour) hit both paths alike; otherwise each path runs all its repetitions
+// in turn.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "harness/experiment.h"
+
+namespace fish {
+
+struct RepSample {
+  double prefill_tok_s = 0;
+  double decode_tok_s = 0;
+};
+
+// One repetition on `s` (see the header comment). Errors: the engine's (e.g. n_prompt + n_gen
+// beyond n_ctx).
+Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen);
+
+// The samples of one path.
+struct PathSamples {
+  std::vector<double> prefill_tok_s, decode_tok_s;
+  std::optional<Error> error;  // the first failed repetition; the path stops there
+};
+
+// Runs spec.warmup + spec.repetitions repetitions of every path (rep_fns[i] runs one repetition
+// of path i), interleaved or not per spec.interleave. A failing path stops; the others go on.
+std::vector<PathSamples> measure_paths(const MeasureSpec& spec,
+                                       std::span<const std::function<Result<RepSample>()>> rep_fns);
+
+// {"median","ci95":[lo,hi],"cv","n","samples"}: median and its order-statistic 95% CI
+// (harness/stats.h), coefficient of variation, the raw samples. null when there are none.
+nlohmann::json speed_metric_json(std::span<const double> samples);
+
+// Validity flags of a row: "few_repetitions" (fewer than 6 samples: no order-statistic pair of
+// the median reaches 95% coverage), "noisy" (a speed metric's CV above max_cv).
+std::vector<std::string> validity_flags(const PathSamples& p, double max_cv);
+
+// The prompt a workload measures with: random ids in [0, n_vocab) from the seed (splitmix64), or
+// the first n_prompt tokens of the text file (BOS as the vocabulary says; the tokens repeat when
+// the text is shorter). Errors: unreadable or empty text.
+Result<std::vector<int32_t>> workload_prompt(const Workload& w, const Tokenizer* tok,
+                                             int64_t n_vocab);
+
+// Resets the kernel's peak-RSS counter (/proc/self/clear_refs); false when it cannot.
+bool reset_peak_rss();
+// VmHWM of /proc/self/status in MB (1e6 bytes): the peak since the last reset, or since start.
+std::optional<double> peak_rss_MB();
+
+// Stream-read bandwidth samples in GB/s (1e9 bytes/s): `passes` timed passes over a buffer of
+// `bytes` with `threads` threads (0: the default thread count), after one untimed pass.
+std::vector<double> measure_stream_GBps(size_t bytes, int passes, int threads);
+
+}  // namespace fish

@@ -1,0 +1,167 @@
+// Quality metrics against a reference configuration; see quality.h.
+#include "harness/quality.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "engine/sampling.h"
+#include "engine/session.h"
+
+namespace fish {
+namespace {
+
+Result<std::string> read_text(const std::string& path, const char* key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("quality.{}: {}: cannot open", key, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// log-softmax of `logits` into out (same size); returns the argmax.
+int32_t log_softmax(std::span<const float> logits, float* out) {
+  const int32_t top = greedy_token(logits);
+  const double mx = logits[size_t(top)];
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  const double lse = mx + std::log(sum);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = float(double(logits[i]) - lse);
+  return top;
+}
+
+// Session for quality runs: the configuration's options, n_ctx enough for `need` positions.
+Result<std::unique_ptr<Session>> quality_session(std::shared_ptr<const Model> model,
+                                                 const Config& c, int64_t need) {
+  FISH_ASSIGN_OR_RETURN(SessionOptions opt, session_options(c));
+  opt.n_ctx = need;
+  return Session::create(std::move(model), opt);
+}
+
+Result<std::vector<int32_t>> greedy_continuation(Session& s, const std::vector<int32_t>& prompt,
+                                                 int64_t n) {
+  s.reset();
+  auto lg = s.forward(prompt, 0);
+  if (!lg.ok()) return lg.take_error();
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(greedy_token(lg.value()));
+    if (i + 1 == n) break;
+    lg = s.append(std::span<const int32_t>(&out.back(), 1));
+    if (!lg.ok()) return lg.take_error();
+  }
+  return out;
+}
+
+int64_t context_needed(const QualityReference& ref, const QualitySpec& q) {
+  int64_t need = int64_t(ref.text_tokens.size());
+  for (const auto& p : ref.prompts) need = std::max(need, int64_t(p.size()) + q.greedy_tokens);
+  return std::max<int64_t>(need, 1);
+}
+
+}  // namespace
+
+Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> model,
+                                                 const Tokenizer& tok, const QualitySpec& q) {
+  QualityReference ref;
+  const int64_t n_vocab = model->params().n_vocab;
+  if (q.wants("top1") || q.wants("kl") || q.wants("ppl")) {
+    FISH_ASSIGN_OR_RETURN(std::string text, read_text(q.text, "text"));
+    std::vector<int32_t> t = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
+    if (int64_t(t.size()) < q.n_tokens)
+      return make_error("quality.text: {}: {} tokens, n_tokens asks for {}", q.text, t.size(),
+                        q.n_tokens);
+    t.resize(size_t(q.n_tokens));
+    ref.text_tokens = std::move(t);
+  }
+  if (q.wants("greedy_exact")) {
+    FISH_ASSIGN_OR_RETURN(std::string text, read_text(q.prompt_file, "prompt_file"));
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      ref.prompts.push_back(tok.encode(line, /*add_special=*/true, /*parse_special=*/false));
+    }
+    if (ref.prompts.empty())
+      return make_error("quality.prompt_file: {}: no prompts (one per line)", q.prompt_file);
+  }
+  FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, q.reference, context_needed(ref, q)));
+  if (!ref.text_tokens.empty()) {
+    const size_t n_pos = ref.text_tokens.size() - 1;
+    ref.logprobs.resize(n_pos * size_t(n_vocab));
+    ref.top1.resize(n_pos);
+    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
+      if (size_t(t) >= n_pos) return;
+      ref.top1[size_t(t)] = log_softmax(lg, ref.logprobs.data() + size_t(t) * size_t(n_vocab));
+    });
+    FISH_TRY(st);
+  }
+  for (const auto& p : ref.prompts) {
+    FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, p, q.greedy_tokens));
+    ref.greedy.push_back(std::move(g));
+  }
+  return ref;
+}
+
+Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const Config& config,
+                                       const QualityReference& ref, const QualitySpec& q) {
+  QualityMetrics m;
+  const size_t n_vocab = size_t(model->params().n_vocab);
+  FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, config, context_needed(ref, q)));
+  if (!ref.text_tokens.empty()) {
+    const size_t n_pos = ref.text_tokens.size() - 1;
+    std::vector<float> lp(n_vocab);
+    std::vector<double> kl(n_pos);
+    int64_t same = 0;
+    double nll = 0;
+    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
+      if (size_t(t) >= n_pos) return;
+      const int32_t top = log_softmax(lg, lp.data());
+      same += top == ref.top1[size_t(t)];
+      nll -= lp[size_t(ref.text_tokens[size_t(t) + 1])];
+      const float* r = ref.logprobs.data() + size_t(t) * n_vocab;
+      double d = 0;
+      for (size_t i = 0; i < n_vocab; ++i) d += std::exp(double(r[i])) * double(r[i] - lp[i]);
+      kl[size_t(t)] = std::max(d, 0.0);  // rounding can leave a tiny negative
+    });
+    FISH_TRY(st);
+    if (q.wants("top1")) m.top1 = double(same) / double(n_pos);
+    if (q.wants("ppl")) m.ppl = std::exp(nll / double(n_pos));
+    if (q.wants("kl")) {
+      double sum = 0;
+      for (double d : kl) sum += d;
+      std::vector<double> sorted = kl;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t rank = size_t(std::ceil(0.99 * double(n_pos)));  // nearest rank, 1-based
+      m.kl_mean = sum / double(n_pos);
+      m.kl_p99 = sorted[std::max<size_t>(rank, 1) - 1];
+      m.kl_max = sorted.back();
+    }
+  }
+  if (q.wants("greedy_exact")) {
+    int64_t n = 0;
+    for (size_t i = 0; i < ref.prompts.size(); ++i) {
+      FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, ref.prompts[i], q.greedy_tokens));
+      n += g == ref.greedy[i];
+    }
+    m.greedy_n = n;
+    m.greedy_of = int64_t(ref.prompts.size());
+  }
+  return m;
+}
+
+void quality_metrics_json(const QualityMetrics& m, nlohmann::json& metrics) {
+  auto put = [&](const char* k, const std::optional<double>& v) {
+    metrics[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  put("top1", m.top1);
+  put("kl_mean", m.kl_mean);
+  put("kl_p99", m.kl_p99);
+  put("kl_max", m.kl_max);
+  put("ppl", m.ppl);
+  metrics["greedy_exact"] =
+      m.greedy_n ? nlohmann::json{{"n", *m.greedy_n}, {"of", *m.greedy_of}} : nlohmann::json();
+}
+
+}  // namespace fish

@@ -1,0 +1,479 @@
+#include "harness/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "harness/report_gbench.h"
+#include "harness/report_svg.h"
+
+namespace fish {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string md_escape(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
+}
+
+std::string file_safe(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    out +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-') ? c : '_';
+  return out;
+}
+
+std::string interval_text(const SpeedMetric& m) {
+  return fmt::format("{} [{}, {}]", short_number(m.median), short_number(m.ci_lo),
+                     short_number(m.ci_hi));
+}
+
+struct MetricColumn {
+  const char* key;
+  const char* title;
+};
+// Scalar metric columns in table order (speed metrics come first, with their CIs).
+const MetricColumn kScalarColumns[] = {{"weight_GBps", "weight GB/s"},
+                                       {"weight_GBps_pct_stream", "% stream"},
+                                       {"bits_per_weight", "bits/weight"},
+                                       {"rel_rms", "rel RMS"},
+                                       {"top1", "top-1"},
+                                       {"kl_mean", "KL mean"},
+                                       {"kl_p99", "KL p99"},
+                                       {"kl_max", "KL max"},
+                                       {"ppl", "PPL"},
+                                       {"greedy_exact", "greedy exact"},
+                                       {"rss_peak_MB", "RSS MB"},
+                                       {"vram_peak_MB", "VRAM MB"}};
+const MetricColumn kSpeedColumns[] = {{"prefill_tok_s", "prefill tok/s"},
+                                      {"decode_tok_s", "decode tok/s"}};
+// Quality metrics plotted against bits per weight.
+const MetricColumn kQualityPlots[] = {
+    {"top1", "top-1 agreement"}, {"kl_mean", "KL mean"}, {"rel_rms", "rel RMS"}, {"ppl", "PPL"}};
+
+bool has_metric(const ResultRow& r, const char* key) {
+  const json& m = r.metrics();
+  return m.contains(key) && !m[key].is_null();
+}
+
+std::string scalar_text(const ResultRow& r, const char* key) {
+  if (!has_metric(r, key)) return "-";
+  const json& v = r.metrics()[key];
+  if (v.is_object() && v.contains("n") && v.contains("of"))
+    return fmt::format("{}/{}", json_value_text(v["n"]), json_value_text(v["of"]));
+  return v.is_number() ? short_number(v.get<double>()) : json_value_text(v);
+}
+
+std::string context_text(const ResultContext& c) {
+  const json& j = c.json;
+  auto s = [&](const char* k) {
+    return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string();
+  };
+  std::string commit = s("commit").substr(0, 12);
+  if (j.value("dirty", false)) commit += " (dirty)";
+  std::string out = fmt::format("commit {}; {} build, {}", commit.empty() ? "?" : commit,
+                                s("build_type"), s("compiler"));
+  out += fmt::format("; cpu {}", s("cpu").empty() ? "?" : s("cpu"));
+  if (j.contains("n_cpus") && j["n_cpus"].is_number())
+    out += fmt::format(" ({} CPUs)", j["n_cpus"].dump());
+  std::string gpu = s("gpu").empty() ? "none" : s("gpu");
+  if (!s("gpu_driver").empty()) gpu += ", driver " + s("gpu_driver");
+  if (!s("vulkan").empty()) gpu += ", Vulkan " + s("vulkan");
+  out += "; gpu " + gpu;
+  if (!s("os").empty()) out += "; os " + s("os");
+  if (j.contains("stream_GBps") && j["stream_GBps"].is_object() &&
+      j["stream_GBps"].contains("median") && j["stream_GBps"]["median"].is_number()) {
+    const json& st = j["stream_GBps"];
+    out += fmt::format("; stream {} GB/s", short_number(st["median"].get<double>()));
+    if (st.contains("ci95") && st["ci95"].is_array() && st["ci95"].size() == 2)
+      out +=
+          fmt::format(" [{}, {}]", json_value_text(st["ci95"][0]), json_value_text(st["ci95"][1]));
+  }
+  return md_escape(out);
+}
+
+// Speed metric against one numeric parameter, one series per combination of the other varying
+// parameters.
+void add_speed_plots(const std::string& experiment, const std::vector<const ResultRow*>& rows,
+                     const std::vector<std::string>& varying,
+                     const std::vector<std::map<std::string, json>>& axes,
+                     const ReportOptions& options, std::string* md,
+                     std::vector<std::pair<std::string, std::string>>* plots) {
+  for (const std::string& x_axis : varying) {
+    std::set<double> xs;
+    bool numeric = true;
+    for (const auto& a : axes) {
+      auto it = a.find(x_axis);
+      if (it == a.end() || !it->second.is_number()) {
+        numeric = false;
+        break;
+      }
+      xs.insert(it->second.get<double>());
+    }
+    if (!numeric || xs.size() < 3) continue;
+    for (const MetricColumn& metric : kSpeedColumns) {
+      std::map<std::string, PlotSeries> series;  // by name: deterministic legend order
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i]->status != "ok") continue;
+        const std::optional<SpeedMetric> m = rows[i]->speed(metric.key);
+        if (!m) continue;
+        std::string name;
+        for (const std::string& v : varying)
+          if (v != x_axis)
+            name +=
+                fmt::format("{}{}={}", name.empty() ? "" : ", ", v, json_value_text(axes[i].at(v)));
+        PlotSeries& s = series[name.empty() ? metric.title : name];
+        s.name = name.empty() ? metric.title : name;
+        s.points.push_back({axes[i].at(x_axis).get<double>(), m->median, m->ci_lo, m->ci_hi, ""});
+      }
+      size_t longest = 0;
+      for (const auto& [n, s] : series) longest = std::max(longest, s.points.size());
+      if (longest < 2) continue;
+      Plot p;
+      p.title = fmt::format("{}: {} vs {}", experiment, metric.title, x_axis);
+      p.x_label = x_axis;
+      p.y_label = fmt::format("{} (median, 95% CI)", metric.title);
+      p.x_log2 = *xs.begin() > 0 && *xs.rbegin() / *xs.begin() >= 8;
+      for (auto& [n, s] : series) {
+        std::sort(s.points.begin(), s.points.end(),
+                  [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
+        p.series.push_back(std::move(s));
+      }
+      const std::string file =
+          file_safe(fmt::format("{}-{}-vs-{}.svg", experiment, metric.key, x_axis));
+      plots->push_back({file, render_svg(p)});
+      *md += fmt::format("![{}]({}/{})\n\n", p.title, options.plots_link, file);
+    }
+  }
+}
+
+// Quality metrics against bits per weight (or weight MB per token), one series per path, points
+// labelled with the row's non-numeric varying parameters.
+void add_quality_plots(const std::string& experiment, const std::vector<const ResultRow*>& rows,
+                       const std::vector<std::string>& varying,
+                       const std::vector<std::map<std::string, json>>& axes,
+                       const ReportOptions& options, std::string* md,
+                       std::vector<std::pair<std::string, std::string>>* plots) {
+  // x: bits per weight when rows report it; else the weight bytes each decoded token reads
+  // (weight_GBps / decode tok/s), which for one model shape is proportional to it.
+  const bool have_bpw = std::any_of(
+      rows.begin(), rows.end(), [](const ResultRow* r) { return r->number("bits_per_weight"); });
+  auto x_of = [&](const ResultRow& r) -> std::optional<double> {
+    if (have_bpw) return r.number("bits_per_weight");
+    const std::optional<double> gbps = r.number("weight_GBps");
+    const std::optional<SpeedMetric> decode = r.speed("decode_tok_s");
+    if (!gbps || !decode || decode->median <= 0) return std::nullopt;
+    return *gbps * 1e3 / decode->median;  // GB/s / (tok/s) * 1e3 = MB per token
+  };
+  const std::string x_label = have_bpw ? "bits per weight" : "weight MB read per token";
+  std::set<std::string> xs;  // distinct at the precision shown (the MB/token are recomputed)
+  for (const ResultRow* r : rows)
+    if (r->status == "ok" && x_of(*r)) xs.insert(short_number(*x_of(*r)));
+  if (xs.size() < 2) return;
+  for (const MetricColumn& metric : kQualityPlots) {
+    std::map<std::string, PlotSeries> series;
+    size_t n_points = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ResultRow& r = *rows[i];
+      const std::optional<double> x = x_of(r), y = r.number(metric.key);
+      if (r.status != "ok" || !x || !y) continue;
+      std::string label;
+      for (const std::string& v : varying)
+        if (v != "path" && !axes[i].at(v).is_number())
+          label += (label.empty() ? "" : ", ") + json_value_text(axes[i].at(v));
+      PlotSeries& s = series[r.path];
+      s.name = r.path;
+      s.points.push_back({*x, *y, *y, *y, label});
+      ++n_points;
+    }
+    if (n_points < 2) continue;
+    Plot p;
+    p.title = fmt::format("{}: {} vs {}", experiment, metric.title, x_label);
+    p.x_label = x_label;
+    p.y_label = metric.title;
+    p.lines = false;
+    p.y_from_zero = false;
+    for (auto& [n, s] : series) {
+      std::sort(s.points.begin(), s.points.end(),
+                [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
+      p.series.push_back(std::move(s));
+    }
+    const std::string file = file_safe(
+        fmt::format("{}-{}-vs-{}.svg", experiment, metric.key, have_bpw ? "bpw" : "weight_MB"));
+    plots->push_back({file, render_svg(p)});
+    *md += fmt::format("![{}]({}/{})\n\n", p.title, options.plots_link, file);
+  }
+}
+
+Status read_text(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("report: {}: cannot open", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return Status::success();
+}
+
+}  // namespace
+
+std::string render_experiment_section(const ResultSet& set,
+                                      const std::vector<const ResultRow*>& rows,
+                                      const ReportOptions& options,
+                                      std::vector<std::pair<std::string, std::string>>* plots) {
+  const ResultContext& first_ctx = set.context_of(*rows.front());
+  const std::string& experiment = first_ctx.experiment;
+  std::string md = fmt::format("### {}\n\n", md_escape(experiment));
+
+  // Contexts of this experiment: identical descriptions merged, runs listed.
+  std::vector<std::string> descs;
+  std::map<std::string, std::vector<std::string>> runs_of;
+  std::set<std::string> files;
+  int64_t n_cells = 0;
+  for (const ResultContext& c : set.contexts) {
+    if (c.experiment != experiment) continue;
+    const std::string d = context_text(c);
+    if (!runs_of.count(d)) descs.push_back(d);
+    std::string run = fmt::format("{} {}", c.run_id.substr(0, 8), c.json.value("started_utc", ""));
+    if (c.shard_count > 1) run += fmt::format(" shard {}/{}", c.shard_index, c.shard_count);
+    runs_of[d].push_back(run);
+    files.insert(fmt::format("`{}` (sha256 {})", c.json.value("experiment_file", "?"),
+                             c.experiment_sha256.substr(0, 12)));
+    n_cells = std::max(n_cells, c.n_cells);
+  }
+  std::string file_list;
+  for (const std::string& f : files) file_list += (file_list.empty() ? "" : ", ") + f;
+  std::map<std::string, int> by_status;
+  std::set<int64_t> covered;
+  for (const ResultRow* r : rows) {
+    ++by_status[r->status];
+    covered.insert(r->cell_index);
+  }
+  std::string counts;
+  for (const auto& [s, n] : by_status)
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, s);
+  md += fmt::format("Experiment file {}: {} of {} cells, {} rows ({}).", file_list, covered.size(),
+                    n_cells, rows.size(), counts);
+  std::string missing;
+  for (int64_t i = 0; i < n_cells; ++i)
+    if (!covered.count(i)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
+  if (!missing.empty()) md += fmt::format(" Cells without a row: {}.", missing);
+  md += "\n\n";
+  auto runs_text = [&](const std::string& d) {
+    std::string runs;
+    for (const std::string& r : runs_of[d]) runs += (runs.empty() ? "" : ", ") + r;
+    return runs;
+  };
+  if (descs.size() == 1) {
+    md += fmt::format("Context: {}; runs {}.\n\n", descs.front(), runs_text(descs.front()));
+  } else {
+    md += "Contexts:\n";
+    for (const std::string& d : descs) md += fmt::format("- {}; runs {}\n", d, runs_text(d));
+    md += "\n";
+  }
+
+  // Parameters: which vary (table key columns) and which are fixed (one line).
+  std::vector<std::map<std::string, json>> axes;
+  std::vector<std::string> names;  // first-seen order
+  for (const ResultRow* r : rows) {
+    std::map<std::string, json> a;
+    for (auto& [k, v] : r->params()) {
+      if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+      a[k] = v;
+    }
+    axes.push_back(std::move(a));
+  }
+  std::vector<std::string> varying;
+  std::string fixed;
+  for (const std::string& n : names) {
+    std::set<std::string> values;
+    for (auto& a : axes) values.insert(a.count(n) ? a[n].dump() : "null");
+    for (auto& a : axes) a.try_emplace(n, json());  // absent reads as null from here on
+    if (values.size() > 1)
+      varying.push_back(n);
+    else
+      fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", n, json_value_text(axes[0][n]));
+  }
+  if (!fixed.empty()) md += fmt::format("Fixed: {}.\n\n", md_escape(fixed));
+
+  std::vector<const MetricColumn*> speed_cols, scalar_cols;
+  for (const MetricColumn& c : kSpeedColumns)
+    if (std::any_of(rows.begin(), rows.end(),
+                    [&](const ResultRow* r) { return has_metric(*r, c.key); }))
+      speed_cols.push_back(&c);
+  for (const MetricColumn& c : kScalarColumns)
+    if (std::any_of(rows.begin(), rows.end(),
+                    [&](const ResultRow* r) { return has_metric(*r, c.key); }))
+      scalar_cols.push_back(&c);
+  const bool show_layers = std::any_of(rows.begin(), rows.end(), [](const ResultRow* r) {
+    const json& p = r->json.value("placement", json::object());
+    return p.is_object() && p.value("gpu_layers", json(0)).is_number() &&
+           p.value("gpu_layers", json(0)).get<double>() != 0;
+  });
+  auto notes_of = [](const ResultRow& r) {
+    std::string n = r.status == "ok" ? "" : r.status;
+    if (r.json.contains("validity") && r.json["validity"].is_array())
+      for (const json& v : r.json["validity"])
+        if (v.is_string()) n += (n.empty() ? "" : ", ") + v.get<std::string>();
+    return n;
+  };
+  const bool show_notes = std::any_of(rows.begin(), rows.end(),
+                                      [&](const ResultRow* r) { return !notes_of(*r).empty(); });
+
+  std::vector<std::string> header = varying;
+  if (show_layers) header.push_back("GPU layers");
+  for (const MetricColumn* c : speed_cols) header.push_back(c->title);
+  for (const MetricColumn* c : scalar_cols) header.push_back(c->title);
+  if (show_notes) header.push_back("notes");
+  if (header.empty()) header.push_back("path");  // a single-row experiment still gets a table
+  for (const std::string& h : header) md += "| " + md_escape(h) + " ";
+  md += "|\n|";
+  for (size_t i = 0; i < header.size(); ++i) md += "---|";
+  md += "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ResultRow& r = *rows[i];
+    std::vector<std::string> cells;
+    for (const std::string& v : varying) cells.push_back(json_value_text(axes[i][v]));
+    if (show_layers)
+      cells.push_back(
+          json_value_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
+    for (const MetricColumn* c : speed_cols) {
+      const std::optional<SpeedMetric> m = r.speed(c->key);
+      cells.push_back(m ? interval_text(*m) : "-");
+    }
+    for (const MetricColumn* c : scalar_cols) cells.push_back(scalar_text(r, c->key));
+    if (show_notes) cells.push_back(notes_of(r));
+    if (cells.empty()) cells.push_back(r.path);
+    for (const std::string& c : cells) md += "| " + md_escape(c) + " ";
+    md += "|\n";
+  }
+  md += "\n";
+  if (!speed_cols.empty())
+    md += "Speeds: median [95% CI] over the repetitions (order-statistic CI of the median).\n\n";
+  for (const ResultRow* r : rows)
+    if (r->status == "error")
+      md += fmt::format("- cell {} ({}): {}\n", r->cell_index, r->path, md_escape(r->error));
+  std::map<std::pair<std::string, std::string>, int> skipped;  // (path, reason) -> rows
+  for (const ResultRow* r : rows)
+    if (r->status == "skipped") ++skipped[{r->path, r->error}];
+  for (const auto& [what, n] : skipped)
+    md += fmt::format("- skipped ({}, {} row{}): {}\n", what.first, n, n == 1 ? "" : "s",
+                      what.second.empty() ? "no reason given" : md_escape(what.second));
+  if (by_status.count("error") || !skipped.empty()) md += "\n";
+
+  if (!options.plots_dir.empty()) {
+    add_speed_plots(experiment, rows, varying, axes, options, &md, plots);
+    add_quality_plots(experiment, rows, varying, axes, options, &md, plots);
+  }
+  return md;
+}
+
+Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
+                                  const ReportOptions& options) {
+  std::vector<std::string> results, gbench, run_dirs;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec))
+      run_dirs.push_back(in);
+    else if (fs::path(in).extension() == ".jsonl")
+      results.push_back(in);
+    else if (fs::path(in).extension() == ".json")
+      gbench.push_back(in);
+    else
+      return make_error(
+          "report: {}: unknown input (expected a results .jsonl file, a google-benchmark .json "
+          "file or a folder of command runs)",
+          in);
+  }
+  std::sort(gbench.begin(), gbench.end());
+  std::sort(run_dirs.begin(), run_dirs.end());
+  FISH_ASSIGN_OR_RETURN(ResultSet set, read_results_files(results));
+
+  ReportFiles out;
+  out.warnings = set.warnings;
+  out.markdown =
+      "# FISH benchmarks\n\n"
+      "Generated by `fish report` (`scripts/render_benchmarks.py` lists the inputs) from the\n"
+      "results committed under `results/`; do not edit by hand. Experiment tables show only the\n"
+      "parameters that vary (the fixed ones are listed above each table); speeds are medians with\n"
+      "their 95% CI in brackets. Benchmark times are medians over repetitions with [min, max]\n"
+      "and the coefficient of variation; rates are medians of per-repetition rates. Every section\n"
+      "names the commit, build, CPU, GPU and OS it was measured on.\n\n";
+  const std::vector<const ResultRow*> rows = set.latest_rows();
+  if (!rows.empty()) out.markdown += "## Experiments\n\n";
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i;
+    const std::string& name = set.context_of(*rows[i]).experiment;
+    while (j < rows.size() && set.context_of(*rows[j]).experiment == name) ++j;
+    const std::vector<const ResultRow*> group(rows.begin() + static_cast<long>(i),
+                                              rows.begin() + static_cast<long>(j));
+    out.markdown += render_experiment_section(set, group, options, &out.plots);
+    i = j;
+  }
+  if (!gbench.empty() || rows.empty()) out.markdown += "## Microbenchmarks (google-benchmark)\n\n";
+  if (gbench.empty() && rows.empty()) out.markdown += "No results committed yet.\n\n";
+  for (const std::string& g : gbench) {
+    FISH_ASSIGN_OR_RETURN(std::string section, render_gbench_section(g));
+    out.markdown += section;
+  }
+  if (!run_dirs.empty()) out.markdown += "## Command runs\n\n";
+  for (const std::string& d : run_dirs) {
+    FISH_ASSIGN_OR_RETURN(std::string section, render_command_runs_section(d));
+    out.markdown += section;
+  }
+  while (out.markdown.size() > 1 && out.markdown.ends_with("\n\n")) out.markdown.pop_back();
+  return out;
+}
+
+Result<std::vector<std::string>> write_report(const ReportFiles& files,
+                                              const std::string& markdown_path,
+                                              const ReportOptions& options, bool check) {
+  std::vector<std::pair<std::string, const std::string*>> wanted;  // (path, content)
+  if (!markdown_path.empty()) wanted.push_back({markdown_path, &files.markdown});
+  std::set<std::string> plot_paths;
+  for (const auto& [name, svg] : files.plots) {
+    const std::string p = (fs::path(options.plots_dir) / name).string();
+    plot_paths.insert(p);
+    wanted.push_back({p, &svg});
+  }
+  std::vector<std::string> stale;
+  std::vector<std::string> strays;  // *.svg in plots_dir that this report no longer makes
+  std::error_code ec;
+  if (!options.plots_dir.empty() && fs::is_directory(options.plots_dir, ec))
+    for (const auto& e : fs::directory_iterator(options.plots_dir, ec))
+      if (e.path().extension() == ".svg" && !plot_paths.count(e.path().string()))
+        strays.push_back(e.path().string());
+  std::sort(strays.begin(), strays.end());
+  for (const auto& [path, content] : wanted) {
+    std::string current;
+    const bool exists = read_text(path, &current).ok();
+    if (exists && current == *content) continue;
+    if (check) {
+      stale.push_back(exists ? path + " (differs)" : path + " (missing)");
+      continue;
+    }
+    if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << *content;
+    if (!f.flush()) return make_error("report: {}: cannot write", path);
+  }
+  for (const std::string& s : strays) {
+    if (check)
+      stale.push_back(s + " (no longer generated)");
+    else
+      fs::remove(s, ec);
+  }
+  return stale;
+}
+
+}  // namespace fish

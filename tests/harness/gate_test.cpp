@@ -1,0 +1,193 @@
+// fish gate: noise alone does not trip it, a real slowdown beyond the threshold does, a large
+// change that is not significant does not, quality gates on absolute tolerances, lost rows fail,
+// and the rules file is validated with JSON paths.
+#include "harness/gate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "results_fixture.h"
+
+namespace fish {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+const char* kRules = R"({
+  "schema": "fish-gate-rules/1", "alpha": 0.05, "missing": "fail",
+  "metrics": {
+    "decode_tok_s": {"better": "higher", "max_regression_pct": 5},
+    "top1": {"better": "higher", "tolerance": 0.005},
+    "kl_mean": {"better": "lower", "tolerance": 0.001}}})";
+
+GateRules rules() {
+  return parse_gate_rules(kRules, "rules.json").value();
+}
+
+struct Runs {
+  test::TempDir dir;
+  ResultSet base, head;
+
+  // One cpu row each, n_threads 4, with the given metrics.
+  void set(const json& base_metrics, const json& head_metrics) {
+    write("base.jsonl", "aaaaaaaaaaaaaaaa", base_metrics);
+    write("new.jsonl", "bbbbbbbbbbbbbbbb", head_metrics);
+    base = read_results_files({dir.file("base.jsonl")}).value();
+    head = read_results_files({dir.file("new.jsonl")}).value();
+  }
+  void write(const std::string& name, const std::string& run, const json& metrics) {
+    test::write_jsonl(dir.file(name), {test::make_context(run, "gate", 1),
+                                       test::make_row(run, 0, "cpu", {{"n_threads", 4}}, metrics)});
+  }
+  GateResult gate(const GateRules& r) { return run_gate(join_rows(base, head), r); }
+};
+
+json decode(const std::vector<double>& s) {
+  return {{"decode_tok_s", test::speed_metric(s)}};
+}
+
+const GateCheck& only_check(const GateResult& r) {
+  EXPECT_EQ(r.checks.size(), 1u);
+  return r.checks.at(0);
+}
+
+TEST(Gate, NoiseAloneDoesNotTrip) {
+  // Two runs of the same thing: +-3% jitter, interleaved values.
+  Runs runs;
+  runs.set(decode({100, 97, 103, 99, 101, 98, 102}), decode({101, 98, 99, 102, 100, 97, 103}));
+  const GateResult r = runs.gate(rules());
+  EXPECT_TRUE(r.passed());
+  EXPECT_EQ(only_check(r).verdict, Verdict::ok);
+  EXPECT_GT(only_check(r).p, 0.5);
+}
+
+TEST(Gate, SignificantButSmallerThanTheThresholdPasses) {
+  // Every new sample is below every base sample (p = 2/252) but the median moved 2.9% < 5%.
+  Runs runs;
+  runs.set(decode({102, 103, 104, 105, 106}), decode({99, 100, 101, 98, 97}));
+  const GateCheck& c = only_check(runs.gate(rules()));
+  EXPECT_LT(c.p, 0.05);
+  EXPECT_EQ(c.verdict, Verdict::ok);
+}
+
+TEST(Gate, ARealSlowdownBeyondTheThresholdTrips) {
+  Runs runs;
+  runs.set(decode({100, 97, 103, 99, 101}), decode({80, 78, 82, 79, 81}));
+  const GateResult r = runs.gate(rules());
+  EXPECT_FALSE(r.passed());
+  const GateCheck& c = only_check(r);
+  EXPECT_EQ(c.verdict, Verdict::regression);
+  EXPECT_NEAR(c.p, 2.0 / 252.0, 1e-15);
+  EXPECT_EQ(c.change.substr(0, 6), "-20.0%");
+  EXPECT_THAT(render_gate(r, rules()),
+              HasSubstr("| path cpu | decode_tok_s | 100 | 80 | -20.0% ["));
+  EXPECT_THAT(render_gate(r, rules()), HasSubstr("| -5% | REGRESSION |"));
+  EXPECT_THAT(render_gate(r, rules()), HasSubstr("1 checks, 1 failing"));
+}
+
+TEST(Gate, ALargeChangeWithoutEnoughEvidenceDoesNotTrip) {
+  // 2 vs 2 samples can never reach p < 0.05 (the smallest exact p is 2/6).
+  Runs runs;
+  runs.set(decode({100, 101}), decode({70, 71}));
+  const GateCheck& c = only_check(runs.gate(rules()));
+  EXPECT_NEAR(c.p, 1.0 / 3.0, 1e-15);
+  EXPECT_EQ(c.verdict, Verdict::ok);
+}
+
+TEST(Gate, ASpeedUpIsReportedAsImproved) {
+  Runs runs;
+  runs.set(decode({100, 97, 103, 99, 101}), decode({120, 118, 122, 119, 121}));
+  const GateResult r = runs.gate(rules());
+  EXPECT_TRUE(r.passed());
+  EXPECT_EQ(only_check(r).verdict, Verdict::improved);
+}
+
+TEST(Gate, QualityGatesOnAbsoluteTolerances) {
+  Runs runs;
+  // top1 higher is better: a 0.004 drop is within 0.005.
+  runs.set({{"top1", 0.95}}, {{"top1", 0.946}});
+  EXPECT_EQ(only_check(runs.gate(rules())).verdict, Verdict::ok);
+  runs.set({{"top1", 0.95}}, {{"top1", 0.94}});
+  EXPECT_EQ(only_check(runs.gate(rules())).verdict, Verdict::regression);
+  runs.set({{"top1", 0.95}}, {{"top1", 0.945}});  // exactly the tolerance: passes
+  EXPECT_EQ(only_check(runs.gate(rules())).verdict, Verdict::ok);
+  // kl_mean lower is better: +0.002 fails, -0.002 improves.
+  runs.set({{"kl_mean", 0.003}}, {{"kl_mean", 0.005}});
+  EXPECT_EQ(only_check(runs.gate(rules())).verdict, Verdict::regression);
+  runs.set({{"kl_mean", 0.003}}, {{"kl_mean", 0.001}});
+  EXPECT_EQ(only_check(runs.gate(rules())).verdict, Verdict::improved);
+}
+
+TEST(Gate, AMetricOrRowLostInTheNewRunFailsUnlessIgnored) {
+  Runs runs;
+  runs.set({{"top1", 0.95}}, {});
+  GateResult r = runs.gate(rules());
+  EXPECT_EQ(only_check(r).verdict, Verdict::missing);
+  EXPECT_FALSE(r.passed());
+  GateRules lenient = rules();
+  lenient.missing_fails = false;
+  EXPECT_TRUE(runs.gate(lenient).passed());
+
+  // The new run's row failed.
+  json failed = test::make_row("bbbbbbbbbbbbbbbb", 0, "cpu", {{"n_threads", 4}}, {});
+  failed["status"] = "error";
+  failed["error"] = "session: out of memory";
+  test::write_jsonl(runs.dir.file("new.jsonl"),
+                    {test::make_context("bbbbbbbbbbbbbbbb", "gate", 1), failed});
+  runs.head = read_results_files({runs.dir.file("new.jsonl")}).value();
+  r = runs.gate(rules());
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(only_check(r).head, "error: session: out of memory");
+}
+
+TEST(Gate, RulesAreValidatedWithTheirJsonPath) {
+  auto r = parse_gate_rules(R"({"schema": "fish-gate-rules/1", "alfa": 0.1, "metrics": {
+      "decode_tok_s": {"better": "up", "max_regression_pct": -1},
+      "top1": {"better": "higher", "max_regression_pct": 5},
+      "tok_s": {"better": "higher", "tolerance": 1}}})",
+                            "r.json");
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.error().message;
+  EXPECT_THAT(m, HasSubstr("r.json: 6 problem(s)"));
+  EXPECT_THAT(m, HasSubstr("alfa: unknown key"));
+  EXPECT_THAT(
+      m, HasSubstr("metrics.decode_tok_s.better: expected \"higher\"|\"lower\", found \"up\""));
+  EXPECT_THAT(m, HasSubstr("metrics.decode_tok_s.max_regression_pct: expected a number >= 0"));
+  EXPECT_THAT(m, HasSubstr("metrics.top1.max_regression_pct: unknown key (expected \"better\", "
+                           "\"tolerance\")"));
+  EXPECT_THAT(m, HasSubstr("metrics.top1: missing key \"tolerance\""));
+  EXPECT_THAT(m, HasSubstr("metrics.tok_s: unknown metric (known: prefill_tok_s|decode_tok_s|"));
+  EXPECT_FALSE(parse_gate_rules("{", "x.json").ok());
+}
+
+TEST(Gate, TheCommittedDefaultRulesParse) {
+  auto r = load_gate_rules(test::source_dir() + "/experiments/gate_rules.json");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->alpha, 0.05);
+  EXPECT_GE(r->rules.size(), 4u);
+}
+
+TEST(Gate, CommandExitsThreeOnARegressionAndZeroOtherwise) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  Runs runs;
+  std::ofstream(runs.dir.file("rules.json")) << kRules;
+  const std::string cmd = fish + " gate " + runs.dir.file("base.jsonl") + " " +
+                          runs.dir.file("new.jsonl") + " --rules " + runs.dir.file("rules.json") +
+                          " > /dev/null 2>&1";
+  runs.set(decode({100, 97, 103, 99, 101}), decode({80, 78, 82, 79, 81}));
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  runs.set(decode({100, 97, 103, 99, 101}), decode({101, 98, 99, 102, 100}));
+  status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace fish

@@ -1,0 +1,252 @@
+// fish report on the fixtures: the committed golden document and plots (reviewed by eye once),
+// then one test per promise: only varying parameters as columns, CIs in brackets, an order that
+// does not depend on input or line order, later rows winning, --check telling stale from fresh.
+// FISH_UPDATE_GOLDEN=1 rewrites the golden files instead of checking them.
+#include "harness/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/report_svg.h"
+#include "results_fixture.h"
+
+namespace fish {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::vector<std::string> kInputs = {test::results_fixture("sweep.jsonl"),
+                                          test::results_fixture("quality.jsonl")};
+
+ReportOptions golden_options() {
+  return {test::results_fixture("report_golden_plots"), "report_golden_plots"};
+}
+
+std::string section(const std::string& md, const std::string& experiment) {
+  const size_t b = md.find("### " + experiment + "\n");
+  if (b == std::string::npos) return "";
+  const size_t e = md.find("\n### ", b + 1);
+  return md.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
+std::string table_header(const std::string& md) {
+  const size_t b = md.find("\n| ");
+  return b == std::string::npos ? "" : md.substr(b + 1, md.find('\n', b + 1) - b - 1);
+}
+
+TEST(Report, MatchesTheGoldenDocumentAndPlots) {
+  auto files = render_report(kInputs, golden_options());
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_EQ(files->plots.size(), 5u);  // prefill + decode vs n_threads; top-1, KL, PPL vs bpw
+  const std::string golden = test::results_fixture("report_golden.md");
+  const bool update = std::getenv("FISH_UPDATE_GOLDEN") != nullptr;
+  auto stale = write_report(*files, golden, golden_options(), /*check=*/!update);
+  ASSERT_TRUE(stale.ok()) << stale.error().message;
+  EXPECT_THAT(*stale, ::testing::IsEmpty())
+      << "re-run with FISH_UPDATE_GOLDEN=1 after checking the new output by eye";
+}
+
+TEST(Report, TablesShowOnlyTheParametersThatVary) {
+  auto files = render_report(kInputs, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  const std::string sweep = section(files->markdown, "fixture_sweep");
+  EXPECT_EQ(table_header(sweep),
+            "| act | n_threads | prefill tok/s | decode tok/s | weight GB/s | % stream | RSS MB | "
+            "notes |");
+  EXPECT_THAT(sweep, HasSubstr("Fixed: model SmolLM2-135M-Instruct.Q4_1.gguf, n_ctx 512, n_gen "
+                               "32, n_prompt 64, prompt_source builtin, seed 1, path cpu."));
+  // Metric columns appear only where some row has a value: no quality in the sweep.
+  EXPECT_THAT(sweep, Not(HasSubstr("top-1")));
+  const std::string quality = section(files->markdown, "fixture_quality");
+  EXPECT_EQ(table_header(quality),
+            "| weight_type | path | decode tok/s | weight GB/s | % stream | bits/weight | top-1 | "
+            "KL mean | KL p99 | KL max | PPL | greedy exact | RSS MB |");
+}
+
+TEST(Report, SpeedsCarryTheirCiInBracketsAndFailuresTheirMessage) {
+  auto files = render_report(kInputs, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  const std::string sweep = section(files->markdown, "fixture_sweep");
+  EXPECT_THAT(sweep, HasSubstr("| int8 | 1 | 240 [232.8, 247.2] | 40 [39.2, 40.8] |"));
+  EXPECT_THAT(sweep, HasSubstr("| f32 | 4 | - | - | - | - | - | error |"));
+  EXPECT_THAT(sweep, HasSubstr("- cell 5 (cpu): fixture: session: out of memory for n_ctx 512"));
+  EXPECT_THAT(sweep, HasSubstr("6 of 6 cells, 6 rows (1 error, 5 ok)"));
+  EXPECT_THAT(sweep, HasSubstr("Context: commit 0123456789ab; Release build, g++ 12.2.0; cpu "
+                               "Fixture CPU x2 (2 CPUs); gpu none;"));
+  const std::string quality = section(files->markdown, "fixture_quality");
+  EXPECT_THAT(quality, HasSubstr("| q4_0 | cpu | 60 [59.4, 60.6] |"));
+  EXPECT_THAT(quality, HasSubstr("| 9/12 |"));  // greedy exact n/of
+}
+
+TEST(Report, SkippedRowsAreListedOncePerReason) {
+  test::TempDir dir;
+  const std::string run = "cdcdcdcdcdcdcdcd";
+  std::vector<nlohmann::json> lines = {test::make_context(run, "s", 2)};
+  for (int i = 0; i < 2; ++i) {
+    lines.push_back(test::make_row(run, i, "cpu", {{"n_threads", i + 1}},
+                                   {{"decode_tok_s", test::speed_metric({10, 11})}}));
+    nlohmann::json gpu = test::make_row(run, i, "gpu", {{"n_threads", i + 1}}, {});
+    gpu["status"] = "skipped";
+    gpu["error"] = "no Vulkan backend in this build";
+    lines.push_back(gpu);
+  }
+  test::write_jsonl(dir.file("s.jsonl"), lines);
+  auto files = render_report({dir.file("s.jsonl")}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_THAT(files->markdown, HasSubstr("| 1 | gpu | - | skipped |"));
+  EXPECT_THAT(files->markdown,
+              HasSubstr("\n- skipped (gpu, 2 rows): no Vulkan backend in this build\n"));
+}
+
+TEST(Report, TheLaterRowOfACellWins) {
+  auto files = render_report({test::results_fixture("sweep.jsonl")}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  // Cell 1 (int8, 2 threads) was 1 tok/s in the first run and re-measured in the resume.
+  EXPECT_THAT(files->markdown, HasSubstr("| int8 | 2 | 447.9 [434.4, 461.3] | 74.64"));
+  EXPECT_THAT(files->markdown, Not(HasSubstr("| 1 [1, 1] |")));
+}
+
+TEST(Report, OrderDoesNotDependOnInputOrLineOrder) {
+  auto a = render_report(kInputs, {"p", "p"});
+  auto b = render_report({kInputs[1], kInputs[0]}, {"p", "p"});
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(a->markdown, b->markdown);
+  EXPECT_LT(a->markdown.find("### fixture_quality"), a->markdown.find("### fixture_sweep"));
+  // The shards hold the same final rows in another line order (and three contexts).
+  auto shards = render_report(
+      {test::results_fixture("shard_2_of_3.jsonl"), test::results_fixture("shard_0_of_3.jsonl"),
+       test::results_fixture("shard_1_of_3.jsonl")},
+      {});
+  auto whole = render_report({test::results_fixture("sweep.jsonl")}, {});
+  ASSERT_TRUE(shards.ok() && whole.ok());
+  auto table = [](const std::string& md) {
+    const size_t begin = md.find("\n| "), end = md.find("\n\n", begin);
+    return md.substr(begin, end - begin);
+  };
+  EXPECT_EQ(table(shards->markdown), table(whole->markdown));
+  EXPECT_THAT(shards->markdown, HasSubstr("shard 2/3"));
+}
+
+TEST(Report, PlotsHaveOnePointPerOkRowAndAreLinked) {
+  auto files = render_report({test::results_fixture("sweep.jsonl")}, {"out/plots", "plots"});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  ASSERT_EQ(files->plots.size(), 2u);
+  EXPECT_EQ(files->plots[1].first, "fixture_sweep-decode_tok_s-vs-n_threads.svg");
+  const std::string& svg = files->plots[1].second;
+  size_t circles = 0;
+  for (size_t p = svg.find("<circle"); p != std::string::npos; p = svg.find("<circle", p + 1))
+    ++circles;
+  EXPECT_EQ(circles, 5u);  // 6 cells, one failed
+  EXPECT_THAT(svg, HasSubstr(">act=int8</text>"));
+  EXPECT_THAT(svg, HasSubstr(">act=f32</text>"));
+  EXPECT_THAT(files->markdown, HasSubstr("![fixture_sweep: decode tok/s vs n_threads]"
+                                         "(plots/fixture_sweep-decode_tok_s-vs-n_threads.svg)"));
+}
+
+TEST(Report, QualityIsPlottedAgainstWeightBytesPerTokenWithoutBitsPerWeight) {
+  test::TempDir dir;
+  // Two weight types of one shape: 100 tok/s at 5 GB/s = 50 MB/token, 50 tok/s at 5 GB/s = 100.
+  const std::string run = "abababababababab";
+  test::write_jsonl(
+      dir.file("q.jsonl"),
+      {test::make_context(run, "q", 2),
+       test::make_row(
+           run, 0, "cpu", {{"type", "q4_0"}},
+           {{"decode_tok_s", test::speed_metric({100, 100})}, {"weight_GBps", 5.0}, {"top1", 0.9}}),
+       test::make_row(run, 1, "cpu", {{"type", "q8_0"}},
+                      {{"decode_tok_s", test::speed_metric({50, 50})},
+                       {"weight_GBps", 5.0},
+                       {"top1", 0.99}})});
+  auto files = render_report({dir.file("q.jsonl")}, {"p", "p"});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  ASSERT_EQ(files->plots.size(), 1u);
+  EXPECT_EQ(files->plots[0].first, "q-top1-vs-weight_MB.svg");
+  const std::string& svg = files->plots[0].second;
+  EXPECT_THAT(svg, HasSubstr(">weight MB read per token</text>"));
+  EXPECT_THAT(svg, HasSubstr(">50</text>"));  // x ticks at the two data values
+  EXPECT_THAT(svg, HasSubstr(">100</text>"));
+  EXPECT_THAT(svg, HasSubstr(">q8_0</text>"));  // points labelled with their type
+}
+
+TEST(Report, CheckTellsStaleFromFresh) {
+  test::TempDir dir;
+  const ReportOptions opt{dir.file("R_plots"), "R_plots"};
+  auto files = render_report(kInputs, opt);
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  const std::string md = dir.file("R.md");
+  auto check = [&] { return write_report(*files, md, opt, true).value(); };
+  EXPECT_EQ(check().size(), 6u);  // nothing written yet: markdown + 5 plots missing
+  ASSERT_TRUE(write_report(*files, md, opt, false).ok());
+  EXPECT_TRUE(check().empty());
+
+  std::ofstream(md, std::ios::app) << "edited by hand\n";
+  EXPECT_THAT(check(), ::testing::ElementsAre(md + " (differs)"));
+  ASSERT_TRUE(write_report(*files, md, opt, false).ok());
+  EXPECT_TRUE(check().empty());
+
+  const std::string plot = (std::filesystem::path(opt.plots_dir) / files->plots[0].first).string();
+  std::filesystem::remove(plot);
+  EXPECT_THAT(check(), ::testing::ElementsAre(plot + " (missing)"));
+  ASSERT_TRUE(write_report(*files, md, opt, false).ok());
+
+  const std::string stray = dir.file("R_plots/old.svg");
+  std::ofstream(stray) << "<svg/>";
+  EXPECT_THAT(check(), ::testing::ElementsAre(stray + " (no longer generated)"));
+  ASSERT_TRUE(write_report(*files, md, opt, false).ok());  // removes it
+  EXPECT_FALSE(std::filesystem::exists(stray));
+  EXPECT_TRUE(check().empty());
+}
+
+TEST(Report, CheckCommandExitsNonZeroWhenStale) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string md = dir.file("B.md");
+  const std::string args = kInputs[0] + " " + kInputs[1] + " -o " + md;
+  ASSERT_EQ(std::system((fish + " report " + args + " 2>/dev/null").c_str()), 0);
+  EXPECT_EQ(std::system((fish + " report --check " + args + " 2>/dev/null").c_str()), 0);
+  std::ofstream(md, std::ios::app) << "x";
+  EXPECT_NE(std::system((fish + " report --check " + args + " 2>/dev/null").c_str()), 0);
+}
+
+TEST(Report, RendersGoogleBenchmarkFiles) {
+  auto files = render_report({test::results_fixture("gbench_small.json")}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  const std::string& md = files->markdown;
+  EXPECT_THAT(md, HasSubstr("## Microbenchmarks (google-benchmark)\n\n### gbench_small\n"));
+  EXPECT_THAT(md, HasSubstr("| benchmark | n | time (median [min, max]) | CV | bytes/s | tok/s | "
+                            "MB/token | GFLOP/s |"));
+  // Median of 17.5/15.1/19.1 ms; population CV 9.5%; bytes/s median 6.05e9; counters' medians.
+  EXPECT_THAT(md, HasSubstr("| decode/tiny/threads:1 | 3 | 17.5 ms [15.1 ms, 19.1 ms] | 9.5% | "
+                            "6.05GB/s | 57.0 | 96.4 |  |"));
+  EXPECT_THAT(md,
+              HasSubstr("| dot/q4_0/4096 | 3 | 2.1 us [2 us, 2.2 us] | 3.9% |  |  |  | 13.5 |"));
+  EXPECT_THAT(md, HasSubstr("- error: decode/missing_model: model not found"));
+}
+
+TEST(Report, RejectsAnInputOfUnknownKind) {
+  auto files = render_report({"notes.txt"}, {});
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(files.error().message, HasSubstr("notes.txt: unknown input"));
+  auto bad = render_report({test::results_fixture("bad.jsonl")}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("bad.jsonl:3: not valid JSON"));
+}
+
+TEST(Report, ShortNumbersKeepFourSignificantDigits) {
+  EXPECT_EQ(short_number(28629), "28629");
+  EXPECT_EQ(short_number(1234.56), "1235");
+  EXPECT_EQ(short_number(447.875), "447.9");
+  EXPECT_EQ(short_number(0.0021), "0.0021");
+  EXPECT_EQ(short_number(3.1e-05), "3.1e-05");
+  EXPECT_EQ(short_number(0), "0");
+}
+
+}  // namespace
+}  // namespace fish

@@ -1,0 +1,336 @@
+// `fish run` end to end through the real CLI on a tiny synthetic model: error rows and the sweep
+// going on (exit code 2), skipped gpu rows, dry-run, shards, and a sweep killed with SIGKILL
+// mid-run then resumed: no finished row lost, none duplicated.
+#include "harness/run_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/exit_codes.h"
+#include "test_env.h"
+
+namespace fish {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string fish_bin() {
+  return test::binary_dir() + "/fish";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Complete lines only: a run killed mid-write leaves a partial last line without its newline.
+std::vector<json> lines_of(const std::string& path) {
+  std::vector<json> out;
+  std::string text = slurp(path);
+  text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+std::vector<json> rows_of(const std::string& path) {
+  std::vector<json> out;
+  for (json& j : lines_of(path))
+    if (j["kind"] == "row") out.push_back(std::move(j));
+  return out;
+}
+
+// Exit code of a shell command (stdout and stderr to `log`).
+int run_shell(const std::string& cmd, const std::string& log) {
+  const int st = std::system((cmd + " >" + log + " 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class RunCommand : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(std::filesystem::exists(fish_bin())) << fish_bin() << " not built";
+    model_ = (test::temp_dir() / "run_tiny.gguf").string();
+    ASSERT_EQ(run_shell(fish_bin() + " make-model --shape tiny --type q8_0 --out " + model_,
+                        (test::temp_dir() / "make_model.log").string()),
+              0);
+  }
+
+  // Writes an experiment file into dir_ and returns its path.
+  std::string write_exp(const std::string& body) {
+    const std::string p = dir_.file("exp.json");
+    std::ofstream(p) << body;
+    return p;
+  }
+  std::string fish_run(const std::string& args) { return fish_bin() + " run " + args; }
+
+  static inline std::string model_;
+  test::TempDir dir_;
+};
+
+TEST_F(RunCommand, AFailingCellWritesAnErrorRowAndTheSweepGoesOn) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "e",
+    "model": [")" + model_ + R"(", "/nonexistent/missing.gguf"],
+    "sweep": {"n_ctx": [8, 64]}, "defaults": {"n_threads": 1},
+    "workload": {"n_prompt": 16, "n_gen": 4},
+    "measure": {"warmup": 0, "repetitions": 2, "stream_MiB": 4, "stream_passes": 2}})");
+  const std::string out = dir_.file("out");
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + out), dir_.file("log")), kExitCellsFailed);
+  const std::vector<json> rows = rows_of(out + "/e.jsonl");
+  ASSERT_EQ(rows.size(), 4u) << slurp(dir_.file("log"));
+  EXPECT_EQ(rows[0]["status"], "error");  // n_ctx 8 < 16 + 4
+  EXPECT_THAT(rows[0]["error"].get<std::string>(),
+              HasSubstr("n_prompt + n_gen = 20 exceed n_ctx 8"));
+  EXPECT_TRUE(rows[0]["metrics"]["decode_tok_s"].is_null());
+  EXPECT_EQ(rows[1]["status"], "ok");  // the next cell still ran
+  EXPECT_EQ(rows[1]["metrics"]["decode_tok_s"]["n"], 2);
+  EXPECT_EQ(rows[1]["config"]["n_ctx"], 64);
+  for (int i : {2, 3}) {
+    EXPECT_EQ(rows[size_t(i)]["status"], "error");
+    EXPECT_THAT(rows[size_t(i)]["error"].get<std::string>(),
+                HasSubstr("model /nonexistent/missing.gguf: not found"));
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/e.csv"));
+  EXPECT_THAT(slurp(out + "/e.md"), HasSubstr("n_prompt + n_gen = 20 exceed n_ctx 8"));
+  // A resume keeps the error rows (finished) and still says the sweep failed; --retry-errors
+  // runs exactly the failed (cell, path) pairs again.
+  const std::string before = slurp(out + "/e.jsonl");
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + out + " --resume"), dir_.file("log")),
+            kExitCellsFailed);
+  EXPECT_EQ(slurp(out + "/e.jsonl"), before);
+  EXPECT_EQ(
+      run_shell(fish_run(exp + " --out " + out + " --resume --retry-errors"), dir_.file("log")),
+      kExitCellsFailed);
+  const std::vector<json> again = rows_of(out + "/e.jsonl");
+  ASSERT_EQ(again.size(), 7u);  // 4 + the 3 failed ones re-run
+  for (size_t i = 4; i < 7; ++i) EXPECT_EQ(again[i]["status"], "error");
+  EXPECT_NE(again[4]["cell_index"], 1);
+}
+
+TEST_F(RunCommand, AGpuPathWithoutABackendIsASkippedRowNotAFailure) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "g", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "workload": {"n_prompt": 8, "n_gen": 4},
+    "measure": {"paths": ["gpu", "cpu"], "warmup": 0, "repetitions": 2, "stream_MiB": 4}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk);
+  const std::vector<json> rows = rows_of(dir_.file("out/g.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["path"], "gpu");
+  EXPECT_EQ(rows[0]["status"], "skipped");
+  EXPECT_THAT(rows[0]["error"].get<std::string>(), HasSubstr("no Vulkan backend"));
+  EXPECT_EQ(rows[1]["path"], "cpu");
+  EXPECT_EQ(rows[1]["status"], "ok");
+  EXPECT_EQ(rows[1]["metrics"]["bits_per_weight"], 8.5);  // q8_0: 34 bytes per 32 weights
+  EXPECT_EQ(rows[0]["cell_id"], rows[1]["cell_id"]);      // one cell, two paths
+  // Resuming retries a skipped path only once it can run: nothing to do, nothing appended.
+  const std::string before = slurp(dir_.file("out/g.jsonl"));
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out") + " --resume"), dir_.file("log")),
+            kExitOk);
+  EXPECT_EQ(slurp(dir_.file("out/g.jsonl")), before);
+}
+
+TEST_F(RunCommand, QualityAgainstTheReferenceIsPerfectForTheReferenceItself) {
+  const std::string prompts = dir_.file("prompts.txt");
+  std::ofstream(prompts) << "one two three\nfour five\n";
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "q", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"act": ["f32", "int8"]},
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4},
+    "quality": {"metrics": ["top1", "kl", "ppl", "greedy_exact"], "reference": {"act": "f32"},
+                "text": "/usr/share/common-licenses/GPL-3", "n_tokens": 40,
+                "prompt_file": ")" + prompts +
+                                    R"(", "greedy_tokens": 4}})");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/q.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  const json& ref = rows[0]["metrics"];
+  EXPECT_EQ(ref["top1"], 1.0);
+  EXPECT_EQ(ref["kl_max"], 0.0);
+  EXPECT_EQ(ref["greedy_exact"], json({{"n", 2}, {"of", 2}}));
+  EXPECT_GT(ref["ppl"].get<double>(), 1.0);
+  const json& q = rows[1]["metrics"];  // int8: close to, not necessarily equal to, the reference
+  EXPECT_GE(q["kl_max"].get<double>(), q["kl_p99"].get<double>());
+  EXPECT_GE(q["kl_p99"].get<double>(), 0.0);
+  EXPECT_LE(q["top1"].get<double>(), 1.0);
+}
+
+TEST_F(RunCommand, DryRunListsTheCellsAndWritesNothing) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": ")" + model_ +
+                                    R"(", "sweep": {"n_threads": "1-3"}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
+            kExitOk);
+  const std::string log = slurp(dir_.file("log"));
+  EXPECT_THAT(log, HasSubstr("3 cells"));
+  EXPECT_THAT(log, HasSubstr("#0 "));
+  EXPECT_THAT(log, HasSubstr("n_threads=3"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out")));
+}
+
+TEST_F(RunCommand, AnInvalidExperimentIsAUsageErrorWithTheProblem) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": "m",
+    "sweep": {"n_threads": "3-1"}})");
+  EXPECT_EQ(run_shell(fish_run(exp), dir_.file("log")), kExitUsage);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("sweep.n_threads: bad range \"3-1\""));
+}
+
+TEST_F(RunCommand, AShardRunsEveryNthCellIntoItsOwnFile) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "s", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"n_batch": "1-7"}, "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4}, "output": {"formats": []}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --shard 1/3 --out " + dir_.file("out")), dir_.file("log")),
+            kExitOk);
+  const std::vector<json> lines = lines_of(dir_.file("out/s.shard-1-of-3.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["shard"], json({{"index", 1}, {"count", 3}}));
+  EXPECT_EQ(lines[0]["n_cells"], 7);
+  EXPECT_EQ(lines[1]["cell_index"], 1);
+  EXPECT_EQ(lines[2]["cell_index"], 4);
+}
+
+TEST_F(RunCommand, ASyntheticModelIsWrittenOnceAndReused) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "y",
+    "model": "synthetic:tiny:q4_0:5", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4}, "output": {"formats": []}})");
+  const std::string env = "FISH_SYNTHETIC_DIR=" + dir_.file("syn") + " ";
+  const std::string model = dir_.file("syn/tiny-q4_0-s5.gguf");
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --dry-run"), dir_.file("log")), kExitOk);
+  EXPECT_FALSE(std::filesystem::exists(model));  // a dry run writes nothing
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --out " + dir_.file("a")), dir_.file("log")), kExitOk);
+  ASSERT_TRUE(std::filesystem::exists(model));
+  const auto written = std::filesystem::last_write_time(model);
+  EXPECT_EQ(run_shell(env + fish_run(exp + " --out " + dir_.file("b")), dir_.file("log")), kExitOk);
+  EXPECT_EQ(std::filesystem::last_write_time(model), written);
+  const std::vector<json> a = rows_of(dir_.file("a/y.jsonl")), b = rows_of(dir_.file("b/y.jsonl"));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0]["status"], "ok");
+  EXPECT_EQ(a[0]["model"], "synthetic:tiny:q4_0:5");
+  EXPECT_EQ(a[0]["cell_id"], b[0]["cell_id"]);
+}
+
+TEST(ResolveShard, FlagThenSlurmThenIndexedJobThenNone) {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto s = resolve_shard("", get);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->index, 0);
+  EXPECT_EQ(s->count, 1);
+  env = {
+      {"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_MIN", "4"}, {"SLURM_ARRAY_TASK_COUNT", "3"}};
+  s = resolve_shard("", get);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->index, 1);
+  EXPECT_EQ(s->count, 3);
+  s = resolve_shard("2/4", get);  // the flag wins
+  EXPECT_EQ(s->index, 2);
+  EXPECT_EQ(s->count, 4);
+  env = {{"JOB_COMPLETION_INDEX", "2"}};
+  EXPECT_THAT(resolve_shard("", get).error().message, HasSubstr("FISH_SHARD_COUNT is not"));
+  env["FISH_SHARD_COUNT"] = "5";
+  s = resolve_shard("", get);
+  EXPECT_EQ(s->index, 2);
+  EXPECT_EQ(s->count, 5);
+  EXPECT_THAT(resolve_shard("3/3", get).error().message, HasSubstr("expected 0 <= i < N"));
+  EXPECT_THAT(resolve_shard("x", get).error().message, HasSubstr("expected i/N"));
+}
+
+TEST_F(RunCommand, ASweepKilledMidRunAndResumedLosesNoRowAndDuplicatesNone) {
+  constexpr int kCells = 24;
+  // Enough repetitions that the sweep takes seconds, so the kill lands mid-run.
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "k", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 128, "n_threads": 1},
+    "sweep": {"n_batch": "1-24"}, "workload": {"n_prompt": 48, "n_gen": 16},
+    "measure": {"warmup": 1, "repetitions": 30, "stream_MiB": 4}})");
+  const std::string out = dir_.file("out");
+  const std::string results = out + "/k.jsonl";
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    const std::string bin = fish_bin();
+    ::execl(bin.c_str(), bin.c_str(), "run", exp.c_str(), "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait for a few finished rows (not a timing assertion: the deadline only stops a hung test).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  size_t n_before = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string text = slurp(results);
+    n_before = size_t(std::count(text.begin(), text.end(), '\n'));
+    if (n_before >= 4) break;  // context + 3 rows
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it was killed";
+
+  const std::string before = slurp(results);
+  const std::string before_complete = before.substr(0, before.rfind('\n') + 1);
+  std::set<std::string> finished_before;
+  for (const json& r : rows_of(results)) finished_before.insert(r["cell_id"].get<std::string>());
+  ASSERT_GE(finished_before.size(), 3u);
+  ASSERT_LT(finished_before.size(), size_t(kCells)) << "the kill did not land mid-run";
+
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + out + " --resume"), dir_.file("resume.log")),
+            kExitOk)
+      << slurp(dir_.file("resume.log"));
+  const std::string after = slurp(results);
+  EXPECT_EQ(after.substr(0, before_complete.size()), before_complete);  // nothing rewritten
+  std::map<std::string, int> count;
+  std::set<int64_t> indices;
+  int n_contexts = 0;
+  for (const json& j : lines_of(results)) {
+    if (j["kind"] == "context") {
+      ++n_contexts;
+      continue;
+    }
+    EXPECT_EQ(j["status"], "ok");
+    ++count[j["cell_id"].get<std::string>() + "/" + j["path"].get<std::string>()];
+    indices.insert(j["cell_index"].get<int64_t>());
+  }
+  EXPECT_EQ(n_contexts, 2);
+  EXPECT_EQ(count.size(), size_t(kCells));
+  for (const auto& [key, n] : count) EXPECT_EQ(n, 1) << key;
+  EXPECT_EQ(indices.size(), size_t(kCells));
+  for (const std::string& id : finished_before) EXPECT_EQ(count[id + "/cpu"], 1);
+
+  // A second resume has nothing left to do and appends nothing.
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + out + " --resume"), dir_.file("resume2.log")),
+            kExitOk);
+  EXPECT_EQ(slurp(results), after);
+  EXPECT_THAT(slurp(dir_.file("resume2.log")), HasSubstr("nothing to run"));
+}
+
+}  // namespace
+}  // namespace fish
