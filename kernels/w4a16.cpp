@@ -36,13 +36,15 @@ void w4a16_tail_ref(const Int4Blocks64& w, const float* x_f32, const float* x_gs
   }
 }
 
-// Plain f32 GEMM for builds / CPUs without AVX2: y[m][c] = sum_k x[m][k] panel[c][k].
+// Plain f32 GEMM for builds / CPUs without AVX2 (panel layouts as gemm_f32_panel_avx2).
 void gemm_panel_scalar(const float* x, int64_t m, int64_t k, const float* panel, int64_t n,
-                       float* y, int64_t ldy) {
+                       bool channel_major, float* y, int64_t ldy) {
+  const int64_t c_stride = channel_major ? k : 1;
+  const int64_t k_stride = channel_major ? 1 : n;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t c = 0; c < n; ++c) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < k; ++j) acc += x[i * k + j] * panel[c * k + j];
+      for (int64_t j = 0; j < k; ++j) acc += x[i * k + j] * panel[c * c_stride + j * k_stride];
       y[i * ldy + c] = acc;
     }
   }
@@ -167,12 +169,12 @@ W4A16Weights make_w4a16_weights(Int4Blocks64 packed, const W4A16Options& opt) {
 
 void dequantize_w4a16_panel_direct(const Int4Blocks64& w, int64_t c0, int64_t n, float* panel) {
   assert(w.supports_direct_dequant() && c0 % kInt4BlockChannels == 0 && n == kInt4BlockChannels);
-  const int64_t k_n = w.n_in;
+  (void)n;
   const int gs = w.fmt.group_size;
   const uint8_t* qs = w.block(c0 / kInt4BlockChannels);
   float s[kInt4BlockChannels];
   float z[kInt4BlockChannels];
-  for (int64_t g = 0; g < k_n / gs; ++g) {
+  for (int64_t g = 0; g < w.n_in / gs; ++g) {
     for (int c = 0; c < kInt4BlockChannels; ++c) {
       s[c] = f16_to_f32(w.scales[size_t(g * w.n_out + c0 + c)]);
       z[c] = float(w.zero(g, c0 + c));
@@ -180,9 +182,10 @@ void dequantize_w4a16_panel_direct(const Int4Blocks64& w, int64_t c0, int64_t n,
     // The deinterleave: byte d of k holds channel d (low nibble) and d + 32 (high nibble).
     for (int64_t k = g * gs; k < (g + 1) * gs; ++k) {
       const uint8_t* row = qs + k * 32;
+      float* out = panel + k * kInt4BlockChannels;
       for (int d = 0; d < 32; ++d) {
-        panel[d * k_n + k] = s[d] * (float(row[d] & 0xF) - z[d]);
-        panel[(d + 32) * k_n + k] = s[d + 32] * (float(row[d] >> 4) - z[d + 32]);
+        out[d] = s[d] * (float(row[d] & 0xF) - z[d]);
+        out[d + 32] = s[d + 32] * (float(row[d] >> 4) - z[d + 32]);
       }
     }
   }
@@ -234,9 +237,9 @@ void matmul_w4a16(const W4A16Weights& w, const float* x, int64_t n_tok, float* y
           dequantize_w4a16_panel_rows(*w.duplicate, c0, n, panel.data());
         }
         if (simd) {
-          gemm_f32_panel_avx2(xr.data(), n_tok, n_in, panel.data(), n, y + c0, n_out);
+          gemm_f32_panel_avx2(xr.data(), n_tok, n_in, panel.data(), n, !direct, y + c0, n_out);
         } else {
-          gemm_panel_scalar(xr.data(), n_tok, n_in, panel.data(), n, y + c0, n_out);
+          gemm_panel_scalar(xr.data(), n_tok, n_in, panel.data(), n, !direct, y + c0, n_out);
         }
       }
     });

@@ -88,8 +88,9 @@ struct W4A16Weights {
 // Keeps the duplicate iff prefill_dequant and (!direct_dequant or !supports_direct_dequant()).
 W4A16Weights make_w4a16_weights(Int4Blocks64 packed, const W4A16Options& opt);
 
-// Dequantises channels [c0, c0 + n) into panel ([n][n_in] f32, row-major) from the packed layout
-// (direct) or the duplicate. Precondition for direct: packed.supports_direct_dequant().
+// Dequantise channels [c0, c0 + n) into an f32 panel: from the packed layout (direct: k-major
+// [n_in][64], the layout's own order; precondition: supports_direct_dequant(), c0 % 64 == 0,
+// n == 64) or from the row-major duplicate (channel-major [n][n_in]).
 void dequantize_w4a16_panel_direct(const Int4Blocks64& w, int64_t c0, int64_t n, float* panel);
 void dequantize_w4a16_panel_rows(const Int4Rows& w, int64_t c0, int64_t n, float* panel);
 

@@ -7,12 +7,15 @@
 namespace fish {
 
 void gemm_f32_panel_avx2(const float* x, int64_t m, int64_t k, const float* panel, int64_t n,
-                         float* y, int64_t ldy) {
+                         bool channel_major, float* y, int64_t ldy) {
   using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const RowMat> xm(x, m, k);
-  const Eigen::Map<const RowMat> pm(panel, n, k);
   Eigen::Map<RowMat, 0, Eigen::OuterStride<>> ym(y, m, n, Eigen::OuterStride<>(ldy));
-  ym.noalias() = xm * pm.transpose();
+  if (channel_major) {
+    ym.noalias() = xm * Eigen::Map<const RowMat>(panel, n, k).transpose();
+  } else {
+    ym.noalias() = xm * Eigen::Map<const RowMat>(panel, k, n);
+  }
 }
 
 }  // namespace fish
