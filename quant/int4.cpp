@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 #include "quant/f16.h"
 
@@ -168,6 +169,130 @@ Int4Blocks64 pack_int4_blocks64_ref(const float* w, int64_t n_out, int64_t n_in,
   }
   if (fmt.zero_point == Int4ZeroPoint::asym) m.zeros = std::move(zeros);
   return m;
+}
+
+template <int G>
+void quantize_row_fish_i4_fit(const float* x, BlockFishI4<G>* y, int64_t n, Int4ZeroPoint zp) {
+  assert(n % G == 0);
+  uint8_t codes[G];
+  for (int64_t b = 0; b < n / G; ++b, x += G) {
+    quantize_int4_group_ref(x, {G, zp}, codes, &y[b].d, &y[b].z);
+    y[b].reserved = 0;
+    for (int c = 0; c < G / 32; ++c) {
+      for (int j = 0; j < 16; ++j) {
+        y[b].qs[c * 16 + j] = uint8_t(codes[c * 32 + j] | (codes[c * 32 + j + 16] << 4));
+      }
+    }
+  }
+}
+
+template <int G>
+void quantize_row_fish_i4_ref(const float* x, BlockFishI4<G>* y, int64_t n) {
+  quantize_row_fish_i4_fit<G>(x, y, n, Int4ZeroPoint::asym);
+}
+
+template <int G>
+void dequantize_row_fish_i4(const BlockFishI4<G>* x, float* y, int64_t n) {
+  assert(n % G == 0);
+  for (int64_t b = 0; b < n / G; ++b, y += G) {
+    const float d = f16_to_f32(x[b].d);
+    const float z = float(x[b].z);
+    for (int c = 0; c < G / 32; ++c) {
+      for (int j = 0; j < 16; ++j) {
+        y[c * 32 + j] = d * (float(x[b].qs[c * 16 + j] & 0xF) - z);
+        y[c * 32 + j + 16] = d * (float(x[b].qs[c * 16 + j] >> 4) - z);
+      }
+    }
+  }
+}
+
+#define FISH_I4_INSTANTIATE(G)                                                       \
+  template void quantize_row_fish_i4_fit<G>(const float*, BlockFishI4<G>*, int64_t,  \
+                                            Int4ZeroPoint);                          \
+  template void quantize_row_fish_i4_ref<G>(const float*, BlockFishI4<G>*, int64_t); \
+  template void dequantize_row_fish_i4<G>(const BlockFishI4<G>*, float*, int64_t);
+FISH_I4_INSTANTIATE(32)
+FISH_I4_INSTANTIATE(64)
+FISH_I4_INSTANTIATE(128)
+#undef FISH_I4_INSTANTIATE
+
+bool int4_from_fish_i4(const uint8_t* rows, int64_t n_out, int64_t n_in, Int4Format fmt,
+                       Int4Vnni16* vnni, Int4Blocks64* blocks) {
+  check_shape(n_out, n_in, fmt);
+  const int gs = fmt.group_size;
+  const size_t block_bytes = 4 + size_t(gs) / 2;
+  const int64_t groups = n_in / gs;
+  // Rebuild f32-free: codes, scales and zeros per row, then the same placement as the packers.
+  std::vector<uint16_t> scales(size_t(n_out * groups));
+  std::vector<uint8_t> zeros(size_t(n_out * groups));
+  std::vector<uint8_t> all_codes(size_t(n_out * n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* blk = rows + size_t(o * groups + g) * block_bytes;
+      std::memcpy(&scales[size_t(o * groups + g)], blk, 2);
+      zeros[size_t(o * groups + g)] = blk[2];
+      if (fmt.zero_point == Int4ZeroPoint::sym && blk[2] != kInt4SymZero) return false;
+      for (int c = 0; c < gs / 32; ++c) {
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t byte = blk[4 + c * 16 + j];
+          all_codes[size_t(o * n_in + g * gs + c * 32 + j)] = byte & 0xF;
+          all_codes[size_t(o * n_in + g * gs + c * 32 + j + 16)] = byte >> 4;
+        }
+      }
+    }
+  }
+  const bool asym = fmt.zero_point == Int4ZeroPoint::asym;
+  if (vnni != nullptr) {
+    Int4Vnni16& m = *vnni;
+    m = Int4Vnni16{};
+    m.n_out = n_out;
+    m.n_in = n_in;
+    m.fmt = fmt;
+    m.qs.assign(size_t(m.tiles() * n_in * 8), 0);
+    m.scales.assign(size_t(m.tiles() * groups * kInt4TileRows), 0);
+    if (asym) m.zeros.assign(m.scales.size(), 0);
+    for (int64_t o = 0; o < n_out; ++o) {
+      const int64_t t = o / kInt4TileRows, r = o % kInt4TileRows;
+      for (int64_t g = 0; g < groups; ++g) {
+        const size_t at = size_t((t * groups + g) * kInt4TileRows + r);
+        m.scales[at] = scales[size_t(o * groups + g)];
+        if (asym) m.zeros[at] = zeros[size_t(o * groups + g)];
+      }
+      uint8_t* tile = m.qs.data() + size_t(t * n_in * 8);
+      const uint8_t* c = &all_codes[size_t(o * n_in)];
+      for (int64_t j = 0; j < n_in / 8; ++j) {
+        for (int i = 0; i < 4; ++i)
+          tile[j * 64 + r * 4 + i] = uint8_t(c[8 * j + i] | (c[8 * j + i + 4] << 4));
+      }
+    }
+  }
+  if (blocks != nullptr) {
+    Int4Blocks64& m = *blocks;
+    m = Int4Blocks64{};
+    m.n_out = n_out;
+    m.n_in = n_in;
+    m.fmt = fmt;
+    m.qs.assign(size_t((m.full_blocks() * 32 + m.tail_half()) * n_in), 0);
+    m.scales.assign(size_t(groups * n_out), 0);
+    if (asym) m.zeros.assign(m.scales.size(), 0);
+    const int64_t h = m.tail_half();
+    for (int64_t o = 0; o < n_out; ++o) {
+      for (int64_t g = 0; g < groups; ++g) {
+        m.scales[size_t(g * n_out + o)] = scales[size_t(o * groups + g)];
+        if (asym) m.zeros[size_t(g * n_out + o)] = zeros[size_t(o * groups + g)];
+      }
+      const int64_t b = o / kInt4BlockChannels, c = o % kInt4BlockChannels;
+      const bool tail = b == m.full_blocks();
+      const int64_t width = tail ? h : 32;
+      const int64_t d = tail ? c % h : c % 32;
+      const int shift = (tail ? c >= h : c >= 32) ? 4 : 0;
+      uint8_t* base = m.qs.data() + size_t(b * n_in * 32);
+      for (int64_t k = 0; k < n_in; ++k) {
+        base[k * width + d] |= uint8_t(all_codes[size_t(o * n_in + k)] << shift);
+      }
+    }
+  }
+  return true;
 }
 
 int int4_vnni16_code(const Int4Vnni16& m, int64_t o, int64_t k) {

@@ -41,6 +41,13 @@
 //   The tail is narrower than a block, so a reshape that assumes [N/64][K][32] misreads it:
 //   supports_direct_dequant() is false for such matrices and their prefill keeps a row-major
 //   (Int4Rows) duplicate instead.
+//
+// GGUF storage — FISH tensor types fish_i4_g32 / fish_i4_g64 / fish_i4_g128 (ids 4096 + group
+// size, outside GGML's range), written by `fish quantize-w4`: row-major blocks, one per group:
+//   BlockFishI4<G> { f16 d; u8 z; u8 reserved (0); qs[G/2] }  w = d * (q - z),
+// qs in Int4Rows chunk order (per 32 weights: byte j low = weight j, high = weight j + 16). The
+// zero point is stored for sym too (always 8; GGUF key fish.int4.zero_point says which fit made
+// it). Loading converts the codes into Int4Vnni16 / Int4Blocks64 exactly (no re-fitting).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +66,26 @@ inline constexpr int kInt4ChunkWeights = 32;   // weights per 16-byte Int4Rows c
 std::string_view int4_zero_point_name(Int4ZeroPoint z);  // "sym", "asym"
 std::optional<Int4ZeroPoint> parse_int4_zero_point(std::string_view s);
 bool is_valid_int4_group_size(int64_t group_size);  // 32, 64 or 128
+
+template <int G>
+struct BlockFishI4 {
+  uint16_t d;        // f16 scale
+  uint8_t z;         // zero point (8 for sym)
+  uint8_t reserved;  // 0
+  uint8_t qs[G / 2];
+};
+static_assert(sizeof(BlockFishI4<32>) == 20, "fish_i4_g32: 5 bits per weight");
+static_assert(sizeof(BlockFishI4<64>) == 36, "fish_i4_g64: 4.5 bits per weight");
+static_assert(sizeof(BlockFishI4<128>) == 68, "fish_i4_g128: 4.25 bits per weight");
+
+// Rows of the GGUF types (n % G == 0): the asym fit (quantize_int4_group_ref), and back to f32.
+template <int G>
+void quantize_row_fish_i4_ref(const float* x, BlockFishI4<G>* y, int64_t n);
+template <int G>
+void dequantize_row_fish_i4(const BlockFishI4<G>* x, float* y, int64_t n);
+// Same with an explicit fit (sym writes z = 8).
+template <int G>
+void quantize_row_fish_i4_fit(const float* x, BlockFishI4<G>* y, int64_t n, Int4ZeroPoint zp);
 
 struct Int4Format {
   int group_size = 128;  // weights per group along n_in: 32, 64 or 128
@@ -135,6 +162,12 @@ Int4Rows pack_int4_rows_ref(const float* w, int64_t n_out, int64_t n_in, Int4For
 Int4Blocks64 pack_int4_blocks64_ref(const float* w, int64_t n_out, int64_t n_in, Int4Format fmt);
 // The same codes in the other layout (exact: no re-fitting).
 Int4Rows int4_rows_from_blocks64(const Int4Blocks64& b);
+
+// The codes of n_out GGUF rows (block_bytes * n_in / group bytes each, fish_i4_g<group>) in the
+// kernels' layouts. Precondition: n_in % group == 0, group in 32/64/128. zero_point only says
+// whether zeros are kept (asym) or must all be 8 (sym; other values make it return false).
+bool int4_from_fish_i4(const uint8_t* rows, int64_t n_out, int64_t n_in, Int4Format fmt,
+                       Int4Vnni16* vnni, Int4Blocks64* blocks);
 
 // Code of (row o, input k), read through each layout's documented indexing.
 int int4_vnni16_code(const Int4Vnni16& m, int64_t o, int64_t k);

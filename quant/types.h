@@ -46,7 +46,17 @@ enum class GgmlType : uint32_t {
   tq1_0 = 34,
   tq2_0 = 35,
   mxfp4 = 39,
+  // FISH's own GGUF tensor types (not GGML's; ids 4096 + group size): packed int4 groups, see
+  // quant/int4.h BlockFishI4. Written by `fish quantize-w4`.
+  fish_i4_g32 = 4128,
+  fish_i4_g64 = 4160,
+  fish_i4_g128 = 4224,
 };
+
+// True for FISH's own types (no other GGUF reader knows them).
+inline constexpr bool is_fish_type(GgmlType t) {
+  return uint32_t(t) >= 4096;
+}
 
 // Converts n values (n % block_elems == 0) from one packed row to f32.
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quant/f16.h"
+#include "quant/types.h"
 
 namespace fish {
 namespace {
@@ -187,6 +188,56 @@ TEST(Int4Names, ZeroPointsAndGroupSizesParse) {
   EXPECT_TRUE(is_valid_int4_group_size(128));
   EXPECT_FALSE(is_valid_int4_group_size(96));
   EXPECT_FALSE(is_valid_int4_group_size(16));
+}
+
+}  // namespace
+}  // namespace fish
+
+namespace fish {
+namespace {
+
+template <int G>
+void check_fish_i4_roundtrip(Int4ZeroPoint zp) {
+  const int64_t n_out = 70, n_in = 3 * G;
+  const std::vector<float> w = random_weights(n_out * n_in, G);
+  std::vector<BlockFishI4<G>> rows(size_t(n_out * n_in / G));
+  for (int64_t o = 0; o < n_out; ++o) {
+    quantize_row_fish_i4_fit<G>(w.data() + o * n_in, rows.data() + o * n_in / G, n_in, zp);
+  }
+  const Int4Format fmt{G, zp};
+  Int4Vnni16 v;
+  Int4Blocks64 b;
+  ASSERT_TRUE(
+      int4_from_fish_i4(reinterpret_cast<const uint8_t*>(rows.data()), n_out, n_in, fmt, &v, &b));
+  const Int4Vnni16 v_ref = pack_int4_vnni16_ref(w.data(), n_out, n_in, fmt);
+  const Int4Blocks64 b_ref = pack_int4_blocks64_ref(w.data(), n_out, n_in, fmt);
+  EXPECT_EQ(v.qs, v_ref.qs);
+  EXPECT_EQ(v.scales, v_ref.scales);
+  EXPECT_EQ(v.zeros, v_ref.zeros);
+  EXPECT_EQ(b.qs, b_ref.qs);
+  EXPECT_EQ(b.scales, b_ref.scales);
+  EXPECT_EQ(b.zeros, b_ref.zeros);
+  std::vector<float> from_gguf(w.size()), from_layout(w.size());
+  type_info(GgmlType(4096 + G)).dequantize_row(rows.data(), from_gguf.data(), n_out * n_in);
+  dequantize_int4_rows_ref(pack_int4_rows_ref(w.data(), n_out, n_in, fmt), 0, n_out,
+                           from_layout.data());
+  EXPECT_EQ(from_gguf, from_layout);
+  if (zp == Int4ZeroPoint::asym) {
+    rows[1].z = 3;  // not 8: must be refused as sym
+    EXPECT_FALSE(int4_from_fish_i4(reinterpret_cast<const uint8_t*>(rows.data()), n_out, n_in,
+                                   {G, Int4ZeroPoint::sym}, &v, &b));
+  }
+}
+
+TEST(Int4Gguf, FishI4RowsConvertExactlyIntoTheKernelLayouts) {
+  for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
+    check_fish_i4_roundtrip<32>(zp);
+    check_fish_i4_roundtrip<64>(zp);
+    check_fish_i4_roundtrip<128>(zp);
+  }
+  EXPECT_EQ(type_info(GgmlType::fish_i4_g128).block_bytes, sizeof(BlockFishI4<128>));
+  EXPECT_TRUE(is_fish_type(GgmlType::fish_i4_g32));
+  EXPECT_FALSE(is_fish_type(GgmlType::q4_k));
 }
 
 }  // namespace
