@@ -214,6 +214,16 @@ const void* Session::quantized_input(const MatvecKernel& k, const float* x, int6
 }
 
 void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  if (int4_ != nullptr && n == 1 && ops.size() <= 4) {  // w4a8 / w4a16 decode: one dispatch
+    const MatrixView* ws[4];
+    float* ys[4];
+    size_t i = 0;
+    for (const MatmulOp& op : ops) {
+      ws[i] = op.w;
+      ys[i++] = op.y;
+    }
+    if (int4_->matvec_group({ws, i}, {ys, i}, x, pool_)) return;
+  }
   if (n > 1 || opt_.act == ActMode::f32 || pool_.size() == 1 || int4_ != nullptr) {
     for (const MatmulOp& op : ops) matmul(*op.w, x, n, op.y);
     return;

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/quantize_w4.h"
 #include "kernels/amx.h"
 
@@ -163,6 +165,67 @@ bool Int4Weights::matmul(const MatrixView& w, const float* x, int64_t n, float* 
   } else {
     const W4A16Options w16{opt_.prefill_dequant, opt_.direct_dequant, opt_.dequant_threshold};
     matmul_w4a16(std::get<W4A16Weights>(it->second), x, n, y, pool, w16);
+  }
+  return true;
+}
+
+bool Int4Weights::matvec_group(std::span<const MatrixView* const> ws, std::span<float* const> ys,
+                               const float* x, ThreadPool& pool) const {
+  constexpr size_t kMax = 4;
+  if (ws.empty() || ws.size() > kMax) return false;
+  const Packed* packed[kMax];
+  int64_t first[kMax + 1] = {0};  // prefix sums of work units (tiles or blocks)
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const auto it = by_data_.find(ws[i]->data);
+    if (it == by_data_.end() || ws[i]->n_in != ws[0]->n_in) return false;
+    packed[i] = &it->second;
+    int64_t units = 0;
+    int gs = 0;
+    if (const auto* v = std::get_if<Int4Vnni16>(packed[i])) {
+      units = v->tiles();
+      gs = v->fmt.group_size;
+    } else {
+      const Int4Blocks64& b = std::get<W4A16Weights>(*packed[i]).packed;
+      units = w4a16_block_count(b);
+      gs = b.fmt.group_size;
+    }
+    const Packed* p0 = packed[0];
+    const int gs0 = std::holds_alternative<Int4Vnni16>(*p0)
+                        ? std::get<Int4Vnni16>(*p0).fmt.group_size
+                        : std::get<W4A16Weights>(*p0).packed.fmt.group_size;
+    if (gs != gs0 || packed[i]->index() != p0->index()) return false;
+    first[i + 1] = first[i] + units;
+  }
+  const int64_t n = ws.size();
+  const int64_t total = first[n];
+  const int64_t n_in = ws[0]->n_in;
+  // Runs units [b, e) of the concatenation, matrix by matrix.
+  auto for_units = [&](int64_t b, int64_t e, auto&& run) {
+    for (int64_t i = 0; i < n && b < e; ++i) {
+      const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i + 1]);
+      if (lo < hi) run(i, lo - first[i], hi - first[i]);
+    }
+  };
+  if (std::holds_alternative<Int4Vnni16>(*packed[0])) {
+    thread_local W4A8Acts acts_buf;  // the caller's; workers see it through acts
+    W4A8Acts& acts = acts_buf;
+    quantize_w4a8_acts(x, 1, n_in, std::get<Int4Vnni16>(*packed[0]).fmt.group_size, acts);
+    const W4A8Isa isa = w4a8_best_isa();
+    pool.parallel_for(total, [&](int64_t b, int64_t e, int) {
+      for_units(b, e, [&](int64_t i, int64_t t0, int64_t t1) {
+        w4a8_tiles(std::get<Int4Vnni16>(*packed[i]), acts, t0, t1, ys[size_t(i)], isa);
+      });
+    });
+  } else {
+    thread_local W4A16Acts acts_buf;
+    W4A16Acts& acts = acts_buf;
+    prepare_w4a16_acts(x, 1, n_in, std::get<W4A16Weights>(*packed[0]).packed.fmt.group_size, acts);
+    const W4A16Isa isa = w4a16_best_isa();
+    pool.parallel_for(total, [&](int64_t b, int64_t e, int) {
+      for_units(b, e, [&](int64_t i, int64_t b0, int64_t b1) {
+        w4a16_blocks(std::get<W4A16Weights>(*packed[i]).packed, acts, b0, b1, ys[size_t(i)], isa);
+      });
+    });
   }
   return true;
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,6 +63,11 @@ class Int4Weights {
 
   // y = x W^T for n tokens when W is packed here; false (nothing done) when it is not.
   bool matmul(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  // One token through several packed matrices with the same input (q/k/v, gate/up) in one pool
+  // dispatch: the activation is prepared once and the threads split all matrices' tiles / blocks.
+  // False (nothing done) unless every matrix is packed here with the same n_in and group size.
+  bool matvec_group(std::span<const MatrixView* const> ws, std::span<float* const> ys,
+                    const float* x, ThreadPool& pool) const;
   // The embedding of `token` from the int4 copy (embd_scale applied); false without one.
   bool embed(int32_t token, float* out) const;
 

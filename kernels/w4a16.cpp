@@ -248,28 +248,34 @@ void matmul_w4a16(const W4A16Weights& w, const float* x, int64_t n_tok, float* y
   thread_local W4A16Acts acts_buf;  // the caller's; workers see it through acts
   W4A16Acts& acts = acts_buf;
   prepare_w4a16_acts(x, n_tok, n_in, p.fmt.group_size, acts);
+  pool.parallel_for(panels,
+                    [&](int64_t b0, int64_t b1, int) { w4a16_blocks(p, acts, b0, b1, y, isa); });
+}
+
+void w4a16_blocks(const Int4Blocks64& p, const W4A16Acts& acts, int64_t b0, int64_t b1, float* y,
+                  W4A16Isa isa) {
+  const int64_t n_in = p.n_in;
+  const int64_t n_out = p.n_out;
   const int64_t groups = n_in / p.fmt.group_size;
   const W4A16BlockFn block_fn = w4a16_block_kernel(isa);
   const uint8_t* zeros = p.zeros.empty() ? nullptr : p.zeros.data();
-  pool.parallel_for(panels, [&](int64_t b0, int64_t b1, int) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t c0 = b * kInt4BlockChannels;
-      for (int64_t t = 0; t < n_tok; ++t) {
-        const float* xf = acts.f32.data() + t * n_in;
-        const float* xs = acts.gsum.data() + t * groups;
-        float out[kInt4BlockChannels];
-        if (b < p.full_blocks()) {
-          block_fn(n_in, p.fmt.group_size, p.block(b), p.scales.data() + c0,
-                   zeros != nullptr ? zeros + c0 : nullptr, n_out, acts.bf16.data() + t * n_in, xf,
-                   xs, out);
-          std::copy(out, out + kInt4BlockChannels, y + t * n_out + c0);
-        } else {
-          w4a16_tail_ref(p, xf, xs, out);
-          std::copy(out, out + p.tail_channels(), y + t * n_out + c0);
-        }
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t c0 = b * kInt4BlockChannels;
+    for (int64_t t = 0; t < acts.n_tok; ++t) {
+      const float* xf = acts.f32.data() + t * n_in;
+      const float* xs = acts.gsum.data() + t * groups;
+      float out[kInt4BlockChannels];
+      if (b < p.full_blocks()) {
+        block_fn(n_in, p.fmt.group_size, p.block(b), p.scales.data() + c0,
+                 zeros != nullptr ? zeros + c0 : nullptr, n_out, acts.bf16.data() + t * n_in, xf,
+                 xs, out);
+        std::copy(out, out + kInt4BlockChannels, y + t * n_out + c0);
+      } else {
+        w4a16_tail_ref(p, xf, xs, out);
+        std::copy(out, out + p.tail_channels(), y + t * n_out + c0);
       }
     }
-  });
+  }
 }
 
 }  // namespace fish

@@ -94,6 +94,15 @@ W4A16Weights make_w4a16_weights(Int4Blocks64 packed, const W4A16Options& opt);
 void dequantize_w4a16_panel_direct(const Int4Blocks64& w, int64_t c0, int64_t n, float* panel);
 void dequantize_w4a16_panel_rows(const Int4Rows& w, int64_t c0, int64_t n, float* panel);
 
+// The decode kernel of `isa` over 64-channel blocks [b0, b1) of w (block full_blocks() is the
+// tail, when there is one) x every token of x, into y (n_tok rows of w.n_out). The unit of work the
+// decode path splits across threads. Precondition: x prepared with w's group size.
+void w4a16_blocks(const Int4Blocks64& w, const W4A16Acts& x, int64_t b0, int64_t b1, float* y,
+                  W4A16Isa isa);
+inline int64_t w4a16_block_count(const Int4Blocks64& w) {
+  return (w.n_out + kInt4BlockChannels - 1) / kInt4BlockChannels;
+}
+
 // y = x W^T, n_tok rows. Preconditions: w4a16_isa_supported(isa); a prefill call (n_tok >
 // dequant_threshold, prefill_dequant) on weights made with other options than `opt` asserts when
 // it would need a duplicate that is not there.

@@ -135,11 +135,26 @@ W4A8TileFn w4a8_tile_kernel(W4A8Isa isa) {
   return w4a8_tile_ref;
 }
 
+void w4a8_tiles(const Int4Vnni16& w, const W4A8Acts& x, int64_t t0, int64_t t1, float* y,
+                W4A8Isa isa) {
+  const W4A8TileFn tile_fn = w4a8_tile_kernel(isa);
+  const int64_t groups = w.groups_per_row();
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t rows = std::min<int64_t>(kInt4TileRows, w.n_out - t * kInt4TileRows);
+    for (int64_t tok = 0; tok < x.n_tok; ++tok) {
+      float out[kInt4TileRows];
+      tile_fn(w.n_in, w.fmt.group_size, w.tile_qs(t), w.tile_scales(t), w.tile_zeros(t),
+              x.qs.data() + tok * w.n_in, x.scales.data() + tok * groups,
+              x.sums.data() + tok * groups, out);
+      std::copy(out, out + rows, y + tok * w.n_out + t * kInt4TileRows);
+    }
+  }
+}
+
 void matmul_w4a8_preq(const Int4Vnni16& w, const W4A8Acts& x, float* y, ThreadPool& pool,
                       W4A8Isa isa) {
   assert(x.n_in == w.n_in && x.group_size == w.fmt.group_size);
   assert(w4a8_isa_supported(isa));
-  const int64_t groups = w.groups_per_row();
   const int64_t n_out = w.n_out;
   const int64_t n_tok = x.n_tok;
   if (isa == W4A8Isa::amx && n_tok > kW4A8AmxMinTokens) {
@@ -153,19 +168,8 @@ void matmul_w4a8_preq(const Int4Vnni16& w, const W4A8Acts& x, float* y, ThreadPo
     });
     return;
   }
-  const W4A8TileFn tile_fn = w4a8_tile_kernel(isa);
-  pool.parallel_for(w.tiles(), [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t rows = std::min<int64_t>(kInt4TileRows, n_out - t * kInt4TileRows);
-      for (int64_t tok = 0; tok < n_tok; ++tok) {
-        float out[kInt4TileRows];
-        tile_fn(w.n_in, w.fmt.group_size, w.tile_qs(t), w.tile_scales(t), w.tile_zeros(t),
-                x.qs.data() + tok * w.n_in, x.scales.data() + tok * groups,
-                x.sums.data() + tok * groups, out);
-        std::copy(out, out + rows, y + tok * n_out + t * kInt4TileRows);
-      }
-    }
-  });
+  pool.parallel_for(w.tiles(),
+                    [&](int64_t t0, int64_t t1, int) { w4a8_tiles(w, x, t0, t1, y, isa); });
 }
 
 void matmul_w4a8(const Int4Vnni16& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

@@ -85,6 +85,12 @@ void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* ze
                     const float* a_scales, const float* a_sums, int64_t n_tok, float* y,
                     float* acc_scratch);
 
+// Tiles [t0, t1) of w x every token of x through the tile kernel of `isa` (not AMX), into y
+// (n_tok rows of w.n_out). The unit of work matmul_w4a8_preq splits across threads; callers that
+// run several matrices in one dispatch (the engine's q/k/v at decode) split the same way.
+void w4a8_tiles(const Int4Vnni16& w, const W4A8Acts& x, int64_t t0, int64_t t1, float* y,
+                W4A8Isa isa);
+
 // y = x W^T. Preconditions: x.n_in == w.n_in, x.group_size == w.fmt.group_size,
 // w4a8_isa_supported(isa); y holds n_tok * w.n_out floats and does not alias anything.
 // Rows are split across the pool in 16-row tiles.

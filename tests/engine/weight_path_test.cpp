@@ -92,6 +92,32 @@ TEST_F(WeightPathTest, Int4PathsTrackTheF32ReferenceOverTheSameWeights) {
   }
 }
 
+// Decode steps run q/k/v and gate/up as one grouped dispatch (Int4Weights::matvec_group).
+std::vector<float> decode_step(std::shared_ptr<const Model> model, WeightPath p, int threads) {
+  SessionOptions opt;
+  opt.n_ctx = 64;
+  opt.n_threads = threads;
+  opt.weights.weight_path = p;
+  auto s = Session::create(std::move(model), opt);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->append(kPrompt).ok());
+  const int32_t next = 42;
+  auto lg = s.value()->append(std::span<const int32_t>(&next, 1));
+  EXPECT_TRUE(lg.ok());
+  return std::vector<float>(lg.value().begin(), lg.value().end());
+}
+
+TEST_F(WeightPathTest, GroupedDecodeStepsTrackTheReferenceAndDoNotDependOnThreads) {
+  auto i4 = load(int4_file());
+  ASSERT_TRUE(i4);
+  const std::vector<float> ref = decode_step(i4, WeightPath::ref, 2);
+  for (WeightPath p : {WeightPath::w4a16, WeightPath::w4a8}) {
+    const std::vector<float> two = decode_step(i4, p, 2);
+    EXPECT_LT(rel_rms(ref, two), p == WeightPath::w4a16 ? 0.05 : 0.15) << weight_path_name(p);
+    EXPECT_EQ(two, decode_step(i4, p, 1)) << weight_path_name(p);
+  }
+}
+
 TEST_F(WeightPathTest, RepackingAGgufModelAtLoadEqualsLoadingItsQuantizeW4File) {
   auto q41 = load(test::model_path(kSmol));
   auto i4 = load(int4_file());
