@@ -130,7 +130,17 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (model == nullptr) return make_error("session: no model");
   if (opt.n_ctx < 1) return make_error("session: n_ctx {} must be >= 1", opt.n_ctx);
   if (opt.n_batch < 1) return make_error("session: n_batch {} must be >= 1", opt.n_batch);
-  return std::unique_ptr<Session>(new Session(std::move(model), opt));
+  const WeightPath path = resolve_weight_path(opt.weights.weight_path, *model);
+  std::unique_ptr<Int4Weights> int4;
+  if (path == WeightPath::w4a8 || path == WeightPath::w4a16) {
+    FISH_ASSIGN_OR_RETURN(int4, Int4Weights::build(*model, path, opt.weights));
+  }
+  SessionOptions o = opt;
+  if (path == WeightPath::ref) o.act = ActMode::f32;
+  auto s = std::unique_ptr<Session>(new Session(std::move(model), o));
+  s->weight_path_ = path;
+  s->int4_ = std::move(int4);
+  return s;
 }
 
 Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens, int64_t pos0,
@@ -183,6 +193,7 @@ Status Session::teacher_force(
 
 void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
   if (opt_.observe_matmul_input) opt_.observe_matmul_input(w, x, n);
+  if (int4_ != nullptr && int4_->matmul(w, x, n, y, pool_)) return;
   if (opt_.act == ActMode::f32) {
     matmul_f32(w, x, n, y);
     return;
@@ -204,7 +215,17 @@ const void* Session::quantized_input(const MatvecKernel& k, const float* x, int6
 }
 
 void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
-  if (n > 1 || opt_.act == ActMode::f32 || pool_.size() == 1) {
+  if (int4_ != nullptr && n == 1 && ops.size() <= 4) {  // w4a8 / w4a16 decode: one dispatch
+    const MatrixView* ws[4];
+    float* ys[4];
+    size_t i = 0;
+    for (const MatmulOp& op : ops) {
+      ws[i] = op.w;
+      ys[i++] = op.y;
+    }
+    if (int4_->matvec_group({ws, i}, {ys, i}, x, pool_)) return;
+  }
+  if (n > 1 || opt_.act == ActMode::f32 || pool_.size() == 1 || int4_ != nullptr) {
     for (const MatmulOp& op : ops) matmul(*op.w, x, n, op.y);
     return;
   }
@@ -268,7 +289,11 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff, hd = p.head_dim;
   const float eps = p.norm_eps;
 
-  for (int64_t t = 0; t < n; ++t) model_->embed(tokens[t], x_.data() + t * E);
+  for (int64_t t = 0; t < n; ++t) {
+    if (int4_ == nullptr || !int4_->embed(tokens[t], x_.data() + t * E)) {
+      model_->embed(tokens[t], x_.data() + t * E);
+    }
+  }
   // cos/sin per token for each RoPE variant the model uses.
   const int n_var = p.sliding_window > 0 ? 2 : 1;
   for (int v = 0; v < n_var; ++v) {

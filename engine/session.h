@@ -19,6 +19,7 @@
 #include "base/result.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/weight_path.h"
 #include "kernels/cpu_features.h"
 #include "kernels/registry.h"
 #include "kernels/thread_pool.h"
@@ -37,11 +38,13 @@ struct SessionOptions {
   // Called with every matmul input before the product (x: n_tok rows of w.n_in f32), e.g. to
   // collect activation statistics for an activation-aware fit; empty: never called.
   std::function<void(const MatrixView& w, const float* x, int64_t n_tok)> observe_matmul_input;
+  WeightPathOptions weights;  // weight_path and the int4 fields (engine/weight_path.h)
 };
 
 class Session {
  public:
-  // Errors: n_ctx or n_batch < 1.
+  // Resolves opts.weights.weight_path (ref runs ActMode::f32; w4a8 / w4a16 pack the model's
+  // matrices here, once per session). Errors: n_ctx or n_batch < 1; a matrix int4 packing rejects.
   static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model,
                                                  const SessionOptions& opt = {});
 
@@ -75,6 +78,9 @@ class Session {
   ThreadPool& pool() { return pool_; }
   // The ISA the model's matvec kernels run at (the lowest over its weight types).
   Isa kernel_isa() const { return kernel_isa_; }
+  // The weight path this session runs (never automatic) and its packed weights (w4a8 / w4a16).
+  WeightPath weight_path() const { return weight_path_; }
+  const Int4Weights* int4_weights() const { return int4_.get(); }
 
  private:
   Session(std::shared_ptr<const Model> model, const SessionOptions& opt);
@@ -106,6 +112,8 @@ class Session {
   std::vector<std::unique_ptr<ThreadPool>> solo_;  // one inline (1-thread) pool per pool thread
   KvCache kv_;
   Isa kernel_isa_ = Isa::scalar;
+  WeightPath weight_path_ = WeightPath::gguf;
+  std::unique_ptr<Int4Weights> int4_;  // w4a8 / w4a16 only
 
   // Work buffers for n_batch tokens (row-major, token-major).
   std::vector<float> x_;            // residual stream, n_embd

@@ -18,5 +18,6 @@ void add_merge_command(CLI::App& app, int* exit_code);
 void add_report_command(CLI::App& app, int* exit_code);
 void add_compare_command(CLI::App& app, int* exit_code);
 void add_gate_command(CLI::App& app, int* exit_code);
+void add_quantize_w4_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

@@ -91,6 +91,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     bool ignore_eos = false;
     std::string act = "int8";
     int requant = 0;
+    std::string weight_path = "auto";
+    int group_size = 64;
+    std::string zero_point = "asym";
+    WeightPathOptions w;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -120,6 +124,33 @@ void add_generate_command(CLI::App& app, int* exit_code) {
          "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised "
          "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (FISH_GPU_REQUANT)")
       ->check(CLI::Range(0, 3))
+      ->capture_default_str();
+  cmd->add_option("--weight-path", a->weight_path,
+                  "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: "
+                  "gguf), gguf, w4a8, w4a16, ref (f32)")
+      ->check(CLI::IsMember({"auto", "gguf", "w4a8", "w4a16", "ref"}))
+      ->capture_default_str();
+  cmd->add_option("--group-size", a->group_size, "w4a8/w4a16 repacking: int4 group size 32|64|128")
+      ->check(CLI::IsMember({32, 64, 128}))
+      ->capture_default_str();
+  cmd->add_option("--zero-point", a->zero_point, "w4a8/w4a16 repacking: sym or asym")
+      ->check(CLI::IsMember({"sym", "asym"}))
+      ->capture_default_str();
+  cmd->add_option("--quantize-head", a->w.quantize_head,
+                  "w4a8/w4a16: int4 output head (false keeps it on the gguf path)")
+      ->capture_default_str();
+  cmd->add_option("--quantize-embedding", a->w.quantize_embedding,
+                  "w4a8/w4a16: embedding rows from an int4 copy")
+      ->capture_default_str();
+  cmd->add_option(
+         "--prefill-dequant", a->w.prefill_dequant,
+         "w4a16: batches above --dequant-threshold dequantise + GEMM (false: decode kernel)")
+      ->capture_default_str();
+  cmd->add_option("--direct-dequant", a->w.direct_dequant,
+                  "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)")
+      ->capture_default_str();
+  cmd->add_option("--dequant-threshold", a->w.dequant_threshold,
+                  "w4a16: tokens per batch above which prefill dequantises")
       ->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
@@ -154,6 +185,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     opt.n_threads = a->threads;
     opt.n_batch = a->n_batch;
     opt.act = a->act == "f32" ? ActMode::f32 : ActMode::int8;
+    opt.weights = a->w;
+    opt.weights.weight_path = *parse_weight_path(a->weight_path);
+    opt.weights.fmt = {a->group_size, *parse_int4_zero_point(a->zero_point)};
     const int64_t need = int64_t(prompt.size()) + a->n_predict;
     opt.n_ctx = a->n_ctx > 0 ? a->n_ctx : std::min(need, p.n_ctx_train);
     if (need > opt.n_ctx)
@@ -187,13 +221,19 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
     const double prefill_tps = double(prompt.size()) / t_prefill;
     const double decode_tps = n_decoded > 0 ? double(n_decoded) / t_decode : 0.0;
+    const Int4Weights* int4 = s.int4_weights();
+    const double bytes_per_token =
+        int4 != nullptr ? double(int4->bytes_per_token()) : double(model->weight_bytes_per_token());
+    const std::string path =
+        int4 != nullptr ? int4->describe() : std::string(weight_path_name(s.weight_path()));
     std::fprintf(stderr,
                  "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
-                 "tokens) | weights %.1f GB/s (%.1f MB/token) | threads %d | isa %s | act %s\n",
+                 "tokens) | weights %.1f GB/s (%.1f MB/token) | threads %d | isa %s | act %s | "
+                 "weight path %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
-                 double(model->weight_bytes_per_token()) * decode_tps / 1e9,
-                 double(model->weight_bytes_per_token()) / 1e6, s.n_threads(),
-                 std::string(isa_name(s.kernel_isa())).c_str(), a->act.c_str());
+                 bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6, s.n_threads(),
+                 std::string(isa_name(s.kernel_isa())).c_str(),
+                 s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str());
     *exit_code = kExitOk;
   });
 }

@@ -54,6 +54,19 @@ const Row kRows[] = {
     {GgmlType::q6_k, GgmlType::q8_k, FISH_DOTS(q6_k, q8_k), kQ8_K, FISH_DOTS4(q6_k, q8_k)},
     {GgmlType::bf16, GgmlType::f32, FISH_DOTS(bf16, f32), kNoQuant},
     {GgmlType::fq3, GgmlType::q8_k, FISH_DOTS(fq3, q8_k), kQ8_K, FISH_DOTS4(fq3, q8_k)},
+    // FISH's GGUF int4 (`fish quantize-w4`): scalar here; the W4A8 / W4A16 paths are the fast ones.
+    {GgmlType::fish_i4_g32,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4_g32_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
+    {GgmlType::fish_i4_g64,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4_g64_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
+    {GgmlType::fish_i4_g128,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4_g128_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
 };
 #undef FISH_DOTS
 #undef FISH_DOTS4

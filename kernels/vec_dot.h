@@ -58,6 +58,10 @@ float vec_dot_q6_k_q8_k_ref(int64_t n, const void* w, const void* x);
 float vec_dot_f32_f32_ref(int64_t n, const void* w, const void* x);
 float vec_dot_f16_f32_ref(int64_t n, const void* w, const void* x);
 float vec_dot_bf16_f32_ref(int64_t n, const void* w, const void* x);
+// FISH's GGUF int4 types (vec_dot_fish_i4.cpp; scalar only, see there).
+float vec_dot_fish_i4_g32_q8_0_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fish_i4_g64_q8_0_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fish_i4_g128_q8_0_ref(int64_t n, const void* w, const void* x);
 
 // ---- AVX2 + FMA + F16C (vec_dot_avx2.cpp, vec_dot_k_avx2.cpp) ----
 float vec_dot_q4_0_q8_0_avx2(int64_t n, const void* w, const void* x);

@@ -11,6 +11,7 @@
 #include "quant/dequantize.h"
 #include "quant/f16.h"
 #include "quant/fq3.h"
+#include "quant/int4.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_0.h"
@@ -76,6 +77,15 @@ constexpr TypeInfo kTypes[] = {
     {T::tq2_0, "tq2_0", 256, 66, nullptr, nullptr},  // ternary, 2 bits: 64 + d
     {T::mxfp4, "mxfp4", 32, 17, nullptr, nullptr},   // e8m0 scale + 16 bytes of e2m1 nibbles
     {T::fq3, "fq3", 256, 112, FISH_DQ(BlockFQ3, fq3), FISH_Q(BlockFQ3, fq3)},  // FISH's own
+    {T::fish_i4_g32, "fish_i4_g32", 32, sizeof(BlockFishI4<32>),
+     &dequant_erased<BlockFishI4<32>, &dequantize_row_fish_i4<32>>,
+     &quant_erased<BlockFishI4<32>, &quantize_row_fish_i4_ref<32>>},
+    {T::fish_i4_g64, "fish_i4_g64", 64, sizeof(BlockFishI4<64>),
+     &dequant_erased<BlockFishI4<64>, &dequantize_row_fish_i4<64>>,
+     &quant_erased<BlockFishI4<64>, &quantize_row_fish_i4_ref<64>>},
+    {T::fish_i4_g128, "fish_i4_g128", 128, sizeof(BlockFishI4<128>),
+     &dequant_erased<BlockFishI4<128>, &dequantize_row_fish_i4<128>>,
+     &quant_erased<BlockFishI4<128>, &quantize_row_fish_i4_ref<128>>},
 };
 
 #undef FISH_DQ

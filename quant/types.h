@@ -51,10 +51,14 @@ enum class GgmlType : uint32_t {
   tq2_0 = 35,
   mxfp4 = 39,
   fq3 = kFishTypeBase + 1,  // FISH's 3-bit re-quantisation format (quant/fq3.h)
+  // Packed int4 groups (quant/int4.h BlockFishI4), written by `fish quantize-w4`: base + group.
+  fish_i4_g32 = kFishTypeBase + 32,
+  fish_i4_g64 = kFishTypeBase + 64,
+  fish_i4_g128 = kFishTypeBase + 128,
 };
 
 // True for FISH's own formats (not GGML's; unknown to llama.cpp and the gguf package).
-inline bool is_fish_type(GgmlType t) {
+inline constexpr bool is_fish_type(GgmlType t) {
   return uint32_t(t) >= kFishTypeBase;
 }
 

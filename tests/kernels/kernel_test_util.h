@@ -11,6 +11,7 @@
 
 #include "quant/f16.h"
 #include "quant/fq3.h"
+#include "quant/int4.h"
 #include "quant/q2_k.h"
 #include "quant/q3_k.h"
 #include "quant/q4_0.h"
@@ -87,6 +88,15 @@ inline void sanitize_scales(GgmlType t, uint8_t* data, int64_t n_blocks, std::mt
     case GgmlType::fq3:
       put(sizeof(BlockFQ3), offsetof(BlockFQ3, d), false);
       put(sizeof(BlockFQ3), offsetof(BlockFQ3, dmin), true);
+      break;
+    case GgmlType::fish_i4_g32:
+      put(sizeof(BlockFishI4<32>), offsetof(BlockFishI4<32>, d), false);
+      break;
+    case GgmlType::fish_i4_g64:
+      put(sizeof(BlockFishI4<64>), offsetof(BlockFishI4<64>, d), false);
+      break;
+    case GgmlType::fish_i4_g128:
+      put(sizeof(BlockFishI4<128>), offsetof(BlockFishI4<128>, d), false);
       break;
     default:
       break;

@@ -1,0 +1,75 @@
+// `fish quantize-w4 IN.gguf OUT.gguf --group-size 128 --zero-point asym`
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "engine/quantize_w4.h"
+#include "harness/commands.h"
+#include "harness/exit_codes.h"
+
+namespace fish {
+
+void add_quantize_w4_command(CLI::App& app, int* exit_code) {
+  struct Args {
+    std::string in, out;
+    int group_size = 128;
+    std::string zero_point = "asym";
+    bool quantize_head = true;
+    bool quantize_embedding = false;
+    int threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize-w4",
+      "Rewrite a GGUF with its linear layers (and the output head) as FISH packed int4 "
+      "(tensor types fish_i4_g32/64/128), for the CPU W4A8 / W4A16 paths.");
+  cmd->add_option("in", args->in, "Input GGUF")->required();
+  cmd->add_option("out", args->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
+  cmd->add_option("--group-size", args->group_size, "Weights per int4 group: 32, 64 or 128")
+      ->capture_default_str();
+  cmd->add_option("--zero-point", args->zero_point,
+                  "sym (constant zero point 8) or asym (per-group zero point)")
+      ->capture_default_str();
+  cmd->add_option("--quantize-head", args->quantize_head,
+                  "Quantise the output head (a tied embedding is untied); false keeps it as is")
+      ->capture_default_str();
+  cmd->add_option("--quantize-embedding", args->quantize_embedding,
+                  "Also store token_embd.weight as int4")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Threads (0: all)")->capture_default_str();
+  cmd->callback([args, exit_code] {
+    *exit_code = kExitUsage;
+    QuantizeW4Options opt;
+    opt.fmt.group_size = args->group_size;
+    const auto zp = parse_int4_zero_point(args->zero_point);
+    if (!zp) {
+      std::fprintf(stderr, "fish quantize-w4: --zero-point '%s' is not sym or asym\n",
+                   args->zero_point.c_str());
+      return;
+    }
+    opt.fmt.zero_point = *zp;
+    opt.quantize_head = args->quantize_head;
+    opt.quantize_embedding = args->quantize_embedding;
+    opt.n_threads = args->threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = quantize_w4_gguf(args->in, args->out, opt);
+    if (!r.ok()) {
+      std::fprintf(stderr, "fish %s\n", r.error().message.c_str());
+      return;
+    }
+    const QuantizeW4Summary& s = r.value();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr,
+                 "fish quantize-w4: wrote %s: %lld tensors as %s (%.1f -> %.1f MB%s), %lld "
+                 "copied, %.1f s\n",
+                 args->out.c_str(), (long long)s.tensors_packed,
+                 std::string(type_name(fish_i4_type(opt.fmt.group_size))).c_str(),
+                 double(s.bytes_packed_in) / 1e6, double(s.bytes_packed_out) / 1e6,
+                 s.untied_head ? ", head untied" : "", (long long)s.tensors_copied, secs);
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace fish
