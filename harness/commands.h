@@ -9,5 +9,6 @@ namespace fish {
 void add_inspect_command(CLI::App& app, int* exit_code);
 void add_make_model_command(CLI::App& app, int* exit_code);
 void add_generate_command(CLI::App& app, int* exit_code);
+void add_gpu_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fish::add_inspect_command(app, &exit_code);
   fish::add_make_model_command(app, &exit_code);
   fish::add_generate_command(app, &exit_code);
+  fish::add_gpu_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

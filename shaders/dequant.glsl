@@ -100,7 +100,8 @@ uint sbyte(uvec3 sw, uint i) {
 vec2 scale_min_k4(uvec3 sw, uint s) {
   if (s < 4u) return vec2(sbyte(sw, s) & 63u, sbyte(sw, s + 4u) & 63u);
   uint hi = sbyte(sw, s + 4u);
-  return vec2((hi & 15u) | ((sbyte(sw, s - 4u) >> 6u) << 4u), (hi >> 4u) | ((sbyte(sw, s) >> 6u) << 4u));
+  return vec2((hi & 15u) | ((sbyte(sw, s - 4u) >> 6u) << 4u),
+              (hi >> 4u) | ((sbyte(sw, s) >> 6u) << 4u));
 }
 #if defined(TYPE_Q4_K)
 #define K4_BLOCK_BYTES 144u
@@ -151,10 +152,12 @@ void dequant8(uint row_byte, uint u, out vec4 a, out vec4 b) {
   float d = ld_half(blk + 208u) * sc;
   uvec4 sh8 = uvec4(0u, 8u, 16u, 24u);
   uint l = ld32(ql), hh = ld32(qh);
-  a = d * (vec4(((uvec4(l) >> (sh8 + shl)) & 15u) | (((uvec4(hh) >> (sh8 + shh)) & 3u) << 4u)) - 32.0);
+  a = d * (vec4(((uvec4(l) >> (sh8 + shl)) & 15u) | (((uvec4(hh) >> (sh8 + shh)) & 3u) << 4u)) -
+           32.0);
   l = ld32(ql + 4u);
   hh = ld32(qh + 4u);
-  b = d * (vec4(((uvec4(l) >> (sh8 + shl)) & 15u) | (((uvec4(hh) >> (sh8 + shh)) & 3u) << 4u)) - 32.0);
+  b = d * (vec4(((uvec4(l) >> (sh8 + shl)) & 15u) | (((uvec4(hh) >> (sh8 + shh)) & 3u) << 4u)) -
+           32.0);
 }
 #else
 #error "dequant.glsl: define one TYPE_<type> (shaders/CMakeLists.txt FISH_VK_TYPES)"

@@ -1,12 +1,13 @@
 #version 450
 // matmul_<type>: tiled y[t][r] = sum_k W[r][k] x[t][k] for prefill (any n_tok).
 // Bindings (fish_vk_layout.h): W uint[] packed rows (row_bytes apart), X vec4[] n_tok rows of
-// x_stride f32, Y float[] n_tok rows of y_stride from y_offset. One workgroup = FISH_TILE_ROWS rows x
-// FISH_TILE_TOK tokens, FISH_TILE_WG = 256 threads, each accumulating 4 rows x 4 tokens (rows
-// tid%16 + 16i, tokens tid/16 + 16j) over K steps of FISH_TILE_K: per step every thread
-// dequantises one 8-value unit of W and loads two vec4 of x into shared memory. Grid:
-// ceil(n_out / 64) x ceil(n_tok / 64); edge rows/tokens are clamped on load, skipped on store.
-// CPU reference: dequantize_row_<type> then an f32 dot (tests/vulkan/matmul_test.cpp).
+// x_stride f32, Y float[] n_tok rows of y_stride from y_offset.
+// One workgroup = FISH_TILE_ROWS rows x FISH_TILE_TOK tokens, FISH_TILE_WG = 256 threads, each
+// accumulating 4 rows x 4 tokens (rows tid%16 + 16i, tokens tid/16 + 16j) over K steps of
+// FISH_TILE_K: per step every thread dequantises one 8-value unit of W and loads two vec4 of x
+// into shared memory. Grid: ceil(n_out / 64) x ceil(n_tok / 64); edge rows/tokens are clamped
+// on load, skipped on store. Plain f32 FMA tile (no cooperative matrix yet).
+// CPU reference: dequantize_row_<type>, then a double dot (tests/vulkan/vulkan_matmul_test.cpp).
 #extension GL_GOOGLE_include_directive : require
 
 #include "fish_vk_layout.h"

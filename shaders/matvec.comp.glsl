@@ -1,13 +1,13 @@
 #version 450
 // matvec_<type>: y[t][r] = sum_k W[r][k] x[t][k] for n_tok <= FISH_MATVEC_MAX_TOK (decode).
 // Bindings (fish_vk_layout.h): W uint[] packed rows (row_bytes apart), X vec4[] n_tok rows of
-// x_stride f32, Y float[] n_tok rows of y_stride from y_offset. One workgroup = FISH_MATVEC_ROWS rows x all
-// tokens, FISH_MATVEC_WG threads; thread i takes 8-value units i, i + WG, ... of each row, so a
-// subgroup reads consecutive words of a row (coalesced), and each x unit is loaded once for all
-// rows. Partial sums: subgroupAdd, then one shared slot per subgroup. Rows past n_out are
-// clamped to the last row (no bounds checks in the loop) and not stored. The grid is
-// groups_x x ceil(n_groups / groups_x) to pass the 65535 limit on one dimension.
-// CPU reference: dequantize_row_<type> then an f32 dot (tests/vulkan/matmul_test.cpp).
+// x_stride f32, Y float[] n_tok rows of y_stride from y_offset.
+// One workgroup = FISH_MATVEC_ROWS rows x all tokens, FISH_MATVEC_WG threads; thread i takes
+// 8-value units i, i + WG, ... of each row, so a subgroup reads consecutive words of a row
+// (coalesced) and each x unit is loaded once for all rows. Partial sums: subgroupAdd, then one
+// shared slot per subgroup. Rows past n_out are clamped to the last row (no bounds checks in
+// the loop) and not stored. Grid: groups_x x ceil(n_groups / groups_x) (65535 limit per dim).
+// CPU reference: dequantize_row_<type>, then a double dot (tests/vulkan/vulkan_matmul_test.cpp).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

@@ -147,7 +147,8 @@ void VulkanBackend::Impl::fail(VulkanBackend* self, std::string why) {
   state = State::failed;
   error = std::move(why);
   if (gpu_backend() == self) set_gpu_backend(nullptr);
-  if (opt.ok() && opt->verbose) std::fprintf(stderr, "fish: vulkan: off: %s\n", error.c_str());
+  const bool verbose = opt.ok() ? opt->verbose : std::getenv("FISH_GPU_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "fish: vulkan: off: %s\n", error.c_str());
 }
 
 Status VulkanBackend::open() {

@@ -203,8 +203,11 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
     for (const DeviceEntry& e : entries)
       list += fmt::format("{}#{} {} ({}): {}", list.empty() ? "" : "; ", e.index, e.name, e.type,
                           e.verdict);
-    return make_error("no usable Vulkan device ({}){}", n_dev == 0 ? "none found" : list,
-                      opt.allow_cpu ? "" : "; hint: FISH_GPU=cpu allows CPU implementations");
+    if (n_dev == 0)
+      return make_error(
+          "no Vulkan device found; hint: install the GPU's Vulkan driver (or "
+          "mesa-vulkan-drivers and FISH_GPU=cpu for the CPU implementation)");
+    return make_error("no usable Vulkan device: {}", list);
   }
 
   d->phys = devs[size_t(best)];
