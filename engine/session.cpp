@@ -182,6 +182,7 @@ Status Session::teacher_force(
 }
 
 void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
+  if (opt_.gpu && gpu_matmul_group({{&w, y}}, x, n)) return;
   if (opt_.act == ActMode::f32) {
     matmul_f32(w, x, n, y);
     return;
@@ -202,7 +203,20 @@ const void* Session::quantized_input(const MatvecKernel& k, const float* x, int6
   return act_[s].data();
 }
 
+bool Session::gpu_matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  ComputeBackend::MatmulOp gops[4];
+  assert(ops.size() <= 4);
+  size_t i = 0;
+  for (const MatmulOp& op : ops) {
+    const WeightHandle h = opt_.gpu->handle(op.w);
+    if (h == 0) return false;
+    gops[i++] = {h, op.y};
+  }
+  return opt_.gpu->backend().matmul_group({gops, i}, x, n).ok();
+}
+
 void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  if (opt_.gpu && gpu_matmul_group(ops, x, n)) return;
   if (n > 1 || opt_.act == ActMode::f32 || pool_.size() == 1) {
     for (const MatmulOp& op : ops) matmul(*op.w, x, n, op.y);
     return;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/gpu_placement.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "kernels/cpu_features.h"
@@ -34,6 +35,9 @@ struct SessionOptions {
   ActMode act = ActMode::int8;
   int64_t n_batch = 256;  // tokens per prefill batch (longer inputs are chunked)
   Isa isa = best_isa();   // matvec kernel level (clamped to what the CPU and the table have)
+  // Stage 1 GPU offload: matrices placed there run through its backend (a failed GPU call
+  // falls back to the CPU for that matmul). Null: CPU only.
+  std::shared_ptr<const GpuPlacement> gpu;
 };
 
 class Session {
@@ -96,6 +100,8 @@ class Session {
   void matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n);
   const void* quantized_input(const MatvecKernel& k, const float* x, int64_t n, int64_t n_in);
   void matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y);
+  // The GPU path of matmul_group: true when every op ran on opt_.gpu's backend.
+  bool gpu_matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n);
 
   std::shared_ptr<const Model> model_;
   SessionOptions opt_;
