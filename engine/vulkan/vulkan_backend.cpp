@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "engine/vulkan/vk_check.h"
+#include "engine/vulkan/vram_budget.h"
 #include "engine/vulkan/vulkan_device.h"
 #include "engine/vulkan/vulkan_shaders.h"
 #include "fish_vk_layout.h"
@@ -19,7 +20,6 @@ namespace fish::vk {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t(1) << 20;
-constexpr uint64_t kMinHeadroom = 256 * kMiB;  // seed: WDDM demoted weights below ~64 MB free
 constexpr uint64_t kBufferPad = 16;            // funnel reads touch the word after a row's end
 constexpr uint64_t kStagingBytes = 64 * kMiB;  // upload chunk (host-visible, transient)
 constexpr uint32_t kMaxSetsPerSubmit = 256;    // descriptor sets per matmul_group submit
@@ -74,7 +74,7 @@ struct VulkanBackend::Impl {
   std::unique_ptr<VulkanDevice> dev;
 
   uint32_t weight_type = 0, weight_heap = 0, host_type = 0;
-  uint64_t heap_bytes = 0, ceiling = 0, headroom = 0;
+  VramBudget budget;
   std::atomic<uint64_t> own_bytes{0};
 
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
@@ -203,9 +203,8 @@ Status VulkanBackend::Impl::create_objects() {
   weight_type = uint32_t(wt);
   weight_heap = m.memoryTypes[weight_type].heapIndex;
   host_type = uint32_t(ht_cached >= 0 ? ht_cached : ht);  // y is read back by the CPU
-  heap_bytes = m.memoryHeaps[weight_heap].size;
-  headroom = std::max<uint64_t>(kMinHeadroom, heap_bytes / 10);
-  ceiling = opt->budget_bytes ? *opt->budget_bytes : live_free() * 85 / 100;
+  budget.heap_bytes = m.memoryHeaps[weight_heap].size;    // live_free() below needs it
+  budget = VramBudget::at_open(m.memoryHeaps[weight_heap].size, live_free(), opt->budget_bytes);
 
   VkDescriptorSetLayoutBinding b[3] = {};
   for (uint32_t i = 0; i < 3; ++i) {
@@ -248,16 +247,11 @@ Status VulkanBackend::Impl::create_objects() {
 
 uint64_t VulkanBackend::Impl::live_free() const {
   if (dev->has_memory_budget) return dev->heap_budget_free(weight_heap);
-  const uint64_t usable = heap_bytes / 10 * 8;  // 80% of the heap
-  return usable > own_bytes ? usable - own_bytes : 0;
+  return VramBudget::fallback_free(budget.heap_bytes, own_bytes);
 }
 
 uint64_t VulkanBackend::Impl::allocatable() const {
-  const uint64_t own = own_bytes;
-  const uint64_t under_ceiling = ceiling > own ? ceiling - own : 0;
-  const uint64_t free = live_free();
-  const uint64_t above_headroom = free > headroom ? free - headroom : 0;
-  return std::min(under_ceiling, above_headroom);
+  return budget.allocatable(own_bytes, live_free());
 }
 
 Result<Buffer> VulkanBackend::Impl::alloc(uint64_t bytes, VkBufferUsageFlags usage, bool host,
@@ -271,17 +265,7 @@ Result<Buffer> VulkanBackend::Impl::alloc(uint64_t bytes, VkBufferUsageFlags usa
   VkMemoryRequirements req;
   vk().vkGetBufferMemoryRequirements(dev->device, b.buf, &req);
   if (counted) {
-    const uint64_t own = own_bytes, free = live_free();
-    std::string refusal;
-    if (own + req.size > ceiling)
-      refusal = fmt::format("{:.1f} MB asked, {:.1f} MB resident, budget {:.1f} MB ({})",
-                            mb(req.size), mb(own), mb(ceiling),
-                            opt->budget_bytes ? "FISH_VRAM_BUDGET_MB" : "85% of free at open");
-    else if (free < req.size + headroom)
-      refusal = fmt::format(
-          "{:.1f} MB asked would leave {:.1f} MB free, below the headroom of "
-          "{:.1f} MB (max(256 MB, 10% of the heap))",
-          mb(req.size), mb(free > req.size ? free - req.size : 0), mb(headroom));
+    const std::string refusal = budget.refusal(req.size, own_bytes, live_free());
     if (!refusal.empty()) {
       vk().vkDestroyBuffer(dev->device, b.buf, nullptr);
       return make_error("vulkan: {}: allocation refused: {}", what, refusal);
@@ -443,10 +427,10 @@ BackendInfo VulkanBackend::info() {
                   m.dev->queue_family);
   bi.subgroup_size = m.dev->subgroup_size;
   bi.memory_budget_ext = m.dev->has_memory_budget;
-  bi.heap_bytes = m.heap_bytes;
+  bi.heap_bytes = m.budget.heap_bytes;
   bi.live_free_bytes = m.live_free();
-  bi.ceiling_bytes = m.ceiling;
-  bi.headroom_bytes = m.headroom;
+  bi.ceiling_bytes = m.budget.ceiling_bytes;
+  bi.headroom_bytes = m.budget.headroom_bytes;
   bi.resident_bytes = m.own_bytes;
   return bi;
 }
