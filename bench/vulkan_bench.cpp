@@ -5,8 +5,10 @@
 // Each iteration is one matmul_group over distinct device copies of the matrix totalling
 // >= 512 MiB, so weights stream from device memory rather than L2 (H200: 50 MB) and the one
 // submit + fence wait is amortised over many dispatches, as in a layer span. Host time per
-// iteration includes x upload and y readback (small next to the weights). The context line
-// "vulkan" names the device (FISH_GPU=cpu runs on lavapipe; numbers there only smoke-test).
+// iteration includes x upload and y readback (small next to the weights). BM_VulkanDeviceCopy
+// measures the device's copy bandwidth in the same run (bytes read + written), so "% of copy"
+// = matvec bytes_per_second / copy bytes_per_second. The context line "vulkan" names the
+// device (FISH_GPU=cpu runs on lavapipe; numbers there only smoke-test).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -18,18 +20,26 @@
 #include "quant/types.h"
 
 namespace fish {
+
+// The one backend of the run (opened once; leaked like the registered one).
+vk::VulkanBackend* backend();
+
 namespace {
 
 constexpr uint64_t kGroupBytes = uint64_t(512) << 20;
 
+}  // namespace
+
 vk::VulkanBackend* backend() {
   static vk::VulkanBackend* b = [] {
     auto* be = new vk::VulkanBackend(vk::VulkanOptions::from_env());
-    if (be->open().ok()) benchmark::AddCustomContext("vulkan", be->status());
+    (void)be->open();
     return be;
   }();
   return b;
 }
+
+namespace {
 
 // Args: type id, n_out, n_in, n_tok.
 void BM_VulkanMatmul(benchmark::State& state) {
@@ -84,6 +94,26 @@ void BM_VulkanMatmul(benchmark::State& state) {
   state.SetLabel(std::string(type_name(t)));
 }
 
+// Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
+// with): bytes read + written per second, 20 copies per submit.
+void BM_VulkanDeviceCopy(benchmark::State& state) {
+  vk::VulkanBackend* b = backend();
+  const uint64_t bytes = uint64_t(state.range(0)) << 20;
+  double bytes_per_s = 0;
+  for (auto _ : state) {
+    auto r = b->device_copy_bytes_per_s(bytes, 20);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    bytes_per_s = r.value();
+    state.SetIterationTime(2.0 * double(bytes) * 20 / bytes_per_s);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes * 20));
+  state.counters["copy_GBps"] = bytes_per_s / 1e9;
+}
+BENCHMARK(BM_VulkanDeviceCopy)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 void shapes(benchmark::internal::Benchmark* bm) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q5_k,
                      GgmlType::f16})
@@ -95,3 +125,13 @@ BENCHMARK(BM_VulkanMatmul)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMilli
 
 }  // namespace
 }  // namespace fish
+
+// Own main (the executable's definition wins over benchmark_main's): the device opens before
+// the run so the context line can name it.
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("vulkan", fish::backend()->status());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

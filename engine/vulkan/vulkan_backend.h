@@ -63,6 +63,12 @@ class VulkanBackend final : public ComputeBackend {
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();
 
+  // Device-to-device copy bandwidth, the reference for kernel GB/s: `reps` copies of `bytes`
+  // between two device-local buffers in one submit; returns bytes read + written per second.
+  // The buffers count against the budget and are freed before returning.
+  // Errors: the device is not open, the budget refuses 2 x bytes, a device error.
+  Result<double> device_copy_bytes_per_s(uint64_t bytes, int reps);
+
   bool supports(GgmlType t) override;
   Result<WeightHandle> upload(const MatrixView& w) override;
   Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
