@@ -88,7 +88,13 @@ struct VulkanBackend::Impl {
 
   std::map<WeightHandle, Weight> weights;
   WeightHandle next_handle = 1;
-  Buffer x_buf, y_buf;  // host-visible scratch for matmul inputs/outputs
+  // Matmul scratch: x and y staged in host-visible memory and copied to/from device-local
+  // buffers inside the submit, so kernels never read or write across the bus (every workgroup
+  // reads all of x).
+  Buffer x_host, x_dev, y_host, y_dev;
+  void free_scratch() {
+    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev}) free_buffer(*b, true);
+  }
 
   explicit Impl(Result<VulkanOptions> o) : opt(std::move(o)) {}
 
@@ -103,7 +109,8 @@ struct VulkanBackend::Impl {
   Result<Buffer> alloc(uint64_t bytes, VkBufferUsageFlags usage, bool host, bool counted,
                        std::string_view what);
   void free_buffer(Buffer& b, bool counted);
-  Status ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage, std::string_view what);
+  Status ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage, bool host,
+                        std::string_view what);
   Result<VkPipeline> pipeline(const std::string& name);
   Status submit_and_wait(std::string_view what);
   Status upload_part(const MatrixView& w, const Weight& wt, Part& part, Buffer& staging);
@@ -127,8 +134,7 @@ void VulkanBackend::Impl::destroy_all() {
   for (auto& [h, w] : weights)
     for (Part& p : w.parts) free_buffer(p.buf, true);
   weights.clear();
-  free_buffer(x_buf, true);
-  free_buffer(y_buf, true);
+  free_scratch();
   for (auto& [name, p] : pipelines) vk().vkDestroyPipeline(dev->device, p, nullptr);
   pipelines.clear();
   if (fence) vk().vkDestroyFence(dev->device, fence, nullptr);
@@ -318,12 +324,12 @@ void VulkanBackend::Impl::free_buffer(Buffer& b, bool counted) {
 }
 
 Status VulkanBackend::Impl::ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage,
-                                           std::string_view what) {
+                                           bool host, std::string_view what) {
   if (b.bytes >= bytes) return Status::success();
   const uint64_t want = std::max<uint64_t>(align_up(bytes, 64 * 1024), b.bytes * 2);
   free_buffer(b, true);
-  auto nb = alloc(want, usage, true, true, what);
-  if (!nb.ok() && want > bytes) nb = alloc(bytes, usage, true, true, what);
+  auto nb = alloc(want, usage, host, true, what);
+  if (!nb.ok() && want > bytes) nb = alloc(bytes, usage, host, true, what);
   if (!nb.ok()) return nb.take_error();
   b = std::move(nb).value();
   return Status::success();
@@ -586,8 +592,7 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
   if (!s.ok()) {
     for (Part& p : wt.parts) m.free_buffer(p.buf, true);
     if (m.weights.empty()) {
-      m.free_buffer(m.x_buf, true);
-      m.free_buffer(m.y_buf, true);
+      m.free_scratch();
     }
     return s.take_error();
   }
@@ -607,8 +612,7 @@ void VulkanBackend::release(WeightHandle h) {
   for (Part& p : it->second.parts) m.free_buffer(p.buf, true);
   m.weights.erase(it);
   if (m.weights.empty()) {  // scratch goes with the last weight: resident bytes back to zero
-    m.free_buffer(m.x_buf, true);
-    m.free_buffer(m.y_buf, true);
+    m.free_scratch();
   }
 }
 
@@ -646,8 +650,11 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
   }
   // Inputs: n_tok rows of x_stride floats (zero padding for f32/f16 rows).
   const uint64_t x_bytes = uint64_t(n_tok) * x_stride * 4 + kBufferPad;
-  FISH_TRY(ensure_scratch(x_buf, x_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "matmul input"));
-  auto* xd = static_cast<float*>(x_buf.mapped);
+  FISH_TRY(ensure_scratch(x_host, x_bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true, "matmul input"));
+  FISH_TRY(ensure_scratch(x_dev, x_bytes,
+                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                          false, "matmul input"));
+  auto* xd = static_cast<float*>(x_host.mapped);
   if (x_stride == n_in) {
     std::memcpy(xd, x, size_t(n_tok) * n_in * 4);
   } else {
@@ -664,13 +671,25 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
     y_off[i] = y_bytes;
     y_bytes = align_up(y_bytes + uint64_t(n_tok) * ws[i]->n_out * 4, align);
   }
-  FISH_TRY(ensure_scratch(y_buf, y_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "matmul output"));
+  FISH_TRY(
+      ensure_scratch(y_host, y_bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true, "matmul output"));
+  FISH_TRY(ensure_scratch(y_dev, y_bytes,
+                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                          false, "matmul output"));
 
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
   FISH_VK_CHECK(vk().vkResetDescriptorPool(dev->device, desc_pool, 0));
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   FISH_VK_CHECK(vk().vkBeginCommandBuffer(cmd, &bi));
+  const VkBufferCopy x_copy{0, 0, x_bytes};
+  vk().vkCmdCopyBuffer(cmd, x_host.buf, x_dev.buf, 1, &x_copy);
+  VkMemoryBarrier to_compute{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_compute.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  to_compute.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+  vk().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &to_compute, 0, nullptr, 0,
+                            nullptr);
   uint32_t n_sets = 0;
   const uint32_t max_groups_x = dev->props.limits.maxComputeWorkGroupCount[0];
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -689,8 +708,8 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
       FISH_VK_CHECK(vk().vkAllocateDescriptorSets(dev->device, &dai, &set));
       VkDescriptorBufferInfo bufs[3] = {
           {part.buf.buf, 0, VK_WHOLE_SIZE},
-          {x_buf.buf, 0, VK_WHOLE_SIZE},
-          {y_buf.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4},
+          {x_dev.buf, 0, VK_WHOLE_SIZE},
+          {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4},
       };
       VkWriteDescriptorSet wr[3];
       for (uint32_t b = 0; b < 3; ++b) {
@@ -728,14 +747,21 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
       vk().vkCmdDispatch(cmd, gx, gy, 1);
     }
   }
-  // Make the shader writes visible to the host read after the fence.
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vk().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                            0, 1, &mb, 0, nullptr, 0, nullptr);
+  // y back to host-visible memory, then visible to the host read after the fence.
+  VkMemoryBarrier to_copy{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_copy.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  to_copy.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  vk().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                            VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_copy, 0, nullptr, 0, nullptr);
+  const VkBufferCopy y_copy{0, 0, y_bytes};
+  vk().vkCmdCopyBuffer(cmd, y_dev.buf, y_host.buf, 1, &y_copy);
+  VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_host.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vk().vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                            &to_host, 0, nullptr, 0, nullptr);
   FISH_TRY(submit_and_wait("matmul"));
-  const auto* yd = static_cast<const uint8_t*>(y_buf.mapped);
+  const auto* yd = static_cast<const uint8_t*>(y_host.mapped);
   for (size_t i = 0; i < ops.size(); ++i)
     std::memcpy(ops[i].y, yd + y_off[i], size_t(n_tok) * ws[i]->n_out * 4);
   return Status::success();
