@@ -1,7 +1,8 @@
 // The Vulkan backend's knobs, read from the environment (names from the seed):
 //   FISH_GPU=0|off|false|no   no GPU backend at all (not even registered); =cpu also allows
 //                             CPU implementations (lavapipe), which are skipped otherwise
-//   FISH_GPU_DEVICE=<index>   use this physical device (vkEnumeratePhysicalDevices order)
+//   FISH_GPU_DEVICE=<index>   use this physical device (vkEnumeratePhysicalDevices order; a
+//                             CPU implementation still needs FISH_GPU=cpu)
 //   FISH_VK_QUEUE=universal   use the graphics+compute queue family (default: compute-only)
 //   FISH_VK_VALIDATE=1        add VK_LAYER_KHRONOS_validation when installed
 //   FISH_GPU_VERBOSE=1        print why the backend is off / which device it opened to stderr
