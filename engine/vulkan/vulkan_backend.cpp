@@ -3,6 +3,7 @@
 #include "engine/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstdio>
