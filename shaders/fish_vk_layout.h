@@ -28,6 +28,8 @@
 #define FISH_BINDING_X 1
 #define FISH_BINDING_Y 2
 
+// One block declared as a C++ struct and as a GLSL push-constant block.
+// clang-format off
 #ifdef __cplusplus
 #include <cstdint>
 namespace fish::vk {
@@ -37,15 +39,15 @@ struct MatmulPush {
 layout(push_constant) uniform MatmulPush {
 #define FISH_U32 uint
 #endif
-  FISH_U32 n_in;        // values per row (padded to FISH_K_ALIGN for f32/f16)
-  FISH_U32 n_out;       // rows of this part
-  FISH_U32 n_tok;       // tokens (x rows); matvec: <= FISH_MATVEC_MAX_TOK
-  FISH_U32 row_bytes;   // bytes from one weight row to the next
-  FISH_U32 x_stride;    // f32 values from one x row to the next (multiple of FISH_K_ALIGN)
-  FISH_U32 groups_x;    // matvec: workgroups per dispatch row (grid may be 2-D past 65535)
-  FISH_U32 n_groups;    // matvec: workgroups holding rows; the rest of the grid returns
-  FISH_U32 y_stride;    // f32 values from one y row to the next (the whole matrix's n_out)
-  FISH_U32 y_offset;    // f32 values before row 0 of this part in y (a part's first row)
+  FISH_U32 n_in;       // values per row (padded to FISH_K_ALIGN for f32/f16)
+  FISH_U32 n_out;      // rows of this part
+  FISH_U32 n_tok;      // tokens (x rows); matvec: <= FISH_MATVEC_MAX_TOK
+  FISH_U32 row_bytes;  // bytes from one weight row to the next
+  FISH_U32 x_stride;   // f32 values from one x row to the next (multiple of FISH_K_ALIGN)
+  FISH_U32 groups_x;   // matvec: workgroups per dispatch row (grid may be 2-D past 65535)
+  FISH_U32 n_groups;   // matvec: workgroups holding rows; the rest of the grid returns
+  FISH_U32 y_stride;   // f32 values from one y row to the next (the whole matrix's n_out)
+  FISH_U32 y_offset;   // f32 values before row 0 of this part in y (a part's first row)
 #ifdef __cplusplus
 };
 static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
@@ -54,5 +56,6 @@ static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
 } pc;
 #endif
 #undef FISH_U32
+// clang-format on
 
 #endif  // FISH_VK_LAYOUT_H
