@@ -193,6 +193,7 @@ Status Session::teacher_force(
 
 void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
   if (opt_.observe_matmul_input) opt_.observe_matmul_input(w, x, n);
+  if (opt_.gpu && gpu_matmul_group({{&w, y}}, x, n)) return;
   if (int4_ != nullptr && int4_->matmul(w, x, n, y, pool_)) return;
   if (opt_.act == ActMode::f32) {
     matmul_f32(w, x, n, y);
@@ -214,7 +215,20 @@ const void* Session::quantized_input(const MatvecKernel& k, const float* x, int6
   return act_[s].data();
 }
 
+bool Session::gpu_matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  ComputeBackend::MatmulOp gops[4];
+  assert(ops.size() <= 4);
+  size_t i = 0;
+  for (const MatmulOp& op : ops) {
+    const WeightHandle h = opt_.gpu->handle(op.w);
+    if (h == 0) return false;
+    gops[i++] = {h, op.y};
+  }
+  return opt_.gpu->backend().matmul_group({gops, i}, x, n).ok();
+}
+
 void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {
+  if (opt_.gpu && gpu_matmul_group(ops, x, n)) return;
   if (int4_ != nullptr && n == 1 && ops.size() <= 4) {  // w4a8 / w4a16 decode: one dispatch
     const MatrixView* ws[4];
     float* ys[4];

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/gpu_placement.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/weight_path.h"
@@ -39,6 +40,9 @@ struct SessionOptions {
   // collect activation statistics for an activation-aware fit; empty: never called.
   std::function<void(const MatrixView& w, const float* x, int64_t n_tok)> observe_matmul_input;
   WeightPathOptions weights;  // weight_path and the int4 fields (engine/weight_path.h)
+  // Stage 1 GPU offload: matrices placed there run through its backend (a failed GPU call
+  // falls back to the CPU for that matmul). Null: CPU only.
+  std::shared_ptr<const GpuPlacement> gpu;
 };
 
 class Session {
@@ -105,6 +109,8 @@ class Session {
   void matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n);
   const void* quantized_input(const MatvecKernel& k, const float* x, int64_t n, int64_t n_in);
   void matmul_f32(const MatrixView& w, const float* x, int64_t n, float* y);
+  // The GPU path of matmul_group: true when every op ran on opt_.gpu's backend.
+  bool gpu_matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n);
 
   std::shared_ptr<const Model> model_;
   SessionOptions opt_;

@@ -19,5 +19,6 @@ void add_report_command(CLI::App& app, int* exit_code);
 void add_compare_command(CLI::App& app, int* exit_code);
 void add_gate_command(CLI::App& app, int* exit_code);
 void add_quantize_w4_command(CLI::App& app, int* exit_code);
+void add_gpu_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "engine/compute_backend.h"
 #include "engine/gguf.h"
+#include "engine/gpu_placement.h"
 #include "engine/model.h"
 #include "engine/requant.h"
 #include "engine/sampling.h"
@@ -17,6 +19,9 @@
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "kernels/cpu_features.h"
+#if FISH_HAVE_VULKAN
+#include "engine/vulkan/vulkan_backend.h"
+#endif
 
 namespace fish {
 namespace {
@@ -100,7 +105,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Generate text from a prompt: streams the continuation, then one stats line (prompt "
-      "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA) on stderr.");
+      "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA, GPU placement) on "
+      "stderr. With a GPU backend (fish gpu) the output projection and the last layers' "
+      "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers).");
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();
@@ -193,6 +200,21 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (need > opt.n_ctx)
       return fail(make_error("prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
                              prompt.size(), a->n_predict, opt.n_ctx));
+    // Stage 1 GPU offload when a backend is registered (FISH_GPU, FISH_GPU_LAYERS; README).
+    std::string gpu_detail = "off";
+#if FISH_HAVE_VULKAN
+    gpu_detail = gpu::vulkan_status();
+#endif
+    if (ComputeBackend* b = gpu_backend()) {
+      auto cap = gpu_layers_from_env();
+      if (!cap.ok()) return fail(cap.error());
+      std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(*model, *b, cap.value());
+      gpu_detail = pl->summary();
+      if (pl->bytes() > 0) opt.gpu = pl;
+#if FISH_HAVE_VULKAN
+      if (pl->bytes() > 0) gpu_detail += "; " + gpu::vulkan_describe();
+#endif
+    }
     auto sess_r = Session::create(model, opt);
     if (!sess_r.ok()) return fail(sess_r.error());
     Session& s = *sess_r.value();
@@ -229,11 +251,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     std::fprintf(stderr,
                  "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
                  "tokens) | weights %.1f GB/s (%.1f MB/token) | threads %d | isa %s | act %s | "
-                 "weight path %s\n",
+                 "weight path %s | gpu %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
                  bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6, s.n_threads(),
                  std::string(isa_name(s.kernel_isa())).c_str(),
-                 s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str());
+                 s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
+                 gpu_detail.c_str());
     *exit_code = kExitOk;
   });
 }

@@ -1,0 +1,96 @@
+// The Vulkan ComputeBackend (engine/compute_backend.h): weights uploaded to device memory,
+// matmuls as compute dispatches (shaders/matvec.comp.glsl for n_tok <= 4, matmul.comp.glsl
+// tiled for prefill), one submit and one fence wait per matmul_group.
+//
+// Start-up: a static initializer registers one backend (set_gpu_backend) unless FISH_GPU is
+// 0/off/false/no; it touches no driver. The device opens lazily on the first query (supports,
+// memory_free, upload). If opening fails the backend unregisters itself (gpu_backend() becomes
+// nullptr, the engine runs CPU-only); the reason is in vulkan_status() and, with
+// FISH_GPU_VERBOSE=1, on stderr. The registered object is never deleted (no driver calls at
+// process exit); deleting a backend explicitly releases everything it holds.
+//
+// Memory (seed "Budgets and knobs"): free = heap budget - heap usage (VK_EXT_memory_budget), or
+// 80% of the heap minus FISH's own allocations without it. FISH's ceiling on its own bytes
+// (weights + scratch) is FISH_VRAM_BUDGET_MB or 85% of free at open. An allocation is refused
+// when it would pass the ceiling or leave less than max(256 MB, 10% of the heap) free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/compute_backend.h"
+#include "engine/vulkan/vulkan_options.h"
+
+namespace fish::vk {
+
+struct DeviceEntry;
+
+// What `fish gpu` prints: devices seen and the memory picture of the opened one.
+struct BackendInfo {
+  std::string status;                // as vulkan_status()
+  std::vector<DeviceEntry> devices;  // empty when the instance could not be created
+  bool open = false;
+  std::string device;  // selected device name
+  std::string queue;   // "compute-only family 2" / "graphics+compute family 0"
+  uint32_t subgroup_size = 0;
+  bool memory_budget_ext = false;
+  uint64_t heap_bytes = 0;       // the device-local heap weights live in
+  uint64_t live_free_bytes = 0;  // budget - usage (or the 80% heuristic)
+  uint64_t ceiling_bytes = 0;    // FISH's own ceiling
+  uint64_t headroom_bytes = 0;   // max(256 MB, 10% of heap)
+  uint64_t resident_bytes = 0;
+};
+
+class VulkanBackend final : public ComputeBackend {
+ public:
+  // Touches no driver. Invalid options make open() fail with their message.
+  explicit VulkanBackend(Result<VulkanOptions> options);
+  ~VulkanBackend() override;
+  VulkanBackend(const VulkanBackend&) = delete;
+  VulkanBackend& operator=(const VulkanBackend&) = delete;
+
+  // Opens the device on the first call; later calls return the same outcome.
+  // Errors: as VulkanDevice::open, pipeline-layout creation.
+  Status open();
+  // "vulkan: <device> ..." when open, "vulkan: off: <reason>" after a failure, or that the
+  // device is not opened yet.
+  std::string status() const;
+  // One line for stats: device and resident weights by type, e.g.
+  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB".
+  std::string describe() const;
+  // Opens the device (if not yet) and reports devices, budget and residency.
+  BackendInfo info();
+
+  // Device-to-device copy bandwidth, the reference for kernel GB/s: `reps` copies of `bytes`
+  // between two device-local buffers in one submit; returns bytes read + written per second.
+  // The buffers count against the budget and are freed before returning.
+  // Errors: the device is not open, the budget refuses 2 x bytes, a device error.
+  Result<double> device_copy_bytes_per_s(uint64_t bytes, int reps);
+
+  bool supports(GgmlType t) override;
+  Result<WeightHandle> upload(const MatrixView& w) override;
+  Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
+  Status matmul_group(std::span<const MatmulOp> ops, const float* x, int64_t n_tok) override;
+  uint64_t memory_free() override;
+  uint64_t bytes_resident() const override;
+  void release(WeightHandle w) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The backend registered at start-up; nullptr when FISH_GPU turned it off. Never freed.
+VulkanBackend* startup_backend();
+
+}  // namespace fish::vk
+
+namespace fish::gpu {
+// Why the GPU backend is or is not in use (see VulkanBackend::status; "vulkan: off: disabled
+// by FISH_GPU=0" when it was never registered).
+std::string vulkan_status();
+// VulkanBackend::describe() of the start-up backend, or vulkan_status() when there is none.
+std::string vulkan_describe();
+}  // namespace fish::gpu

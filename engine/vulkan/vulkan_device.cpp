@@ -1,0 +1,269 @@
+// Loader, instance, device selection (vulkan_device.h).
+#include "engine/vulkan/vulkan_device.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/vulkan/vk_check.h"
+
+namespace fish::vk {
+namespace {
+
+// Opens the loader once per process; never closed (no driver code at process exit). The value
+// is the error message, empty on success.
+const std::string& loader_error() {
+  static const std::string error = []() -> std::string {
+    void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return fmt::format(
+          "cannot open the Vulkan loader libvulkan.so.1 ({}); install a Vulkan "
+          "driver (e.g. Debian libvulkan1 + mesa-vulkan-drivers)",
+          dlerror());
+    auto gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
+    if (!gipa) return "libvulkan.so.1 has no vkGetInstanceProcAddr";
+    volkInitializeCustom(gipa);
+    return {};
+  }();
+  return error;
+}
+
+bool has_ext(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
+}
+
+std::string api_string(uint32_t v) {
+  return fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v),
+                     VK_API_VERSION_PATCH(v));
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// The queue family to use, or -1: compute-only preferred unless `universal`.
+int pick_queue_family(VkPhysicalDevice pd, bool universal, bool* compute_only) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  int any = -1, only = -1, both = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const VkQueueFlags f = fams[i].queueFlags;
+    if (!(f & VK_QUEUE_COMPUTE_BIT) || fams[i].queueCount == 0) continue;
+    if (any < 0) any = int(i);
+    if (!(f & VK_QUEUE_GRAPHICS_BIT) && only < 0) only = int(i);
+    if ((f & VK_QUEUE_GRAPHICS_BIT) && both < 0) both = int(i);
+  }
+  int pick = universal ? (both >= 0 ? both : any) : (only >= 0 ? only : any);
+  if (pick >= 0) *compute_only = !(fams[size_t(pick)].queueFlags & VK_QUEUE_GRAPHICS_BIT);
+  return pick;
+}
+
+uint64_t largest_device_heap(const VkPhysicalDeviceMemoryProperties& m) {
+  uint64_t best = 0;
+  for (uint32_t i = 0; i < m.memoryHeapCount; ++i)
+    if (m.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      best = std::max<uint64_t>(best, m.memoryHeaps[i].size);
+  return best;
+}
+
+}  // namespace
+
+const char* device_type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
+  }
+}
+
+Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& opt,
+                                                         std::vector<DeviceEntry>* seen) {
+  if (!loader_error().empty()) return Error{loader_error()};
+  if (!vkEnumerateInstanceVersion)
+    return make_error("the Vulkan loader is 1.0; FISH needs Vulkan 1.1 (update the loader)");
+  uint32_t loader_version = 0;
+  FISH_VK_CHECK(vkEnumerateInstanceVersion(&loader_version));
+  if (loader_version < VK_API_VERSION_1_1)
+    return make_error("the Vulkan loader is {}; FISH needs 1.1", api_string(loader_version));
+
+  std::unique_ptr<VulkanDevice> d(new VulkanDevice());
+
+  // Instance: 1.1, portability enumeration when present, validation when asked and installed.
+  uint32_t n_ext = 0;
+  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr));
+  std::vector<VkExtensionProperties> iexts(n_ext);
+  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, iexts.data()));
+  std::vector<const char*> inst_exts;
+  VkInstanceCreateFlags inst_flags = 0;
+  if (has_ext(iexts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    inst_exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    inst_flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  std::vector<const char*> layers;
+  if (opt.validate) {
+    uint32_t n_layers = 0;
+    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, nullptr));
+    std::vector<VkLayerProperties> lp(n_layers);
+    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, lp.data()));
+    const char* kValidation = "VK_LAYER_KHRONOS_validation";
+    if (std::any_of(lp.begin(), lp.end(), [&](const VkLayerProperties& l) {
+          return std::strcmp(l.layerName, kValidation) == 0;
+        })) {
+      layers.push_back(kValidation);
+      d->validation = true;
+    } else {
+      d->notes = "FISH_VK_VALIDATE=1 but VK_LAYER_KHRONOS_validation is not installed";
+    }
+  }
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "fish";
+  app.pEngineName = "fish";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.flags = inst_flags;
+  ici.pApplicationInfo = &app;
+  ici.enabledExtensionCount = uint32_t(inst_exts.size());
+  ici.ppEnabledExtensionNames = inst_exts.data();
+  ici.enabledLayerCount = uint32_t(layers.size());
+  ici.ppEnabledLayerNames = layers.data();
+  FISH_VK_CHECK(vkCreateInstance(&ici, nullptr, &d->instance));
+  volkLoadInstanceOnly(d->instance);
+
+  // Devices: rank every one, remember why the others were skipped.
+  uint32_t n_dev = 0;
+  FISH_VK_CHECK(vkEnumeratePhysicalDevices(d->instance, &n_dev, nullptr));
+  std::vector<VkPhysicalDevice> devs(n_dev);
+  FISH_VK_CHECK(vkEnumeratePhysicalDevices(d->instance, &n_dev, devs.data()));
+  std::vector<DeviceEntry> entries;
+  int best = -1, best_rank = -1;
+  for (uint32_t i = 0; i < n_dev; ++i) {
+    VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sub;
+    vkGetPhysicalDeviceProperties2(devs[i], &p2);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(devs[i], &mp);
+    DeviceEntry e;
+    e.index = i;
+    e.name = p2.properties.deviceName;
+    e.type = device_type_name(p2.properties.deviceType);
+    e.api = api_string(p2.properties.apiVersion);
+    e.heap_bytes = largest_device_heap(mp);
+    bool compute_only = false;
+    const bool forced = opt.device && *opt.device == i;
+    if (opt.device && !forced) {
+      e.verdict = fmt::format("skipped: FISH_GPU_DEVICE={}", *opt.device);
+    } else if (p2.properties.apiVersion < VK_API_VERSION_1_1) {
+      e.verdict = "skipped: Vulkan 1.0 device, FISH needs 1.1";
+    } else if (p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !opt.allow_cpu) {
+      e.verdict = "skipped: CPU implementation (FISH_GPU=cpu allows it)";
+    } else if (pick_queue_family(devs[i], opt.universal_queue, &compute_only) < 0) {
+      e.verdict = "skipped: no compute queue";
+    } else if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+               !(sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) {
+      e.verdict = "skipped: no subgroup arithmetic in compute shaders";
+    } else if (type_rank(p2.properties.deviceType) > best_rank) {
+      best_rank = type_rank(p2.properties.deviceType);
+      best = int(i);
+    }
+    entries.push_back(std::move(e));
+  }
+  for (DeviceEntry& e : entries)
+    if (e.verdict.empty())
+      e.verdict = int(e.index) == best ? "selected" : "skipped: a better device";
+  if (seen) *seen = entries;
+  if (opt.device && *opt.device >= n_dev)
+    return make_error("FISH_GPU_DEVICE={} but there are {} Vulkan devices (indices 0..{})",
+                      *opt.device, n_dev, n_dev == 0 ? 0 : n_dev - 1);
+  if (best < 0) {
+    std::string list;
+    for (const DeviceEntry& e : entries)
+      list += fmt::format("{}#{} {} ({}): {}", list.empty() ? "" : "; ", e.index, e.name, e.type,
+                          e.verdict);
+    if (n_dev == 0)
+      return make_error(
+          "no Vulkan device found; hint: install the GPU's Vulkan driver (or "
+          "mesa-vulkan-drivers and FISH_GPU=cpu for the CPU implementation)");
+    return make_error("no usable Vulkan device: {}", list);
+  }
+
+  d->phys = devs[size_t(best)];
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sub;
+  vkGetPhysicalDeviceProperties2(d->phys, &p2);
+  d->props = p2.properties;
+  d->subgroup_size = sub.subgroupSize;
+  vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+  d->queue_family =
+      uint32_t(pick_queue_family(d->phys, opt.universal_queue, &d->queue_compute_only));
+
+  uint32_t n_dext = 0;
+  FISH_VK_CHECK(vkEnumerateDeviceExtensionProperties(d->phys, nullptr, &n_dext, nullptr));
+  std::vector<VkExtensionProperties> dexts(n_dext);
+  FISH_VK_CHECK(vkEnumerateDeviceExtensionProperties(d->phys, nullptr, &n_dext, dexts.data()));
+  std::vector<const char*> dev_exts;
+  if (has_ext(dexts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
+    dev_exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    d->has_memory_budget = true;
+  }
+  // A portability (non-conformant, e.g. MoltenVK) device must have this enabled when listed.
+  if (has_ext(dexts, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = d->queue_family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = uint32_t(dev_exts.size());
+  dci.ppEnabledExtensionNames = dev_exts.data();
+  FISH_VK_CHECK(vkCreateDevice(d->phys, &dci, nullptr, &d->device));
+  volkLoadDeviceTable(&d->vk, d->device);
+  d->vk.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
+  return d;
+}
+
+VulkanDevice::~VulkanDevice() {
+  if (device) {
+    vk.vkDeviceWaitIdle(device);
+    vk.vkDestroyDevice(device, nullptr);
+  }
+  if (instance) vkDestroyInstance(instance, nullptr);
+}
+
+uint64_t VulkanDevice::heap_budget_free(uint32_t heap) const {
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT b{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 m2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  m2.pNext = &b;
+  vkGetPhysicalDeviceMemoryProperties2(phys, &m2);
+  return b.heapBudget[heap] > b.heapUsage[heap] ? b.heapBudget[heap] - b.heapUsage[heap] : 0;
+}
+
+}  // namespace fish::vk

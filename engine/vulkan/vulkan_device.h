@@ -1,0 +1,69 @@
+// The Vulkan loader, instance and the one device/queue FISH computes on.
+//
+// Loader: libvulkan.so.1 by name only (the system's library search, never the working
+// directory), opened once per process and never closed; entry points come from
+// vkGetInstanceProcAddr (volk's process-wide table) and, per device, a VolkDeviceTable.
+// Instance: Vulkan 1.1, VK_KHR_portability_enumeration when present, the Khronos validation
+// layer with FISH_VK_VALIDATE=1 when installed.
+// Device: discrete > integrated > virtual GPU; CPU implementations (lavapipe) only with
+// FISH_GPU=cpu; FISH_GPU_DEVICE=<index> forces one. Requires API 1.1, a compute queue and
+// subgroup arithmetic in compute shaders; a compute-only queue family is preferred
+// (FISH_VK_QUEUE=universal takes the graphics+compute one). VK_EXT_memory_budget when present.
+#pragma once
+
+#include <volk.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/vulkan/vulkan_options.h"
+
+namespace fish::vk {
+
+// One physical device as enumerated, for `fish gpu` and the status line.
+struct DeviceEntry {
+  uint32_t index = 0;  // vkEnumeratePhysicalDevices order (FISH_GPU_DEVICE)
+  std::string name;
+  std::string type;         // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string api;          // "1.3.230"
+  uint64_t heap_bytes = 0;  // largest device-local heap
+  std::string verdict;      // "selected", or why it was not
+};
+
+class VulkanDevice {
+ public:
+  // Errors: no loader, no Vulkan 1.1, instance/device creation failures (FISH_VK_CHECK), no
+  // usable device (the message lists each device and why it was skipped, with a hint).
+  // `seen` receives the enumerated devices even when opening fails after enumeration.
+  static Result<std::unique_ptr<VulkanDevice>> open(const VulkanOptions& opt,
+                                                    std::vector<DeviceEntry>* seen);
+  ~VulkanDevice();
+  VulkanDevice(const VulkanDevice&) = delete;
+  VulkanDevice& operator=(const VulkanDevice&) = delete;
+
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice phys = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  bool queue_compute_only = false;
+  VolkDeviceTable vk{};  // device-level entry points
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceMemoryProperties mem{};
+  bool has_memory_budget = false;  // VK_EXT_memory_budget enabled
+  bool validation = false;         // validation layer enabled
+  uint32_t subgroup_size = 0;
+  std::string notes;  // e.g. "validation layer requested but not installed"
+
+  // budget - usage of `heap` (VK_EXT_memory_budget); precondition has_memory_budget.
+  uint64_t heap_budget_free(uint32_t heap) const;
+
+ private:
+  VulkanDevice() = default;
+};
+
+const char* device_type_name(VkPhysicalDeviceType t);
+
+}  // namespace fish::vk

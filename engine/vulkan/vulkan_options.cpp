@@ -1,0 +1,68 @@
+// Environment parsing for the Vulkan backend's knobs (vulkan_options.h).
+#include "engine/vulkan/vulkan_options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+namespace fish::vk {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return r;
+}
+
+// An unsigned decimal from an env var, or an error naming it.
+Result<uint64_t> parse_uint(const char* var, const char* value, uint64_t max) {
+  const std::string_view s(value);
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v > max)
+    return make_error("{}='{}': expected an integer in 0..{}", var, s, max);
+  return v;
+}
+
+bool is_one(const char* value) {
+  return value &&
+         (std::string_view(value) == "1" || lower(value) == "true" || lower(value) == "on");
+}
+
+}  // namespace
+
+bool gpu_disabled_by(const char* v) {
+  if (!v) return false;
+  const std::string s = lower(v);
+  return s == "0" || s == "off" || s == "false" || s == "no";
+}
+
+Result<VulkanOptions> VulkanOptions::from_env() {
+  VulkanOptions o;
+  const char* gpu = std::getenv("FISH_GPU");
+  o.enabled = !gpu_disabled_by(gpu);
+  o.allow_cpu = gpu && lower(gpu) == "cpu";
+  if (const char* d = std::getenv("FISH_GPU_DEVICE"); d && *d) {
+    FISH_ASSIGN_OR_RETURN(uint64_t idx, parse_uint("FISH_GPU_DEVICE", d, 1u << 16));
+    o.device = uint32_t(idx);
+  }
+  if (const char* q = std::getenv("FISH_VK_QUEUE"); q && *q) {
+    const std::string s = lower(q);
+    if (s != "universal" && s != "compute")
+      return make_error("FISH_VK_QUEUE='{}': expected 'universal' or 'compute'", q);
+    o.universal_queue = s == "universal";
+  }
+  o.validate = is_one(std::getenv("FISH_VK_VALIDATE"));
+  o.verbose = is_one(std::getenv("FISH_GPU_VERBOSE"));
+  if (const char* b = std::getenv("FISH_VRAM_BUDGET_MB"); b && *b) {
+    FISH_ASSIGN_OR_RETURN(uint64_t mb, parse_uint("FISH_VRAM_BUDGET_MB", b, uint64_t(1) << 30));
+    if (mb == 0) return make_error("FISH_VRAM_BUDGET_MB='0': expected a positive number of MB");
+    o.budget_bytes = mb << 20;
+  }
+  return o;
+}
+
+}  // namespace fish::vk

@@ -1,0 +1,39 @@
+// The Vulkan backend's knobs, read from the environment (names from the seed):
+//   FISH_GPU=0|off|false|no   no GPU backend at all (not even registered); =cpu also allows
+//                             CPU implementations (lavapipe), which are skipped otherwise
+//   FISH_GPU_DEVICE=<index>   use this physical device (vkEnumeratePhysicalDevices order; a
+//                             CPU implementation still needs FISH_GPU=cpu)
+//   FISH_VK_QUEUE=universal   use the graphics+compute queue family (default: compute-only)
+//   FISH_VK_VALIDATE=1        add VK_LAYER_KHRONOS_validation when installed
+//   FISH_GPU_VERBOSE=1        print why the backend is off / which device it opened to stderr
+//   FISH_VRAM_BUDGET_MB=<n>   FISH's own ceiling on device memory (default 85% of free at open)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+
+namespace fish::vk {
+
+struct VulkanOptions {
+  bool enabled = true;                   // FISH_GPU is not 0/off/false/no
+  bool allow_cpu = false;                // FISH_GPU=cpu
+  std::optional<uint32_t> device;        // FISH_GPU_DEVICE
+  bool universal_queue = false;          // FISH_VK_QUEUE=universal
+  bool validate = false;                 // FISH_VK_VALIDATE=1
+  bool verbose = false;                  // FISH_GPU_VERBOSE=1
+  std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
+  // Not from the environment: caps the bytes of one weight part below the device's storage
+  // buffer range (0: no cap), so tests exercise weights split into several parts.
+  uint64_t max_part_bytes = 0;
+
+  // Errors name the variable and the value, e.g. "FISH_GPU_DEVICE='x': expected an index >= 0".
+  static Result<VulkanOptions> from_env();
+};
+
+// Whether FISH_GPU's value turns the GPU off ("0", "off", "false", "no", any case).
+bool gpu_disabled_by(const char* fish_gpu_value);
+
+}  // namespace fish::vk

@@ -1,0 +1,21 @@
+# cmake -DDIR=<dir> -DNAMES=a,b,... -DOUT=<file> -P embed_spirv.cmake
+# Joins glslangValidator --vn outputs (DIR/<name>.h, one `const uint32_t fish_vk_<name>[]` each)
+# into one include with a name -> words table. Drops glslang's version comment and #pragma once,
+# so the file depends only on the SPIR-V.
+string(REPLACE "," ";" names "${NAMES}")
+set(text "// Generated from shaders/*.comp.glsl by shaders/embed_spirv.cmake (glslangValidator -V,\n")
+string(APPEND text "// Vulkan 1.1). Do not edit: rebuild, or refresh with the fish_vk_prebuilt target.\n")
+set(table "static const EmbeddedShader kEmbeddedShaders[] = {\n")
+foreach(name ${names})
+  file(READ ${DIR}/${name}.h content)
+  string(FIND "${content}" "const uint32_t" start)
+  if(start LESS 0)
+    message(FATAL_ERROR "embed_spirv: ${DIR}/${name}.h holds no uint32_t array")
+  endif()
+  string(SUBSTRING "${content}" ${start} -1 content)
+  string(APPEND text "${content}\n")
+  string(APPEND table "    {\"${name}\", fish_vk_${name}, sizeof(fish_vk_${name}) / sizeof(uint32_t)},\n")
+endforeach()
+string(APPEND table "};\n")
+file(WRITE ${OUT}.tmp "${text}${table}")
+file(RENAME ${OUT}.tmp ${OUT})

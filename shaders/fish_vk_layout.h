@@ -1,0 +1,61 @@
+// Layout shared by the C++ backend (engine/vulkan) and the GLSL shaders (shaders/*.comp.glsl):
+// workgroup geometry, descriptor bindings and the push-constant block of the matmul kernels.
+// Valid C++ and GLSL 450: only #defines and the one push-constant block below.
+#ifndef FISH_VK_LAYOUT_H
+#define FISH_VK_LAYOUT_H
+
+// matvec (n_tok <= FISH_MATVEC_MAX_TOK): one workgroup = FISH_MATVEC_ROWS rows x all tokens,
+// FISH_MATVEC_WG threads striding over the rows' 8-value units (4 warps of 32 on NVIDIA).
+#define FISH_MATVEC_WG 128
+#define FISH_MATVEC_ROWS 4
+#define FISH_MATVEC_MAX_TOK 4
+
+// tiled (prefill): one workgroup = a FISH_TILE_ROWS x FISH_TILE_TOK output tile, 256 threads
+// each computing 4 rows x 4 tokens, K stepped by FISH_TILE_K (one 32-value block or sub-block).
+#define FISH_TILE_ROWS 64
+#define FISH_TILE_TOK 64
+#define FISH_TILE_K 32
+#define FISH_TILE_WG 256
+
+// Weight rows of f32/f16 are padded to this many values at upload (zeros), so every kernel
+// steps K in whole 32-value units; quantised types are multiples of 32 already.
+#define FISH_K_ALIGN 32
+
+// Descriptor set 0: W (uint[], packed rows), X (vec4[], n_tok rows of x_stride f32),
+// Y (float[], n_tok rows of y_stride f32). A matrix larger than the device's storage-buffer
+// range is uploaded as parts of whole rows; each part is one dispatch writing its rows of Y.
+#define FISH_BINDING_W 0
+#define FISH_BINDING_X 1
+#define FISH_BINDING_Y 2
+
+// One block declared as a C++ struct and as a GLSL push-constant block.
+// clang-format off
+#ifdef __cplusplus
+#include <cstdint>
+namespace fish::vk {
+struct MatmulPush {
+#define FISH_U32 uint32_t
+#else
+layout(push_constant) uniform MatmulPush {
+#define FISH_U32 uint
+#endif
+  FISH_U32 n_in;       // values per row (padded to FISH_K_ALIGN for f32/f16)
+  FISH_U32 n_out;      // rows of this part
+  FISH_U32 n_tok;      // tokens (x rows); matvec: <= FISH_MATVEC_MAX_TOK
+  FISH_U32 row_bytes;  // bytes from one weight row to the next
+  FISH_U32 x_stride;   // f32 values from one x row to the next (multiple of FISH_K_ALIGN)
+  FISH_U32 groups_x;   // matvec: workgroups per dispatch row (grid may be 2-D past 65535)
+  FISH_U32 n_groups;   // matvec: workgroups holding rows; the rest of the grid returns
+  FISH_U32 y_stride;   // f32 values from one y row to the next (the whole matrix's n_out)
+  FISH_U32 y_offset;   // f32 values before row 0 of this part in y (a part's first row)
+#ifdef __cplusplus
+};
+static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
+}  // namespace fish::vk
+#else
+} pc;
+#endif
+#undef FISH_U32
+// clang-format on
+
+#endif  // FISH_VK_LAYOUT_H
