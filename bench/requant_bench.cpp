@@ -11,6 +11,7 @@
 
 #include "kernels/quantize_fast.h"
 #include "kernels/requant.h"
+#include "kernels/thread_pool.h"
 
 namespace fish {
 namespace {
@@ -50,8 +51,12 @@ const int kRegistered = [] {
                                                  {GgmlType::q4_1, GgmlType::fq3},
                                                  {GgmlType::q5_0, GgmlType::fq3},
                                                  {GgmlType::q8_0, GgmlType::fq3}};
+  // 1 and 2 threads everywhere; 8 (the seed's count) and all hardware threads where there are more.
+  std::vector<int> thread_counts = {1, 2};
+  for (int t : {8, default_thread_count()})
+    if (t > thread_counts.back() && t <= default_thread_count()) thread_counts.push_back(t);
   for (auto [from, to] : pairs) {
-    for (int threads : {1, 2}) {
+    for (int threads : thread_counts) {
       benchmark::RegisterBenchmark(
           ("requant/" + std::string(type_name(from)) + "->" + std::string(type_name(to)) +
            "/threads:" + std::to_string(threads))
