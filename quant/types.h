@@ -61,6 +61,10 @@ enum class GgmlType : uint32_t {
 inline constexpr bool is_fish_type(GgmlType t) {
   return uint32_t(t) >= kFishTypeBase;
 }
+// The packed int4 types of `fish quantize-w4` (fish_i4_g32/64/128).
+inline constexpr bool is_fish_i4_type(GgmlType t) {
+  return t == GgmlType::fish_i4_g32 || t == GgmlType::fish_i4_g64 || t == GgmlType::fish_i4_g128;
+}
 
 // Converts n values (n % block_elems == 0) from one packed row to f32.
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
