@@ -50,6 +50,11 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
   return cp;
 }
 
+double CellPlacement::resident_MB() const {
+  ComputeBackend* b = gpu_backend();
+  return b ? double(b->bytes_resident()) / double(1 << 20) : 0.0;
+}
+
 CellPlacement::~CellPlacement() {
   placement_.reset();
 #if FISH_HAVE_VULKAN

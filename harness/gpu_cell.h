@@ -40,8 +40,10 @@ class CellPlacement {
   int64_t gpu_layers() const { return placement_ ? placement_->n_gpu_layers() : 0; }
   // "<placement summary>; <vulkan_describe()>", the row's placement.gpu_detail.
   const std::string& detail() const { return detail_; }
-  // The backend's bytes_resident() right after placement, in MiB (the row's vram_peak_MB).
+  // The backend's bytes_resident() right after placement, in MiB.
   double vram_MB() const { return vram_MB_; }
+  // The backend's bytes_resident() now, in MiB (after runs: placement + matmul scratch).
+  double resident_MB() const;
 
  private:
   CellPlacement() = default;

@@ -143,25 +143,36 @@ Status write_file_atomic(const std::string& path, const std::string& text) {
 
 // The matrices one decode step reads (every layer matrix and the output) as the session runs
 // them: the model's views (re-quantised ones when requant > 0), or the packed int4 copies of a
-// w4a8 / w4a16 session (which count the head as it runs: int4 or its GGUF bytes).
+// w4a8 / w4a16 session (which count the head as it runs: int4 or its GGUF bytes). On the gpu
+// path the placed matrices run their GGUF types (the GPU goes first); with int4 on the CPU the
+// unplaced ones count at the int4 copies' average bits (exact when all or none are placed).
 struct DecodeWeights {
   double bytes = 0, elems = 0;
   double bytes_per_token = 0;  // all weight bytes a decode step reads (weight_GBps)
   double bits_per_weight() const { return elems > 0 ? 8.0 * bytes / elems : 0.0; }
 };
-DecodeWeights decode_weights(const Session& s) {
+DecodeWeights decode_weights(const Session& s, const CellPlacement* gpu) {
   const Model& m = s.model();
   DecodeWeights d;
+  double placed_bytes = 0, placed_elems = 0;
   auto add = [&](const MatrixView& v) {
+    const double elems = double(v.n_in) * double(v.n_out);
     d.bytes += double(v.n_bytes);
-    d.elems += double(v.n_in) * double(v.n_out);
+    d.elems += elems;
+    if (gpu && gpu->placement() && gpu->placement()->handle(&v) != 0) {
+      placed_bytes += double(v.n_bytes);
+      placed_elems += elems;
+    }
   };
   for (const LayerWeights& L : m.layers())
     for (const MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) add(*v);
   add(m.output());
   d.bytes_per_token = double(m.weight_bytes_per_token());
-  if (const Int4Weights* w4 = s.int4_weights())
-    d.bytes = d.bytes_per_token = double(w4->bytes_per_token());
+  if (const Int4Weights* w4 = s.int4_weights()) {
+    const double int4_bytes_per_elem = d.elems > 0 ? double(w4->bytes_per_token()) / d.elems : 0;
+    d.bytes = placed_bytes + int4_bytes_per_elem * (d.elems - placed_elems);
+    d.bytes_per_token = d.bytes;
+  }
   return d;
 }
 
@@ -509,9 +520,20 @@ int run_experiment(const RunOptions& o) {
       const std::optional<double> rss_speed = peak_rss_MB();
       for (size_t p = 0; p < runs.size(); ++p) {
         json& row = runs[p].row;
-        const DecodeWeights dw = decode_weights(*runs[p].session);
+        const DecodeWeights dw = decode_weights(*runs[p].session, runs[p].gpu.get());
+        // vram_peak_MB: placement plus the matmul scratch the runs allocated (kept until the
+        // last weight goes).
+        if (runs[p].gpu)
+          row["metrics"]["vram_peak_MB"] =
+              std::max(runs[p].gpu->vram_MB(), runs[p].gpu->resident_MB());
         runs[p].session.reset();
-        runs[p].gpu.reset();  // the cell's device memory back to zero
+        // The placement stays for the quality runs; then the device memory goes back to zero.
+        struct ReleaseAtEnd {
+          std::unique_ptr<CellPlacement>& gpu;
+          ~ReleaseAtEnd() { gpu.reset(); }
+        } release_at_end{runs[p].gpu};
+        const std::shared_ptr<const GpuPlacement> placement =
+            runs[p].gpu ? runs[p].gpu->placement() : nullptr;
         const PathSamples& ps = samples[p];
         if (ps.error) {
           row["status"] = "error";
@@ -540,7 +562,7 @@ int run_experiment(const RunOptions& o) {
             row["status"] = "error";
             row["error"] = "quality reference: " + ref->error().message;
           } else {
-            auto q = measure_quality(model, c.config, ref->value(), e.quality);
+            auto q = measure_quality(model, c.config, ref->value(), e.quality, placement);
             if (!q.ok()) {
               row["status"] = "error";
               row["error"] = "quality: " + q.error().message;
