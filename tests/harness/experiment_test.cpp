@@ -323,7 +323,10 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   // Golden value, computed independently of FISH from the documented definition:
   //   python3 -c 'import json,hashlib; print(hashlib.sha256(json.dumps({"harness_version":
   //   "0.1.0", "model_sha256": "a"*64, "config": {"n_ctx": 512, "n_threads": 0, "act": "int8",
-  //   "n_batch": 256, "isa": "auto"}, "workload": {"n_prompt": 64, "n_gen": 32, "seed": 1,
+  //   "n_batch": 256, "isa": "auto", "requant": 0, "weight_path": "auto", "group_size": 64,
+  //   "zero_point": "asym", "quantize_head": True, "quantize_embedding": False,
+  //   "prefill_dequant": True, "direct_dequant": True, "dequant_threshold": 8,
+  //   "gpu_layers": -1, "vram_budget_mb": 0}, "workload": {"n_prompt": 64, "n_gen": 32, "seed": 1,
   //   "prompt_source": "random"}, "quality": None}, sort_keys=True,
   //   separators=(",", ":")).encode()).hexdigest()[:16])'
   // Changing it breaks --resume and the joins of every committed result; only a deliberate
@@ -332,7 +335,7 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   const Cell c = expand_cells(*e)[0];
   const std::string sha(64, 'a');
-  EXPECT_EQ(cell_id(*e, c, sha), "b25cf2e20d62208d");
+  EXPECT_EQ(cell_id(*e, c, sha), "36318471fa31c848");
   // Same parameters written differently (key order, measure/output sections): same id.
   auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "other/path.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",
