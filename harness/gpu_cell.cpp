@@ -10,10 +10,21 @@
 
 namespace fish {
 
+namespace {
+#if FISH_HAVE_VULKAN
+// The registered backend as the Vulkan one (the only kind with a per-run budget), or nullptr.
+vk::VulkanBackend* registered_vulkan() {
+  return dynamic_cast<vk::VulkanBackend*>(gpu_backend());
+}
+#endif
+}  // namespace
+
 std::string gpu_path_unavailable() {
 #if FISH_HAVE_VULKAN
-  if (vk::VulkanBackend* b = vk::startup_backend()) {
-    if (b->open().ok() && gpu_backend() != nullptr) return "";
+  if (vk::VulkanBackend* b = registered_vulkan()) {
+    const Status st = b->open();
+    if (st.ok() && gpu_backend() == b) return "";
+    return b->status();
   }
   return gpu::vulkan_status();
 #else
@@ -31,7 +42,9 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
   std::unique_ptr<CellPlacement> cp(new CellPlacement());
 #if FISH_HAVE_VULKAN
   if (config.vram_budget_mb > 0) {
-    FISH_TRY(vk::startup_backend()->set_run_budget(uint64_t(config.vram_budget_mb) << 20));
+    vk::VulkanBackend* vb = registered_vulkan();
+    if (!vb) return make_error("gpu: vram_budget_mb needs the Vulkan backend");
+    FISH_TRY(vb->set_run_budget(uint64_t(config.vram_budget_mb) << 20));
     cp->budget_set_ = true;
   }
 #endif
@@ -44,7 +57,7 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
     cp->detail_ = "gpu_layers 0: nothing placed";
   }
 #if FISH_HAVE_VULKAN
-  cp->detail_ += "; " + gpu::vulkan_describe();
+  if (vk::VulkanBackend* vb = registered_vulkan()) cp->detail_ += "; " + vb->describe();
 #endif
   cp->vram_MB_ = double(backend->bytes_resident()) / double(1 << 20);
   return cp;
@@ -59,7 +72,7 @@ CellPlacement::~CellPlacement() {
   placement_.reset();
 #if FISH_HAVE_VULKAN
   if (budget_set_)
-    if (vk::VulkanBackend* b = vk::startup_backend()) (void)b->set_run_budget(std::nullopt);
+    if (vk::VulkanBackend* b = registered_vulkan()) (void)b->set_run_budget(std::nullopt);
 #endif
 }
 

@@ -17,7 +17,7 @@
 
 namespace fish {
 
-// Empty when the gpu path can run (a backend is registered and its device opens); else why not:
+// Empty when the gpu path can run (the registered backend's device opens); else why not:
 // vulkan_status() ("vulkan: off: disabled by FISH_GPU=0", ...), or that the build has no Vulkan.
 std::string gpu_path_unavailable();
 
@@ -38,7 +38,8 @@ class CellPlacement {
   // keeps the weights alive: destroy sessions before this object.
   std::shared_ptr<const GpuPlacement> placement() const { return placement_; }
   int64_t gpu_layers() const { return placement_ ? placement_->n_gpu_layers() : 0; }
-  // "<placement summary>; <vulkan_describe()>", the row's placement.gpu_detail.
+  // "<placement summary>; <VulkanBackend::describe()>" (what vulkan_describe() prints for the
+  // start-up backend), the row's placement.gpu_detail.
   const std::string& detail() const { return detail_; }
   // The backend's bytes_resident() right after placement, in MiB.
   double vram_MB() const { return vram_MB_; }
