@@ -52,7 +52,7 @@ Result<std::vector<uint8_t>> fish_i4_rows(const MatrixView& m, Int4Format fmt, T
 // The format a matrix packs with: a fish_i4 tensor's own group size and the file's zero point;
 // otherwise the options'.
 Result<Int4Format> format_for(const MatrixView& m, const Model& model, Int4Format want) {
-  if (!is_fish_type(m.type)) {
+  if (!is_fish_i4_type(m.type)) {
     if (m.n_in % want.group_size != 0) {
       return make_error(
           "weight path: {}: row length {} is not a multiple of group_size {} (try group_size {})",
@@ -86,7 +86,7 @@ WeightPath resolve_weight_path(WeightPath requested, const Model& model) {
   bool all_int4 = !model.layers().empty();
   for (const LayerWeights& L : model.layers()) {
     for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
-      all_int4 = all_int4 && is_fish_type(m->type);
+      all_int4 = all_int4 && is_fish_i4_type(m->type);
     }
   }
   if (!all_int4) return WeightPath::gguf;
@@ -145,7 +145,7 @@ Result<std::unique_ptr<Int4Weights>> Int4Weights::build(const Model& model, Weig
     w->bytes_per_token_ += model.output().n_bytes;
   }
   const MatrixView& e = model.token_embd();
-  if (opt.quantize_embedding && !is_fish_type(e.type)) {
+  if (opt.quantize_embedding && !is_fish_i4_type(e.type)) {
     FISH_ASSIGN_OR_RETURN(const Int4Format fmt, format_for(e, model, opt.fmt));
     FISH_ASSIGN_OR_RETURN(w->embedding_, fish_i4_rows(e, fmt, pool));
     w->embedding_type_ = fish_i4_type(fmt.group_size);

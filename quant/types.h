@@ -62,6 +62,11 @@ inline constexpr bool is_fish_type(GgmlType t) {
   return uint32_t(t) >= kFishTypeBase;
 }
 
+// True for the packed int4 types (fish_i4_g32/64/128); fq3 is a FISH type but not one of them.
+inline constexpr bool is_fish_i4_type(GgmlType t) {
+  return t == GgmlType::fish_i4_g32 || t == GgmlType::fish_i4_g64 || t == GgmlType::fish_i4_g128;
+}
+
 // Converts n values (n % block_elems == 0) from one packed row to f32.
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 // Reference quantiser: n floats (n % block_elems == 0) to packed blocks.
