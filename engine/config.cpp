@@ -42,6 +42,62 @@ std::span<const FieldSpec<Config>> config_fields() {
        "CPU kernel ISA: auto (best the CPU runs, capped by FISH_ISA) or a level; a level the CPU "
        "cannot run fails the cell",
        {"auto", "scalar", "avx2", "avx512"}},
+      {"requant",
+       &Config::requant,
+       "re-quantisation at load: 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k "
+       "-> fq3 and q6_k -> q4_k (cells with different modes load the model separately)",
+       {},
+       0,
+       3},
+      {"weight_path",
+       &Config::weight_path,
+       "CPU weights: auto (fish_i4 files: w4a8 with AMX, else w4a16; others: gguf), gguf, w4a8 "
+       "(int4 x int8), w4a16 (int4 x bf16), ref (f32 weights and activations)",
+       {"auto", "gguf", "w4a8", "w4a16", "ref"}},
+      {"group_size",
+       &Config::group_size,
+       "w4a8/w4a16 repacking: int4 group size (must divide every matrix row)",
+       {"32", "64", "128"}},
+      {"zero_point",
+       &Config::zero_point,
+       "w4a8/w4a16 repacking: sym (zero point 8) or asym (per group)",
+       {"sym", "asym"}},
+      {"quantize_head",
+       &Config::quantize_head,
+       "w4a8/w4a16: int4 output head (false keeps it on the gguf path)",
+       {}},
+      {"quantize_embedding",
+       &Config::quantize_embedding,
+       "w4a8/w4a16: embedding rows from an int4 copy",
+       {}},
+      {"prefill_dequant",
+       &Config::prefill_dequant,
+       "w4a16: batches above dequant_threshold dequantise + GEMM (false: the decode kernel)",
+       {}},
+      {"direct_dequant",
+       &Config::direct_dequant,
+       "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)",
+       {}},
+      {"dequant_threshold",
+       &Config::dequant_threshold,
+       "w4a16: tokens per batch above which prefill dequantises",
+       {},
+       0,
+       1 << 20},
+      {"gpu_layers",
+       &Config::gpu_layers,
+       "gpu path: at most this many layers on the GPU (-1: as many as fit; FISH_GPU_LAYERS caps "
+       "it too); 0 places nothing",
+       {},
+       -1,
+       1 << 20},
+      {"vram_budget_mb",
+       &Config::vram_budget_mb,
+       "gpu path: FISH's ceiling on device memory in MiB for the cell (0: the backend's, i.e. "
+       "FISH_VRAM_BUDGET_MB or 85% of free at open; FISH_VRAM_BUDGET_MB caps it too)",
+       {},
+       0,
+       1 << 24},
   };
   return table;
 }
@@ -74,6 +130,33 @@ Result<SessionOptions> session_options(const Config& c) {
                         isa_name(best_isa()));
     o.isa = *isa;
   }
+  const std::optional<WeightPath> wp = parse_weight_path(c.weight_path);
+  if (!wp)
+    return make_error(
+        "config: weight_path \"{}\" is not allowed (allowed: auto, gguf, w4a8, w4a16, ref)",
+        c.weight_path);
+  const std::optional<Int4ZeroPoint> zp = parse_int4_zero_point(c.zero_point);
+  if (!zp)
+    return make_error("config: zero_point \"{}\" is not allowed (allowed: sym, asym)",
+                      c.zero_point);
+  if (c.group_size != 32 && c.group_size != 64 && c.group_size != 128)
+    return make_error("config: group_size {} is not allowed (allowed: 32, 64, 128)", c.group_size);
+  o.weights.weight_path = *wp;
+  o.weights.fmt = {int(c.group_size), *zp};
+  o.weights.quantize_head = c.quantize_head;
+  o.weights.quantize_embedding = c.quantize_embedding;
+  o.weights.prefill_dequant = c.prefill_dequant;
+  o.weights.direct_dequant = c.direct_dequant;
+  o.weights.dequant_threshold = c.dequant_threshold;
+  return o;
+}
+
+Result<ModelLoadOptions> model_load_options(const Config& c) {
+  if (c.requant < 0 || c.requant > 3)
+    return make_error("config: requant {} is out of range (expected 0 to 3)", c.requant);
+  ModelLoadOptions o;
+  o.requant = int(c.requant);
+  o.n_threads = int(c.n_threads);
   return o;
 }
 

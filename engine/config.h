@@ -34,6 +34,19 @@ struct Config {
   std::string act = "int8";  // activations: int8 (quantised) | f32 (reference)
   int64_t n_batch = 256;     // prefill tokens per matrix x matrix pass
   std::string isa = "auto";  // kernel ISA cap: auto | scalar | avx2 | avx512
+  int64_t requant = 0;       // load-time re-quantisation mode 0..3 (engine/requant.h)
+  // CPU weight path and its int4 knobs (engine/weight_path.h: WeightPathOptions).
+  std::string weight_path = "auto";  // auto | gguf | w4a8 | w4a16 | ref
+  int64_t group_size = 64;           // int4 group: 32 | 64 | 128
+  std::string zero_point = "asym";   // sym | asym
+  bool quantize_head = true;
+  bool quantize_embedding = false;
+  bool prefill_dequant = true;
+  bool direct_dequant = true;
+  int64_t dequant_threshold = 8;  // tokens
+  // GPU path (stage 1 placement, engine/gpu_placement.h).
+  int64_t gpu_layers = -1;     // -1: as many as fit, else a cap (FISH_GPU_LAYERS caps it too)
+  int64_t vram_budget_mb = 0;  // 0: the backend's ceiling (FISH_VRAM_BUDGET_MB or 85% of free)
 };
 
 // Order matches FieldSpec::Member's alternatives.
@@ -46,8 +59,9 @@ struct FieldSpec {
                               std::vector<std::string> T::*>;
   std::string_view name;  // JSON key and result column
   Member member;
-  std::string_view doc;                   // one line
-  std::vector<std::string_view> allowed;  // string / string_list: allowed values (empty: any)
+  std::string_view doc;  // one line
+  // string / string_list / integer: allowed values (empty: any; integers as decimal text)
+  std::vector<std::string_view> allowed;
   double min = -std::numeric_limits<double>::infinity();  // integer / number: inclusive range
   double max = std::numeric_limits<double>::infinity();
 
@@ -59,9 +73,14 @@ std::span<const FieldSpec<Config>> config_fields();
 // nullptr when `name` is not a Config field.
 const FieldSpec<Config>* find_config_field(std::string_view name);
 
-// Config -> SessionOptions. Errors: an isa this CPU (or a FISH_SCALAR_ONLY build) cannot run,
-// naming the best it can.
+// Config -> SessionOptions (CPU only: the GPU placement is made by the caller, it needs the loaded
+// model and the backend). Errors: an isa this CPU (or a FISH_SCALAR_ONLY build) cannot run,
+// naming the best it can; a weight_path / group_size / zero_point outside the table's values.
 Result<SessionOptions> session_options(const Config& c);
+
+// Config -> the model load options (requant; n_threads for the conversion). Cells whose
+// load options differ need their own model load. Errors: requant outside 0..3.
+Result<ModelLoadOptions> model_load_options(const Config& c);
 
 // --- Field-table machinery (templates: the experiment sections use it too) ---
 
@@ -102,7 +121,7 @@ Status field_set(T& obj, const FieldSpec<T>& f, const nlohmann::json& v, const s
     if (f.allowed.empty()) return Status::success();
     for (std::string_view a : f.allowed)
       if (a == s) return Status::success();
-    return make_error("{}: \"{}\" is not allowed (allowed: {})", path, s,
+    return make_error("{}: {} is not allowed (allowed: {})", path, v.dump(),
                       field_detail::allowed_list(f.allowed));
   };
   auto check_range = [&](double x) -> Status {
@@ -117,6 +136,7 @@ Status field_set(T& obj, const FieldSpec<T>& f, const nlohmann::json& v, const s
                             ? INT64_MAX
                             : v.get<int64_t>();
       FISH_TRY(check_range(double(x)));
+      FISH_TRY(check_allowed(std::to_string(x)));
       obj.*std::get<0>(f.member) = x;
       return Status::success();
     }
@@ -200,7 +220,7 @@ std::string fields_help(std::span<const FieldSpec<T>> table, const T& defaults) 
   std::string out = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
   for (const FieldSpec<T>& f : table) {
     std::string allowed = field_detail::allowed_list(f.allowed);
-    if (f.type() == FieldType::integer || f.type() == FieldType::number)
+    if ((f.type() == FieldType::integer && f.allowed.empty()) || f.type() == FieldType::number)
       allowed = field_detail::range_text(f.min, f.max);
     if (f.type() == FieldType::boolean) allowed = "true, false";
     out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", f.name, field_type_name(f.type()),

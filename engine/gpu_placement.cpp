@@ -40,7 +40,7 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
   }
   for (int64_t il = n_layer - 1; il >= 0 && stop.empty(); --il) {
     if (max_layers >= 0 && pl->n_layers_ >= max_layers) {
-      stop = fmt::format("FISH_GPU_LAYERS={}", max_layers);
+      stop = fmt::format("layer cap {} (gpu_layers / FISH_GPU_LAYERS)", max_layers);
       break;
     }
     const LayerWeights& L = model.layers()[size_t(il)];

@@ -31,11 +31,14 @@ int32_t log_softmax(std::span<const float> logits, float* out) {
   return top;
 }
 
-// Session for quality runs: the configuration's options, n_ctx enough for `need` positions.
-Result<std::unique_ptr<Session>> quality_session(std::shared_ptr<const Model> model,
-                                                 const Config& c, int64_t need) {
+// Session for quality runs: the configuration's options, n_ctx enough for `need` positions,
+// the gpu path's placement when given.
+Result<std::unique_ptr<Session>> quality_session(
+    std::shared_ptr<const Model> model, const Config& c, int64_t need,
+    std::shared_ptr<const GpuPlacement> gpu = nullptr) {
   FISH_ASSIGN_OR_RETURN(SessionOptions opt, session_options(c));
   opt.n_ctx = need;
+  opt.gpu = std::move(gpu);
   return Session::create(std::move(model), opt);
 }
 
@@ -105,10 +108,12 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
 }
 
 Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const Config& config,
-                                       const QualityReference& ref, const QualitySpec& q) {
+                                       const QualityReference& ref, const QualitySpec& q,
+                                       std::shared_ptr<const GpuPlacement> gpu) {
   QualityMetrics m;
   const size_t n_vocab = size_t(model->params().n_vocab);
-  FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, config, context_needed(ref, q)));
+  FISH_ASSIGN_OR_RETURN(auto sess,
+                        quality_session(model, config, context_needed(ref, q), std::move(gpu)));
   if (!ref.text_tokens.empty()) {
     const size_t n_pos = ref.text_tokens.size() - 1;
     std::vector<float> lp(n_vocab);

@@ -19,6 +19,7 @@
 
 #include "base/result.h"
 #include "engine/config.h"
+#include "engine/gpu_placement.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 #include "harness/experiment.h"
@@ -44,9 +45,11 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
                                                  const Tokenizer& tok, const QualitySpec& q);
 
 // Scores `config` against the reference. The session is created here with the cell's options
-// but n_ctx large enough for the text and the prompts (quality does not depend on n_ctx).
+// but n_ctx large enough for the text and the prompts (quality does not depend on n_ctx). `gpu`:
+// the gpu path's placement (its row scores what the GPU computes); null: the CPU path.
 Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const Config& config,
-                                       const QualityReference& ref, const QualitySpec& q);
+                                       const QualityReference& ref, const QualitySpec& q,
+                                       std::shared_ptr<const GpuPlacement> gpu = nullptr);
 
 // Fills the quality keys of a row's metrics object (null for what was not measured).
 void quality_metrics_json(const QualityMetrics& m, nlohmann::json& metrics);

@@ -1,6 +1,7 @@
 // `fish run`: see run_command.h.
 #include "harness/run_command.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "base/sha256.h"
 #include "engine/config.h"
+#include "engine/gpu_placement.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
@@ -20,6 +22,7 @@
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "harness/experiment.h"
+#include "harness/gpu_cell.h"
 #include "harness/measure.h"
 #include "harness/measure_context.h"
 #include "harness/quality.h"
@@ -117,10 +120,9 @@ std::string axes_text(const Cell& c) {
   return s.empty() ? "(defaults)" : s;
 }
 
-// Why this build cannot run `path` (empty: it can). The gpu path needs the Vulkan backend.
+// Why this machine cannot run `path` (empty: it can). The gpu path needs a usable GPU backend.
 std::string path_unavailable(const std::string& path) {
-  if (path == "gpu")
-    return "no Vulkan backend in this build (engine/vulkan is not implemented yet)";
+  if (path == "gpu") return gpu_path_unavailable();
   return "";
 }
 
@@ -139,17 +141,39 @@ Status write_file_atomic(const std::string& path, const std::string& text) {
   return Status::success();
 }
 
-// Bits per weight of the matrices one decode step reads (every layer matrix and the output).
-double decode_bits_per_weight(const Model& m) {
+// The matrices one decode step reads (every layer matrix and the output) as the session runs
+// them: the model's views (re-quantised ones when requant > 0), or the packed int4 copies of a
+// w4a8 / w4a16 session (which count the head as it runs: int4 or its GGUF bytes). On the gpu
+// path the placed matrices run their GGUF types (the GPU goes first); with int4 on the CPU the
+// unplaced ones count at the int4 copies' average bits (exact when all or none are placed).
+struct DecodeWeights {
   double bytes = 0, elems = 0;
+  double bytes_per_token = 0;  // all weight bytes a decode step reads (weight_GBps)
+  double bits_per_weight() const { return elems > 0 ? 8.0 * bytes / elems : 0.0; }
+};
+DecodeWeights decode_weights(const Session& s, const CellPlacement* gpu) {
+  const Model& m = s.model();
+  DecodeWeights d;
+  double placed_bytes = 0, placed_elems = 0;
   auto add = [&](const MatrixView& v) {
-    bytes += double(v.n_bytes);
-    elems += double(v.n_in) * double(v.n_out);
+    const double elems = double(v.n_in) * double(v.n_out);
+    d.bytes += double(v.n_bytes);
+    d.elems += elems;
+    if (gpu && gpu->placement() && gpu->placement()->handle(&v) != 0) {
+      placed_bytes += double(v.n_bytes);
+      placed_elems += elems;
+    }
   };
   for (const LayerWeights& L : m.layers())
     for (const MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) add(*v);
   add(m.output());
-  return elems > 0 ? 8.0 * bytes / elems : 0.0;
+  d.bytes_per_token = double(m.weight_bytes_per_token());
+  if (const Int4Weights* w4 = s.int4_weights()) {
+    const double int4_bytes_per_elem = d.elems > 0 ? double(w4->bytes_per_token()) / d.elems : 0;
+    d.bytes = placed_bytes + int4_bytes_per_elem * (d.elems - placed_elems);
+    d.bytes_per_token = d.bytes;
+  }
+  return d;
 }
 
 // Everything of a row but status, error and metrics.
@@ -177,6 +201,19 @@ json row_base(const std::string& run_id, const Experiment& e, const Cell& c, con
   r["validity"] = json::array();
   r["t_wall_s"] = 0.0;
   return r;
+}
+
+// The reference of q on `model` (loaded from `path` at requant `loaded_requant`): loads the file
+// again at the reference's own requant when that differs.
+Result<QualityReference> quality_reference(const std::shared_ptr<const Model>& model,
+                                           int64_t loaded_requant, const std::string& path,
+                                           const Tokenizer& tok, const QualitySpec& q) {
+  std::shared_ptr<const Model> ref_model = model;
+  if (q.reference.requant != loaded_requant) {
+    FISH_ASSIGN_OR_RETURN(ModelLoadOptions lo, model_load_options(q.reference));
+    FISH_ASSIGN_OR_RETURN(ref_model, Model::load(path, lo));
+  }
+  return build_quality_reference(ref_model, tok, q);
 }
 
 }  // namespace
@@ -238,6 +275,12 @@ int run_experiment(const RunOptions& o) {
   std::vector<const Cell*> cells;
   for (const Cell& c : all)
     if (c.index % shard.count == shard.index) cells.push_back(&c);
+  // Run order: a model load per (model, requant), so cells sharing one run together (cell
+  // indices and ids are unchanged).
+  std::stable_sort(cells.begin(), cells.end(), [](const Cell* a, const Cell* b) {
+    return std::pair(a->model_index, a->config.requant) <
+           std::pair(b->model_index, b->config.requant);
+  });
   const std::string out_dir = o.out_dir.empty() ? e.output.dir : o.out_dir;
   const std::string results_path =
       (std::filesystem::path(out_dir) / results_file_name(e.name, shard.index, shard.count))
@@ -363,8 +406,10 @@ int run_experiment(const RunOptions& o) {
       return true;
     };
 
-    // Per model (cells are model-major): the model, tokenizer, prompt, quality reference.
+    // Per (model, requant) load: the model, tokenizer, prompt; per model: the quality reference
+    // (built with the reference's own Config, its requant loaded separately when it differs).
     std::optional<size_t> loaded_index;
+    std::optional<int64_t> loaded_requant;
     std::shared_ptr<const Model> model;
     std::optional<Tokenizer> tok;
     std::string model_error;
@@ -377,15 +422,18 @@ int run_experiment(const RunOptions& o) {
       for (const std::string& p : e.measure.paths)
         if (todo_path(ids[i], p)) todo.push_back(p);
       if (todo.empty()) continue;
-      if (loaded_index != c.model_index) {
+      if (loaded_index != c.model_index || loaded_requant != c.config.requant) {
+        if (loaded_index != c.model_index) ref.reset();
         loaded_index = c.model_index;
+        loaded_requant = c.config.requant;
         model.reset();
         tok.reset();
-        ref.reset();
         prompt.clear();
         model_error = me.error;
+        auto lo = model_load_options(c.config);
+        if (model_error.empty() && !lo.ok()) model_error = lo.error().message;
         if (model_error.empty()) {
-          auto m = Model::load(me.path);
+          auto m = Model::load(me.path, lo.value());
           if (!m.ok()) {
             model_error = m.error().message;
           } else {
@@ -405,6 +453,7 @@ int run_experiment(const RunOptions& o) {
       // Paths that can run get a session each; the others write their skipped/error row now.
       struct PathRun {
         json row;
+        std::unique_ptr<CellPlacement> gpu;  // gpu path: the cell's placement (outlives session)
         std::unique_ptr<Session> session;
       };
       std::vector<PathRun> runs;
@@ -439,13 +488,25 @@ int run_experiment(const RunOptions& o) {
           if (!error_row(opt.error().message)) return kExitUsage;
           continue;
         }
-        // Every available path is the CPU engine today; a GPU backend adds its session here.
+        // The gpu path: the cpu path's options plus the cell's placement.
+        std::unique_ptr<CellPlacement> gpu;
+        if (path == "gpu") {
+          auto pl = CellPlacement::place(*model, c.config);
+          if (!pl.ok()) {
+            if (!error_row(pl.error().message)) return kExitUsage;
+            continue;
+          }
+          gpu = std::move(pl.value());
+          opt.value().gpu = gpu->placement();
+          row["placement"] = {{"gpu_layers", gpu->gpu_layers()}, {"gpu_detail", gpu->detail()}};
+          row["metrics"]["vram_peak_MB"] = gpu->vram_MB();
+        }
         auto sess = Session::create(model, opt.value());
         if (!sess.ok()) {
           if (!error_row(sess.error().message)) return kExitUsage;
           continue;
         }
-        runs.push_back({std::move(row), std::move(sess.value())});
+        runs.push_back({std::move(row), std::move(gpu), std::move(sess.value())});
       }
       if (runs.empty()) continue;
 
@@ -459,7 +520,20 @@ int run_experiment(const RunOptions& o) {
       const std::optional<double> rss_speed = peak_rss_MB();
       for (size_t p = 0; p < runs.size(); ++p) {
         json& row = runs[p].row;
+        const DecodeWeights dw = decode_weights(*runs[p].session, runs[p].gpu.get());
+        // vram_peak_MB: placement plus the matmul scratch the runs allocated (kept until the
+        // last weight goes).
+        if (runs[p].gpu)
+          row["metrics"]["vram_peak_MB"] =
+              std::max(runs[p].gpu->vram_MB(), runs[p].gpu->resident_MB());
         runs[p].session.reset();
+        // The placement stays for the quality runs; then the device memory goes back to zero.
+        struct ReleaseAtEnd {
+          std::unique_ptr<CellPlacement>& gpu;
+          ~ReleaseAtEnd() { gpu.reset(); }
+        } release_at_end{runs[p].gpu};
+        const std::shared_ptr<const GpuPlacement> placement =
+            runs[p].gpu ? runs[p].gpu->placement() : nullptr;
         const PathSamples& ps = samples[p];
         if (ps.error) {
           row["status"] = "error";
@@ -470,9 +544,9 @@ int run_experiment(const RunOptions& o) {
         json& m = row["metrics"];
         m["prefill_tok_s"] = speed_metric_json(ps.prefill_tok_s);
         m["decode_tok_s"] = speed_metric_json(ps.decode_tok_s);
-        const double gbps = median(ps.decode_tok_s) * double(model->weight_bytes_per_token()) / 1e9;
+        const double gbps = median(ps.decode_tok_s) * dw.bytes_per_token / 1e9;
         m["weight_GBps"] = gbps;
-        m["bits_per_weight"] = decode_bits_per_weight(*model);
+        m["bits_per_weight"] = dw.bits_per_weight();
         m["weight_GBps_pct_stream"] =
             stream_median > 0 ? json(100.0 * gbps / stream_median) : json();
         if (rss_speed) m["rss_peak_MB"] = *rss_speed;
@@ -482,13 +556,13 @@ int run_experiment(const RunOptions& o) {
             if (!tok)
               ref.emplace(make_error("quality: {}: the model has no tokenizer", me.path));
             else
-              ref.emplace(build_quality_reference(model, *tok, e.quality));
+              ref.emplace(quality_reference(model, c.config.requant, me.path, *tok, e.quality));
           }
           if (!ref->ok()) {
             row["status"] = "error";
             row["error"] = "quality reference: " + ref->error().message;
           } else {
-            auto q = measure_quality(model, c.config, ref->value(), e.quality);
+            auto q = measure_quality(model, c.config, ref->value(), e.quality, placement);
             if (!q.ok()) {
               row["status"] = "error";
               row["error"] = "quality: " + q.error().message;

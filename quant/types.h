@@ -61,7 +61,7 @@ enum class GgmlType : uint32_t {
 inline constexpr bool is_fish_type(GgmlType t) {
   return uint32_t(t) >= kFishTypeBase;
 }
-// The packed int4 types of `fish quantize-w4` (fish_i4_g32/64/128).
+// True for the packed int4 types (fish_i4_g32/64/128); fq3 is a FISH type but not one of them.
 inline constexpr bool is_fish_i4_type(GgmlType t) {
   return t == GgmlType::fish_i4_g32 || t == GgmlType::fish_i4_g64 || t == GgmlType::fish_i4_g128;
 }

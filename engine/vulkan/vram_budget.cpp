@@ -21,7 +21,14 @@ VramBudget VramBudget::at_open(uint64_t heap_bytes, uint64_t free_bytes,
   b.headroom_bytes = std::max<uint64_t>(kMinHeadroom, heap_bytes / 10);
   b.ceiling_from_env = env_budget_bytes.has_value();
   b.ceiling_bytes = env_budget_bytes ? *env_budget_bytes : free_bytes / 100 * 85;
+  b.open_ceiling_bytes = b.ceiling_bytes;
   return b;
+}
+
+void VramBudget::set_run_ceiling(std::optional<uint64_t> run_bytes) {
+  ceiling_from_run =
+      run_bytes.has_value() && (!ceiling_from_env || *run_bytes < open_ceiling_bytes);
+  ceiling_bytes = ceiling_from_run ? *run_bytes : open_ceiling_bytes;
 }
 
 uint64_t VramBudget::fallback_free(uint64_t heap_bytes, uint64_t own_bytes) {
@@ -33,7 +40,9 @@ std::string VramBudget::refusal(uint64_t bytes, uint64_t own_bytes, uint64_t fre
   if (own_bytes + bytes > ceiling_bytes)
     return fmt::format("{:.1f} MB asked, {:.1f} MB resident, budget {:.1f} MB ({})", mb(bytes),
                        mb(own_bytes), mb(ceiling_bytes),
-                       ceiling_from_env ? "FISH_VRAM_BUDGET_MB" : "85% of free at open");
+                       ceiling_from_run   ? "vram_budget_mb"
+                       : ceiling_from_env ? "FISH_VRAM_BUDGET_MB"
+                                          : "85% of free at open");
   if (free_bytes < bytes + headroom_bytes)
     return fmt::format(
         "{:.1f} MB asked would leave {:.1f} MB free, below the headroom of {:.1f} MB "

@@ -488,6 +488,13 @@ Result<double> VulkanBackend::device_copy_bytes_per_s(uint64_t bytes, int reps) 
   return 2.0 * double(bytes) * double(reps) / dt;
 }
 
+Status VulkanBackend::set_run_budget(std::optional<uint64_t> bytes) {
+  std::lock_guard lock(impl_->mu);
+  FISH_TRY(impl_->open_locked(this));
+  impl_->budget.set_run_ceiling(bytes);
+  return Status::success();
+}
+
 bool VulkanBackend::supports(GgmlType t) {
   return open().ok() && kernel_type(t);
 }

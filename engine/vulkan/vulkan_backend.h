@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ class VulkanBackend final : public ComputeBackend {
   // The buffers count against the budget and are freed before returning.
   // Errors: the device is not open, the budget refuses 2 x bytes, a device error.
   Result<double> device_copy_bytes_per_s(uint64_t bytes, int reps);
+
+  // FISH's ceiling for the allocations that follow (fish run's per-cell vram_budget_mb):
+  // VramBudget::set_run_ceiling, so FISH_VRAM_BUDGET_MB still caps it; nullopt restores the
+  // ceiling at open. Opens the device if not yet. Errors: the device cannot be opened.
+  Status set_run_budget(std::optional<uint64_t> bytes);
 
   bool supports(GgmlType t) override;
   Result<WeightHandle> upload(const MatrixView& w) override;

@@ -97,6 +97,68 @@ TEST(ExperimentSchema, RejectsValuesOutsideTheAllowedSetOrRange) {
               HasSubstr("quality.reference.act: \"bf16\" is not allowed"));
 }
 
+TEST(ExperimentSchema, ValidatesTheRequantWeightPathAndGpuFields) {
+  EXPECT_THAT(error_of(exp_text(R"("sweep": {"requant": "0-4"})")),
+              HasSubstr("sweep.requant[4]: 4 is out of range (expected 0 to 3)"));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"weight_path": "w8a8"})")),
+              HasSubstr("defaults.weight_path: \"w8a8\" is not allowed (allowed: auto, gguf, "
+                        "w4a8, w4a16, ref)"));
+  EXPECT_THAT(error_of(exp_text(R"("sweep": {"group_size": [32, 48]})")),
+              HasSubstr("sweep.group_size[1]: 48 is not allowed (allowed: 32, 64, 128)"));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"group_size": "64"})")),
+              HasSubstr("defaults.group_size: wrong type: expected integer, found string"));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"zero_point": "none"})")),
+              HasSubstr("defaults.zero_point: \"none\" is not allowed (allowed: sym, asym)"));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"quantize_head": 1})")),
+              HasSubstr("defaults.quantize_head: wrong type: expected boolean, found 1"));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"dequant_threshold": -1})")),
+              HasSubstr("defaults.dequant_threshold: -1 is out of range (expected 0 to "));
+  EXPECT_THAT(error_of(exp_text(R"("defaults": {"gpu_layers": -2})")),
+              HasSubstr("defaults.gpu_layers: -2 is out of range (expected -1 to "));
+  EXPECT_THAT(error_of(exp_text(R"("sweep": {"vram_budget_mb": [4096, -1]})")),
+              HasSubstr("sweep.vram_budget_mb[1]: -1 is out of range (expected 0 to "));
+  EXPECT_THAT(error_of(exp_text(R"("quality": {"reference": {"weight_path": "fp32"}})")),
+              HasSubstr("quality.reference.weight_path: \"fp32\" is not allowed"));
+  auto ok = parse_experiment(
+      exp_text(R"("defaults": {"weight_path": "w4a16", "group_size": 128, "zero_point": "sym",
+                 "quantize_head": false, "gpu_layers": 12, "vram_budget_mb": 4096},
+                 "sweep": {"requant": "0-3"}, "quality": {"reference": {"weight_path": "ref"}})"),
+      "e.json");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->defaults.group_size, 128);
+  EXPECT_FALSE(ok->defaults.quantize_head);
+  EXPECT_EQ(ok->quality.reference.weight_path, "ref");
+  EXPECT_EQ(cell_axes(*ok),
+            (std::vector<std::string>{"requant=0", "requant=1", "requant=2", "requant=3"}));
+}
+
+TEST(ExperimentSchema, SessionAndLoadOptionsFollowTheConfig) {
+  Config c;
+  c.weight_path = "w4a8";
+  c.group_size = 32;
+  c.zero_point = "sym";
+  c.quantize_embedding = true;
+  c.dequant_threshold = 3;
+  c.requant = 2;
+  auto o = session_options(c);
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->weights.weight_path, WeightPath::w4a8);
+  EXPECT_EQ(o->weights.fmt.group_size, 32);
+  EXPECT_EQ(o->weights.fmt.zero_point, Int4ZeroPoint::sym);
+  EXPECT_TRUE(o->weights.quantize_embedding);
+  EXPECT_EQ(o->weights.dequant_threshold, 3);
+  EXPECT_EQ(o->gpu, nullptr);
+  auto lo = model_load_options(c);
+  ASSERT_TRUE(lo.ok());
+  EXPECT_EQ(lo->requant, 2);
+  c.requant = 5;  // set in code, past the table's check
+  EXPECT_THAT(model_load_options(c).error().message, HasSubstr("requant 5 is out of range"));
+  c.requant = 0;
+  c.group_size = 48;
+  EXPECT_THAT(session_options(c).error().message,
+              HasSubstr("group_size 48 is not allowed (allowed: 32, 64, 128)"));
+}
+
 TEST(ExperimentSchema, RejectsMissingOrWrongRequiredKeys) {
   EXPECT_THAT(error_of(R"({"name": "t", "model": "m"})"),
               HasSubstr("schema_version: missing (expected 1)"));
@@ -261,7 +323,10 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   // Golden value, computed independently of FISH from the documented definition:
   //   python3 -c 'import json,hashlib; print(hashlib.sha256(json.dumps({"harness_version":
   //   "0.1.0", "model_sha256": "a"*64, "config": {"n_ctx": 512, "n_threads": 0, "act": "int8",
-  //   "n_batch": 256, "isa": "auto"}, "workload": {"n_prompt": 64, "n_gen": 32, "seed": 1,
+  //   "n_batch": 256, "isa": "auto", "requant": 0, "weight_path": "auto", "group_size": 64,
+  //   "zero_point": "asym", "quantize_head": True, "quantize_embedding": False,
+  //   "prefill_dequant": True, "direct_dequant": True, "dequant_threshold": 8,
+  //   "gpu_layers": -1, "vram_budget_mb": 0}, "workload": {"n_prompt": 64, "n_gen": 32, "seed": 1,
   //   "prompt_source": "random"}, "quality": None}, sort_keys=True,
   //   separators=(",", ":")).encode()).hexdigest()[:16])'
   // Changing it breaks --resume and the joins of every committed result; only a deliberate
@@ -270,7 +335,7 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   const Cell c = expand_cells(*e)[0];
   const std::string sha(64, 'a');
-  EXPECT_EQ(cell_id(*e, c, sha), "b25cf2e20d62208d");
+  EXPECT_EQ(cell_id(*e, c, sha), "36318471fa31c848");
   // Same parameters written differently (key order, measure/output sections): same id.
   auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "other/path.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",

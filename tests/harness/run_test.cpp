@@ -1,5 +1,6 @@
 // `fish run` end to end through the real CLI on a tiny synthetic model: error rows and the sweep
-// going on (exit code 2), skipped gpu rows, dry-run, shards, and a sweep killed with SIGKILL
+// going on (exit code 2), skipped gpu rows, the gpu path on lavapipe, requant and weight-path
+// cells, dry-run (of every committed experiment too), shards, and a sweep killed with SIGKILL
 // mid-run then resumed: no finished row lost, none duplicated.
 #include "harness/run_command.h"
 
@@ -11,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -131,20 +133,26 @@ TEST_F(RunCommand, AGpuPathWithoutABackendIsASkippedRowNotAFailure) {
                                     R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
     "workload": {"n_prompt": 8, "n_gen": 4},
     "measure": {"paths": ["gpu", "cpu"], "warmup": 0, "repetitions": 2, "stream_MiB": 4}})");
-  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk);
+  auto no_gpu_run = [&](const std::string& args) { return "FISH_GPU=0 " + fish_run(args); };
+  EXPECT_EQ(run_shell(no_gpu_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk);
   const std::vector<json> rows = rows_of(dir_.file("out/g.jsonl"));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["path"], "gpu");
   EXPECT_EQ(rows[0]["status"], "skipped");
-  EXPECT_THAT(rows[0]["error"].get<std::string>(), HasSubstr("no Vulkan backend"));
+#if FISH_HAVE_VULKAN
+  EXPECT_THAT(rows[0]["error"].get<std::string>(), HasSubstr("disabled by FISH_GPU=0"));
+#else
+  EXPECT_THAT(rows[0]["error"].get<std::string>(), HasSubstr("no Vulkan backend in this build"));
+#endif
   EXPECT_EQ(rows[1]["path"], "cpu");
   EXPECT_EQ(rows[1]["status"], "ok");
   EXPECT_EQ(rows[1]["metrics"]["bits_per_weight"], 8.5);  // q8_0: 34 bytes per 32 weights
   EXPECT_EQ(rows[0]["cell_id"], rows[1]["cell_id"]);      // one cell, two paths
   // Resuming retries a skipped path only once it can run: nothing to do, nothing appended.
   const std::string before = slurp(dir_.file("out/g.jsonl"));
-  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out") + " --resume"), dir_.file("log")),
-            kExitOk);
+  EXPECT_EQ(
+      run_shell(no_gpu_run(exp + " --out " + dir_.file("out") + " --resume"), dir_.file("log")),
+      kExitOk);
   EXPECT_EQ(slurp(dir_.file("out/g.jsonl")), before);
 }
 
@@ -173,6 +181,139 @@ TEST_F(RunCommand, QualityAgainstTheReferenceIsPerfectForTheReferenceItself) {
   EXPECT_GE(q["kl_max"].get<double>(), q["kl_p99"].get<double>());
   EXPECT_GE(q["kl_p99"].get<double>(), 0.0);
   EXPECT_LE(q["top1"].get<double>(), 1.0);
+}
+
+// Rows of `path` in cell order.
+std::vector<json> rows_for(const std::vector<json>& rows, const std::string& path) {
+  std::vector<json> out;
+  for (const json& r : rows)
+    if (r["path"] == path) out.push_back(r);
+  std::sort(out.begin(), out.end(),
+            [](const json& a, const json& b) { return a["cell_index"] < b["cell_index"]; });
+  return out;
+}
+
+TEST_F(RunCommand, RequantCellsLoadTheirOwnModelAndReportTheirBitsPerWeight) {
+  const std::string q6k = dir_.file("tiny_q6k.gguf");
+  ASSERT_EQ(
+      run_shell(fish_bin() + " make-model --shape tiny --type q6_k --out " + q6k, dir_.file("log")),
+      0);
+  // The reference is mode 2: the mode-0 cell needs a second load for it.
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "rq", "model": ")" + q6k +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"requant": [2, 0]},
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4},
+    "quality": {"metrics": ["top1", "kl"], "reference": {"requant": 2}, "n_tokens": 24}})");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/rq.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["config"]["requant"], 0);  // run order: one load per (model, requant)
+  EXPECT_EQ(rows[0]["cell_index"], 1);
+  EXPECT_EQ(rows[0]["metrics"]["bits_per_weight"], 6.5625);  // q6_k: 210 bytes per 256
+  EXPECT_EQ(rows[1]["metrics"]["bits_per_weight"], 4.5);     // q4_k: 144 bytes per 256
+  EXPECT_EQ(rows[1]["metrics"]["kl_max"], 0.0);              // the reference's own mode
+  EXPECT_GT(rows[0]["metrics"]["kl_max"].get<double>(), 0.0);
+}
+
+TEST_F(RunCommand, Int4WeightPathCellsRunAgainstTheF32Reference) {
+  const std::string prompts = dir_.file("prompts.txt");
+  std::ofstream(prompts) << "one two three\nfour five\n";
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "w4", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"weight_path": ["gguf", "w4a16"], "zero_point": ["sym", "asym"]},
+    "exclude": [{"weight_path": "gguf", "zero_point": "asym"}],
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4},
+    "quality": {"metrics": ["top1", "greedy_exact"], "reference": {"weight_path": "ref"},
+                "n_tokens": 24, "prompt_file": ")" +
+                                    prompts + R"(", "greedy_tokens": 4}})");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/w4.jsonl"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["config"]["weight_path"], "gguf");
+  EXPECT_EQ(rows[0]["metrics"]["bits_per_weight"], 8.5);  // the q8_0 file as it is
+  for (int i : {1, 2}) {
+    const json& m = rows[size_t(i)]["metrics"];
+    EXPECT_EQ(rows[size_t(i)]["config"]["weight_path"], "w4a16");
+    EXPECT_GT(m["bits_per_weight"].get<double>(), 4.0);  // int4 codes + per-group scale (+ zero)
+    EXPECT_LT(m["bits_per_weight"].get<double>(), 5.0);
+    EXPECT_EQ(m["greedy_exact"]["of"], 2);
+    EXPECT_LE(m["top1"].get<double>(), 1.0);
+  }
+  // asym stores a zero point per group: never fewer bytes than sym.
+  EXPECT_GE(rows[2]["metrics"]["bits_per_weight"].get<double>(),
+            rows[1]["metrics"]["bits_per_weight"].get<double>());
+}
+
+#if FISH_HAVE_VULKAN
+TEST_F(RunCommand, TheGpuPathOnLavapipePlacesEachCellAndReleasesItAfter) {
+  // gpu_layers 1: the output + the last layer on the GPU; then every layer; then a file whose
+  // weights (bf16) have no Vulkan kernel: nothing placed, an error row, the sweep goes on.
+  const std::string bf16 = dir_.file("tiny_bf16.gguf");
+  ASSERT_EQ(run_shell(fish_bin() + " make-model --shape tiny --type bf16 --out " + bf16,
+                      dir_.file("log")),
+            0);
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "gpu", "model": [")" + model_ +
+                                    R"(", ")" + bf16 + R"("],
+    "defaults": {"n_ctx": 64, "n_threads": 1, "vram_budget_mb": 64},
+    "sweep": {"gpu_layers": [1, -1]},
+    "exclude": [{"model": ")" + bf16 +
+                                    R"(", "gpu_layers": 1}],
+    "workload": {"n_prompt": 8, "n_gen": 3},
+    "measure": {"paths": ["gpu", "cpu"], "warmup": 0, "repetitions": 2, "stream_MiB": 4}})");
+  EXPECT_EQ(
+      run_shell("FISH_GPU=cpu " + fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")),
+      kExitCellsFailed)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/gpu.jsonl"));
+  ASSERT_EQ(rows.size(), 6u) << slurp(dir_.file("log"));
+  const std::vector<json> gpu = rows_for(rows, "gpu"), cpu = rows_for(rows, "cpu");
+  ASSERT_EQ(gpu.size(), 3u);
+  for (int i : {0, 1}) {
+    const json& r = gpu[size_t(i)];
+    ASSERT_EQ(r["status"], "ok") << r.dump();
+    EXPECT_EQ(r["placement"]["gpu_layers"], i == 0 ? 1 : 2);
+    EXPECT_THAT(r["placement"]["gpu_detail"].get<std::string>(),
+                HasSubstr(i == 0 ? "output + 1 of 2 layers" : "output + 2 of 2 layers"));
+    EXPECT_THAT(r["placement"]["gpu_detail"].get<std::string>(), HasSubstr("vulkan"));
+    EXPECT_GT(r["metrics"]["vram_peak_MB"].get<double>(), 0.0);
+    EXPECT_EQ(r["metrics"]["decode_tok_s"]["samples"].size(), 2u);
+    EXPECT_EQ(r["metrics"]["bits_per_weight"], 8.5);
+    EXPECT_EQ(r["cell_id"], cpu[size_t(i)]["cell_id"]);
+    // The cpu path: the same config, no placement.
+    EXPECT_EQ(cpu[size_t(i)]["status"], "ok");
+    EXPECT_EQ(cpu[size_t(i)]["placement"]["gpu_layers"], 0);
+    EXPECT_TRUE(cpu[size_t(i)]["metrics"]["vram_peak_MB"].is_null());
+  }
+  // More layers, more device bytes: the second cell started from zero, not on top of the first.
+  EXPECT_GT(gpu[1]["metrics"]["vram_peak_MB"].get<double>(),
+            gpu[0]["metrics"]["vram_peak_MB"].get<double>());
+  EXPECT_EQ(gpu[2]["status"], "error");
+  EXPECT_THAT(gpu[2]["error"].get<std::string>(), HasSubstr("gpu placement: nothing placed"));
+  EXPECT_THAT(gpu[2]["error"].get<std::string>(), HasSubstr("bf16"));
+  EXPECT_EQ(cpu[2]["status"], "ok");
+}
+#endif
+
+TEST_F(RunCommand, EveryCommittedExperimentPassesTheDryRun) {
+  int n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(test::source_dir() + "/experiments")) {
+    if (entry.path().extension() != ".json" || entry.path().filename() == "gate_rules.json")
+      continue;
+    ++n;
+    EXPECT_EQ(run_shell("cd " + test::source_dir() + " && FISH_SYNTHETIC_DIR=" + dir_.file("syn") +
+                            " " + fish_run(entry.path().string() + " --dry-run"),
+                        dir_.file("log")),
+              kExitOk)
+        << entry.path() << ":\n"
+        << slurp(dir_.file("log"));
+    EXPECT_THAT(slurp(dir_.file("log")), HasSubstr(" cells"));
+  }
+  EXPECT_GE(n, 9);  // quickstart, three CPU files, five seed experiments
 }
 
 TEST_F(RunCommand, DryRunListsTheCellsAndWritesNothing) {

@@ -218,7 +218,8 @@ void check_fish_i4_roundtrip(Int4ZeroPoint zp) {
   EXPECT_EQ(b.scales, b_ref.scales);
   EXPECT_EQ(b.zeros, b_ref.zeros);
   std::vector<float> from_gguf(w.size()), from_layout(w.size());
-  type_info(GgmlType(kFishTypeBase + G)).dequantize_row(rows.data(), from_gguf.data(), n_out * n_in);
+  type_info(GgmlType(kFishTypeBase + G))
+      .dequantize_row(rows.data(), from_gguf.data(), n_out * n_in);
   dequantize_int4_rows_ref(pack_int4_rows_ref(w.data(), n_out, n_in, fmt), 0, n_out,
                            from_layout.data());
   EXPECT_EQ(from_gguf, from_layout);
@@ -238,6 +239,8 @@ TEST(Int4Gguf, FishI4RowsConvertExactlyIntoTheKernelLayouts) {
   EXPECT_EQ(type_info(GgmlType::fish_i4_g128).block_bytes, sizeof(BlockFishI4<128>));
   EXPECT_TRUE(is_fish_type(GgmlType::fish_i4_g32));
   EXPECT_FALSE(is_fish_type(GgmlType::q4_k));
+  EXPECT_TRUE(is_fish_i4_type(GgmlType::fish_i4_g128));
+  EXPECT_FALSE(is_fish_i4_type(GgmlType::fq3));  // a FISH type, not an int4 one
 }
 
 }  // namespace

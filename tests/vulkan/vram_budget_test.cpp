@@ -19,6 +19,25 @@ TEST(VramBudget, CeilingIs85PercentOfFreeAtOpenOrTheEnvBudget) {
   EXPECT_TRUE(e.ceiling_from_env);
 }
 
+TEST(VramBudget, ARunCeilingReplacesTheOpenOneButNeverPassesTheEnvBudget) {
+  VramBudget b = VramBudget::at_open(8192 * MB, 8000 * MB, std::nullopt);
+  b.set_run_ceiling(4096 * MB);
+  EXPECT_EQ(b.ceiling_bytes, 4096 * MB);
+  const std::string r = b.refusal(100 * MB, 4000 * MB, 8000 * MB);
+  EXPECT_NE(r.find("vram_budget_mb"), std::string::npos) << r;
+  b.set_run_ceiling(std::nullopt);
+  EXPECT_EQ(b.ceiling_bytes, 8000 * MB / 100 * 85);
+  EXPECT_FALSE(b.ceiling_from_run);
+
+  VramBudget e = VramBudget::at_open(8192 * MB, 8000 * MB, 2048 * MB);  // FISH_VRAM_BUDGET_MB
+  e.set_run_ceiling(4096 * MB);
+  EXPECT_EQ(e.ceiling_bytes, 2048 * MB);
+  EXPECT_NE(e.refusal(100 * MB, 2000 * MB, 8000 * MB).find("FISH_VRAM_BUDGET_MB"),
+            std::string::npos);
+  e.set_run_ceiling(1024 * MB);
+  EXPECT_EQ(e.ceiling_bytes, 1024 * MB);
+}
+
 TEST(VramBudget, HeadroomIsTheLargerOf256MbAnd10PercentOfHeap) {
   EXPECT_EQ(VramBudget::at_open(1024 * MB, 0, std::nullopt).headroom_bytes, 256 * MB);
   EXPECT_EQ(VramBudget::at_open(2560 * MB, 0, std::nullopt).headroom_bytes, 256 * MB);
