@@ -42,8 +42,9 @@
 //   supports_direct_dequant() is false for such matrices and their prefill keeps a row-major
 //   (Int4Rows) duplicate instead.
 //
-// GGUF storage — FISH tensor types fish_i4_g32 / fish_i4_g64 / fish_i4_g128 (ids kFishTypeBase + group
-// size, outside GGML's range), written by `fish quantize-w4`: row-major blocks, one per group:
+// GGUF storage — FISH tensor types fish_i4_g32 / fish_i4_g64 / fish_i4_g128 (ids kFishTypeBase +
+// group size, outside GGML's range), written by `fish quantize-w4`: row-major blocks, one per
+// group:
 //   BlockFishI4<G> { f16 d; u8 z; u8 reserved (0); qs[G/2] }  w = d * (q - z),
 // qs in Int4Rows chunk order (per 32 weights: byte j low = weight j, high = weight j + 16). The
 // zero point is stored for sym too (always 8; GGUF key fish.int4.zero_point says which fit made
