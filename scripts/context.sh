@@ -32,9 +32,19 @@ if command -v vulkaninfo >/dev/null 2>&1; then
   a=$(vulkaninfo --summary 2>/dev/null | sed -n 's/^[[:space:]]*apiVersion[[:space:]]*= //p' | head -1)
   [ -n "$g" ] && gpu="$g (driver $d, Vulkan $a)"
 fi
-if [ "$gpu" = none ] && command -v nvidia-smi >/dev/null 2>&1; then
+# Without vulkaninfo (the GPU machine carries only the loader): what FISH itself opened.
+fish_bin=${FISH_BIN:-$build/fish}
+if [ "$gpu" = none ] && [ -x "$fish_bin" ]; then
+  g=$("$fish_bin" gpu 2>/dev/null | sed -n 's/^status: vulkan: //p' | head -1)
+  case "$g" in "" | off:* | "not opened"*) ;; *) gpu="$g" ;; esac
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
   g=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-  [ -n "$g" ] && gpu="${g%%,*} (driver${g#*,}; no Vulkan loader found)"
+  if [ -n "$g" ] && [ "$gpu" = none ]; then
+    gpu="${g%%,*} (driver${g#*,}; no Vulkan device opened)"
+  elif [ -n "$g" ]; then
+    gpu="$gpu; driver${g#*,}"
+  fi
 fi
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") 
 echo "commit=$commit"

@@ -16,6 +16,7 @@ D=$PWD/.devcarry
 export LD_LIBRARY_PATH=$D/lib
 export FISH_COMMIT=$(cat $D/commit) FISH_BUILD_DESC="Release g++ 12.2 (Debian 12) built on the dev machine"
 B=$D/bin
+export FISH_BIN=$B/fish  # context.sh asks it which GPU it opens (no vulkaninfo there)
 W=$OUT/h200
 mkdir -p $W
 scripts/context.sh > $W/context.txt 2>&1
