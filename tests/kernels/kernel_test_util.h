@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quant/f16.h"
@@ -37,6 +38,17 @@ inline std::vector<float> random_floats(int64_t n, std::mt19937& rng, float sigm
   for (float& f : v) f = dist(rng);
   return v;
 }
+
+// One shape of the int4 kernel tests (W4A8 / W4A16): N outputs, K inputs, M tokens, format.
+struct Int4Case {
+  int64_t n_out, n_in, n_tok;
+  Int4Format fmt;
+  std::string label() const {
+    return "N=" + std::to_string(n_out) + " K=" + std::to_string(n_in) +
+           " M=" + std::to_string(n_tok) + " g=" + std::to_string(fmt.group_size) + " " +
+           std::string(int4_zero_point_name(fmt.zero_point));
+  }
+};
 
 // Overwrites the f16 scale fields of random-bit blocks with finite values in [-0.1, 0.1]
 // (d) / [0, 0.1] (dmin, m), so dequantised rows are finite.

@@ -11,28 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/cpu_features.h"
 #include "quant/f16.h"
 
 namespace fish {
 namespace {
 
-std::vector<float> randn(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
-struct Case {
-  int64_t n_out, n_in, n_tok;
-  Int4Format fmt;
-  std::string label() const {
-    return "N=" + std::to_string(n_out) + " K=" + std::to_string(n_in) +
-           " M=" + std::to_string(n_tok) + " g=" + std::to_string(fmt.group_size) + " " +
-           std::string(int4_zero_point_name(fmt.zero_point));
-  }
-};
+using Case = test::Int4Case;
+using test::random_floats;
 
 std::vector<Case> cases() {
   std::vector<Case> out;
@@ -80,8 +67,8 @@ const W4A16Options kDecodeOnly{false, true, 8};
 TEST(W4A16, ReferenceEqualsF64DotOfDequantisedWeightsAndBf16Activations) {
   std::mt19937 rng(1);
   for (const Case& c : cases()) {
-    const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-    const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+    const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+    const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
     const W4A16Weights w =
         make_w4a16_weights(pack_int4_blocks64_ref(wf.data(), c.n_out, c.n_in, c.fmt), kDecodeOnly);
     std::vector<float> deq(size_t(c.n_out * c.n_in));
@@ -114,8 +101,8 @@ TEST(W4A16, EveryDecodeVariantMatchesTheScalarReference) {
       continue;
     }
     for (const Case& c : cases()) {
-      const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-      const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+      const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+      const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
       const W4A16Weights w = make_w4a16_weights(
           pack_int4_blocks64_ref(wf.data(), c.n_out, c.n_in, c.fmt), kDecodeOnly);
       ThreadPool pool(2);
@@ -138,8 +125,8 @@ TEST(W4A16, PrefillThroughDequantisedPanelsMatchesTheDecodeReference) {
     for (const Case& c : cases()) {
       if (c.n_tok < 3) continue;
       const W4A16Options prefill{true, true, 2};  // 3+ tokens take the GEMM path
-      const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-      const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+      const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+      const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
       const W4A16Weights w =
           make_w4a16_weights(pack_int4_blocks64_ref(wf.data(), c.n_out, c.n_in, c.fmt), prefill);
       ThreadPool pool(2);
@@ -157,8 +144,8 @@ TEST(W4A16, DirectAndDuplicatePrefillAreBitExact) {
   for (int gs : {32, 128}) {
     for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
       const int64_t n_out = 192, n_in = (gs == 128 ? 17 : 3) * gs, n_tok = 37;  // K up to 2176
-      const std::vector<float> wf = randn(n_out * n_in, rng);
-      const std::vector<float> x = randn(n_tok * n_in, rng);
+      const std::vector<float> wf = random_floats(n_out * n_in, rng);
+      const std::vector<float> x = random_floats(n_tok * n_in, rng);
       const Int4Blocks64 packed = pack_int4_blocks64_ref(wf.data(), n_out, n_in, {gs, zp});
       const W4A16Options direct{true, true, 4};
       const W4A16Options dup{true, false, 4};
@@ -190,7 +177,7 @@ TEST(W4A16, DirectAndDuplicatePrefillAreBitExact) {
 
 TEST(W4A16, TailMatricesKeepTheDuplicateEvenWhenDirectIsAsked) {
   std::mt19937 rng(5);
-  const std::vector<float> wf = randn(80 * 64, rng);
+  const std::vector<float> wf = random_floats(80 * 64, rng);
   const Int4Blocks64 packed = pack_int4_blocks64_ref(wf.data(), 80, 64, {32, Int4ZeroPoint::sym});
   EXPECT_FALSE(packed.supports_direct_dequant());
   EXPECT_TRUE(make_w4a16_weights(packed, {true, true, 8}).duplicate.has_value());

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/amx.h"
 #include "kernels/cpu_features.h"
 #include "quant/f16.h"
@@ -18,22 +19,8 @@
 namespace fish {
 namespace {
 
-std::vector<float> randn(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
-struct Case {
-  int64_t n_out, n_in, n_tok;
-  Int4Format fmt;
-  std::string label() const {
-    return "N=" + std::to_string(n_out) + " K=" + std::to_string(n_in) +
-           " M=" + std::to_string(n_tok) + " g=" + std::to_string(fmt.group_size) + " " +
-           std::string(int4_zero_point_name(fmt.zero_point));
-  }
-};
+using Case = test::Int4Case;
+using test::random_floats;
 
 std::vector<Case> cases() {
   std::vector<Case> out;
@@ -79,8 +66,8 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 TEST(W4A8, ReferenceEqualsF64DotOfDequantisedWeightsAndActivations) {
   std::mt19937 rng(1);
   for (const Case& c : cases()) {
-    const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-    const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+    const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+    const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
     const Int4Vnni16 w = pack_int4_vnni16_ref(wf.data(), c.n_out, c.n_in, c.fmt);
     W4A8Acts a;
     quantize_w4a8_acts(x.data(), c.n_tok, c.n_in, c.fmt.group_size, a);
@@ -107,7 +94,7 @@ TEST(W4A8, ReferenceEqualsF64DotOfDequantisedWeightsAndActivations) {
 
 TEST(W4A8, QuantisedActivationsCarryTheirGroupSums) {
   std::mt19937 rng(2);
-  const std::vector<float> x = randn(3 * 128, rng);
+  const std::vector<float> x = random_floats(3 * 128, rng);
   W4A8Acts a;
   quantize_w4a8_acts(x.data(), 3, 128, 32, a);
   ASSERT_EQ(a.qs.size(), size_t(16 * 128));  // padded to a 16-row AMX tile
@@ -136,8 +123,8 @@ TEST(W4A8, EverySimdVariantMatchesTheScalarReference) {
       continue;
     }
     for (const Case& c : cases()) {
-      const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-      const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+      const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+      const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
       const Int4Vnni16 w = pack_int4_vnni16_ref(wf.data(), c.n_out, c.n_in, c.fmt);
       ThreadPool pool(2);
       std::vector<float> want(size_t(c.n_tok * c.n_out)), got(want.size(), -1.0f);
@@ -162,8 +149,8 @@ TEST(W4A8, AmxPrefillMatchesTheScalarReferenceWhenTheCpuHasIt) {
     for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
       for (int64_t n_tok : {5, 16, 33}) {  // > kW4A8AmxMinTokens: the tile path
         const Case c{48, 5 * gs, n_tok, {gs, zp}};
-        const std::vector<float> wf = randn(c.n_out * c.n_in, rng);
-        const std::vector<float> x = randn(c.n_tok * c.n_in, rng);
+        const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);
+        const std::vector<float> x = random_floats(c.n_tok * c.n_in, rng);
         const Int4Vnni16 w = pack_int4_vnni16_ref(wf.data(), c.n_out, c.n_in, c.fmt);
         ThreadPool pool(2);
         std::vector<float> want(size_t(n_tok * c.n_out)), got(want.size(), -1.0f);
