@@ -10,6 +10,9 @@
 #define FISH_MATVEC_ROWS 4
 #define FISH_MATVEC_MAX_TOK 4
 
+// copy_u4 (bandwidth reference): threads per workgroup of the grid-stride uvec4 copy.
+#define FISH_COPY_WG 256
+
 // tiled (prefill): one workgroup = a FISH_TILE_ROWS x FISH_TILE_TOK output tile, 256 threads
 // each computing 4 rows x 4 tokens, K stepped by FISH_TILE_K (one 32-value block or sub-block).
 #define FISH_TILE_ROWS 64

@@ -488,6 +488,135 @@ Result<double> VulkanBackend::device_copy_bytes_per_s(uint64_t bytes, int reps) 
   return 2.0 * double(bytes) * double(reps) / dt;
 }
 
+Result<double> VulkanBackend::shader_copy_bytes_per_s(uint64_t bytes, int reps) {
+  std::lock_guard lock(impl_->mu);
+  Impl& m = *impl_;
+  FISH_TRY(m.open_locked(this));
+  if (bytes == 0 || bytes % 16 != 0 || bytes > m.dev->props.limits.maxStorageBufferRange ||
+      bytes / 16 > UINT32_MAX || reps < 1)
+    return make_error(
+        "vulkan: shader copy of {} bytes x {}: expected a positive multiple of 16 bytes within "
+        "the storage buffer range ({}) and reps >= 1",
+        bytes, reps, m.dev->props.limits.maxStorageBufferRange);
+  FISH_ASSIGN_OR_RETURN(VkPipeline pipe, m.pipeline("copy_u4"));
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  Buffer bufs[3];  // a, b (device), host pattern / readback
+  auto free_all = [&] {
+    m.free_buffer(bufs[0], true);
+    m.free_buffer(bufs[1], true);
+    m.free_buffer(bufs[2], false);
+  };
+  const char* what[3] = {"shader copy source", "shader copy destination", "shader copy staging"};
+  for (int i = 0; i < 3; ++i) {
+    auto nb = m.alloc(bytes,
+                      i < 2 ? usage
+                            : VkBufferUsageFlags(VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                 VK_BUFFER_USAGE_TRANSFER_DST_BIT),
+                      i == 2, i < 2, what[i]);
+    if (!nb.ok()) {
+      free_all();
+      return nb.take_error();
+    }
+    bufs[i] = std::move(nb).value();
+  }
+  // A pattern no stuck, skipped or shifted vector reproduces: a hash of the word index.
+  const uint64_t n_words = bytes / 4;
+  auto pattern = [](uint64_t i) { return uint32_t(i * 2654435761u) ^ 0x5bd1e995u; };
+  auto* host = static_cast<uint32_t*>(bufs[2].mapped);
+  for (uint64_t i = 0; i < n_words; ++i) host[i] = pattern(i);
+
+  auto body = [&]() -> Result<double> {
+    const VkBufferCopy whole{0, 0, bytes};
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    FISH_VK_CHECK(m.vk().vkBeginCommandBuffer(m.cmd, &bi));
+    m.vk().vkCmdCopyBuffer(m.cmd, bufs[2].buf, bufs[0].buf, 1, &whole);
+    FISH_TRY(m.submit_and_wait("shader copy upload"));
+    // Set 0: a -> b, set 1: b -> a (X bound to the source too: every binding is valid).
+    FISH_VK_CHECK(m.vk().vkResetDescriptorPool(m.dev->device, m.desc_pool, 0));
+    VkDescriptorSet sets[2];
+    for (int s = 0; s < 2; ++s) {
+      VkDescriptorSetAllocateInfo dai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      dai.descriptorPool = m.desc_pool;
+      dai.descriptorSetCount = 1;
+      dai.pSetLayouts = &m.set_layout;
+      FISH_VK_CHECK(m.vk().vkAllocateDescriptorSets(m.dev->device, &dai, &sets[s]));
+      const VkBuffer src = bufs[s].buf, dst = bufs[1 - s].buf;
+      VkDescriptorBufferInfo infos[3] = {{src, 0, bytes}, {src, 0, bytes}, {dst, 0, bytes}};
+      VkWriteDescriptorSet wr[3];
+      for (uint32_t b = 0; b < 3; ++b) {
+        wr[b] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        wr[b].dstSet = sets[s];
+        wr[b].dstBinding = b;
+        wr[b].descriptorCount = 1;
+        wr[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        wr[b].pBufferInfo = &infos[b];
+      }
+      m.vk().vkUpdateDescriptorSets(m.dev->device, 3, wr, 0, nullptr);
+    }
+    MatmulPush pc{};
+    pc.n_in = uint32_t(bytes / 16);
+    const uint64_t per_group = uint64_t(FISH_COPY_WG) * 4;  // ~4 vectors per thread
+    const uint32_t groups = uint32_t(std::clamp<uint64_t>(
+        (pc.n_in + per_group - 1) / per_group, 1, m.dev->props.limits.maxComputeWorkGroupCount[0]));
+    auto run = [&](int n) -> Result<double> {
+      FISH_VK_CHECK(m.vk().vkBeginCommandBuffer(m.cmd, &bi));
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      m.vk().vkCmdPipelineBarrier(
+          m.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+      m.vk().vkCmdBindPipeline(m.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+      m.vk().vkCmdPushConstants(m.cmd, m.pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc,
+                                &pc);
+      for (int i = 0; i < n; ++i) {
+        // Alternate directions; the barrier orders each copy after the previous one.
+        m.vk().vkCmdBindDescriptorSets(m.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, m.pipe_layout, 0, 1,
+                                       &sets[i % 2], 0, nullptr);
+        m.vk().vkCmdDispatch(m.cmd, groups, 1, 1);
+        m.vk().vkCmdPipelineBarrier(m.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                                    nullptr);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      FISH_TRY(m.submit_and_wait("shader copy bandwidth"));
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    // A 1-copy submit first: the difference removes submit and wait latency from the timing.
+    FISH_ASSIGN_OR_RETURN(const double t1, run(1));
+    FISH_ASSIGN_OR_RETURN(const double tn, run(reps + 1));
+    // Both buffers now hold the pattern; b was last written by a shader copy (a -> b first).
+    std::memset(host, 0, bytes);
+    FISH_VK_CHECK(m.vk().vkBeginCommandBuffer(m.cmd, &bi));
+    VkMemoryBarrier to_copy{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    to_copy.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    to_copy.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    m.vk().vkCmdPipelineBarrier(m.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_copy, 0, nullptr, 0,
+                                nullptr);
+    m.vk().vkCmdCopyBuffer(m.cmd, bufs[1].buf, bufs[2].buf, 1, &whole);
+    VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    to_host.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    m.vk().vkCmdPipelineBarrier(m.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                                0, 1, &to_host, 0, nullptr, 0, nullptr);
+    FISH_TRY(m.submit_and_wait("shader copy readback"));
+    for (uint64_t i = 0; i < n_words; ++i)
+      if (host[i] != pattern(i))
+        return make_error(
+            "vulkan: copy_u4: byte {} of {} differs after the copies ({:#x}, "
+            "expected {:#x})",
+            4 * i, bytes, host[i], pattern(i));
+    return 2.0 * double(bytes) * double(reps) / std::max(tn - t1, 1e-9);
+  };
+  Result<double> r = body();
+  free_all();
+  return r;
+}
+
 Status VulkanBackend::set_run_budget(std::optional<uint64_t> bytes) {
   std::lock_guard lock(impl_->mu);
   FISH_TRY(impl_->open_locked(this));
@@ -703,7 +832,9 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
   for (size_t i = 0; i < ops.size(); ++i) {
     const Weight& w = *ws[i];
     FISH_ASSIGN_OR_RETURN(
-        VkPipeline p, pipeline(fmt::format("{}_{}", vec ? "matvec" : "matmul", type_name(w.type))));
+        VkPipeline p,
+        pipeline(fmt::format("{}_{}", vec ? (opt->matvec1 ? "matvec1" : "matvec") : "matmul",
+                             type_name(w.type))));
     vk().vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     for (const Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)

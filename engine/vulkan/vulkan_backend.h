@@ -1,6 +1,8 @@
 // The Vulkan ComputeBackend (engine/compute_backend.h): weights uploaded to device memory,
-// matmuls as compute dispatches (shaders/matvec.comp.glsl for n_tok <= 4, matmul.comp.glsl
-// tiled for prefill), one submit and one fence wait per matmul_group.
+// matmuls as compute dispatches (matvec_<type> for n_tok <= 4: shaders/matvec_fast.comp.glsl
+// for f16/q4_0/q8_0/q4_k/q5_k/q6_k, matvec.comp.glsl otherwise or for every type with
+// FISH_VK_MATVEC=1; matmul.comp.glsl tiled for prefill), one submit and one fence wait per
+// matmul_group.
 //
 // Start-up: a static initializer registers one backend (set_gpu_backend) unless FISH_GPU is
 // 0/off/false/no; it touches no driver. The device opens lazily on the first query (supports,
@@ -69,6 +71,14 @@ class VulkanBackend final : public ComputeBackend {
   // The buffers count against the budget and are freed before returning.
   // Errors: the device is not open, the budget refuses 2 x bytes, a device error.
   Result<double> device_copy_bytes_per_s(uint64_t bytes, int reps);
+
+  // The same for a compute shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride): `reps`
+  // dispatches copying `bytes` back and forth between two device-local buffers in one submit,
+  // bytes read + written per second (what a kernel can stream: the matvec reference). The
+  // buffers start with a host pattern that is read back and compared after the copies, so a
+  // wrong copy is an error. Errors: bytes is not a positive multiple of 16 (or exceeds the
+  // storage buffer range), the budget refuses the buffers, the copy differs, a device error.
+  Result<double> shader_copy_bytes_per_s(uint64_t bytes, int reps);
 
   // FISH's ceiling for the allocations that follow (fish run's per-cell vram_budget_mb):
   // VramBudget::set_run_ceiling, so FISH_VRAM_BUDGET_MB still caps it; nullopt restores the

@@ -57,6 +57,11 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   }
   o.validate = is_one(std::getenv("FISH_VK_VALIDATE"));
   o.verbose = is_one(std::getenv("FISH_GPU_VERBOSE"));
+  if (const char* m = std::getenv("FISH_VK_MATVEC"); m && *m) {
+    const std::string_view v(m);
+    if (v != "0" && v != "1") return make_error("FISH_VK_MATVEC='{}': expected 0 or 1", v);
+    o.matvec1 = v == "1";
+  }
   if (const char* b = std::getenv("FISH_VRAM_BUDGET_MB"); b && *b) {
     FISH_ASSIGN_OR_RETURN(uint64_t mb, parse_uint("FISH_VRAM_BUDGET_MB", b, uint64_t(1) << 30));
     if (mb == 0) return make_error("FISH_VRAM_BUDGET_MB='0': expected a positive number of MB");

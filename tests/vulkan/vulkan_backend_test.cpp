@@ -83,6 +83,19 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     EXPECT_FALSE(vk::VulkanOptions::from_env().ok());
   }
   {
+    ScopedEnv e("FISH_VK_MATVEC", "old");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok());
+    EXPECT_NE(o.error().message.find("FISH_VK_MATVEC='old'"), std::string::npos)
+        << o.error().message;
+  }
+  {
+    ScopedEnv e("FISH_VK_MATVEC", "1");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_TRUE(o->matvec1);
+  }
+  {
     ScopedEnv a("FISH_GPU", "cpu"), b("FISH_GPU_DEVICE", "2"), c("FISH_VRAM_BUDGET_MB", "300"),
         d("FISH_VK_QUEUE", "universal");
     auto o = vk::VulkanOptions::from_env();
@@ -91,11 +104,12 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     EXPECT_EQ(o->device, 2u);
     EXPECT_EQ(o->budget_bytes, uint64_t(300) << 20);
     EXPECT_TRUE(o->universal_queue);
+    EXPECT_FALSE(o->matvec1);
   }
 }
 
 TEST(VulkanBackend, EveryKernelIsEmbedded) {
-  for (const char* op : {"matvec", "matmul"})
+  for (const char* op : {"matvec", "matvec1", "matmul"})
     for (GgmlType t :
          {GgmlType::f32, GgmlType::f16, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
           GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k}) {
@@ -103,6 +117,7 @@ TEST(VulkanBackend, EveryKernelIsEmbedded) {
       ASSERT_GT(code.size(), 5u) << op << " " << type_name(t);
       EXPECT_EQ(code[0], 0x07230203u) << "SPIR-V magic";
     }
+  EXPECT_GT(vk::embedded_shader("copy_u4").size(), 5u);
 }
 
 TEST(VulkanBackend, OpensLavapipeWithFishGpuCpu) {

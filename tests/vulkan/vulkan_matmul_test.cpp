@@ -9,6 +9,7 @@
 
 #include "engine/model.h"
 #include "engine/vulkan/vulkan_backend.h"
+#include "shaders/fish_vk_layout.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
 
@@ -146,6 +147,58 @@ TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
                          fmt::format("{} n_tok {}", views[i].name, n_tok));
   }
   for (WeightHandle h : hs) backend_->release(h);
+}
+
+// The decode kernels (n_tok 1..FISH_MATVEC_MAX_TOK) on K of one block, a few blocks, and more
+// 32-value chunks than a workgroup has threads (the chunk loop wraps with idle threads), rows
+// not a multiple of FISH_MATVEC_ROWS: matvec_<type> (matvec_fast for the bandwidth-bound
+// types) by default, matvec1_<type> with FISH_VK_MATVEC=1 (options.matvec1).
+void check_matvec_kernels(vk::VulkanBackend& backend) {
+  std::mt19937 rng(19);
+  for (GgmlType t : kTypes) {
+    const int64_t blk = std::max<int64_t>(type_info(t).block_elems, 32);
+    const int64_t chunks_past_wg = (FISH_MATVEC_WG + 13) * 32;  // 141 chunks of 32 values
+    for (int64_t n_in : {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk}) {
+      const int64_t n_out = 7 * FISH_MATVEC_ROWS + 3;
+      const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+      const MatrixView v = view(w, t, n_out, n_in, fmt::format("matvec {}", type_name(t)));
+      auto h = backend.upload(v);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
+        const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+        std::vector<float> y(size_t(n_tok * n_out), -1.0f);
+        const Status s = backend.matmul(h.value(), x.data(), n_tok, y.data());
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        test::expect_close(test::reference_matmul(v, x.data(), n_tok), y, n_out,
+                           fmt::format("{} K {} n_tok {}", v.name, n_in, n_tok));
+      }
+      backend.release(h.value());
+    }
+  }
+}
+
+TEST_F(VulkanMatmul, MatvecKernelsMatchCpuReferenceAtEveryTokenCount) {
+  check_matvec_kernels(*backend_);
+}
+
+TEST_F(VulkanMatmul, GenericMatvec1KernelsMatchCpuReferenceAtEveryTokenCount) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec1 = true;  // as FISH_VK_MATVEC=1
+  vk::VulkanBackend generic(opt);
+  check_matvec_kernels(generic);
+  EXPECT_EQ(generic.bytes_resident(), 0u);
+}
+
+TEST_F(VulkanMatmul, ShaderCopyIsBitExact) {
+  // 16-byte vectors not a multiple of a workgroup's share; 3 copies (a -> b -> a -> b), then b
+  // is read back against the host pattern inside shader_copy_bytes_per_s.
+  for (uint64_t bytes : {uint64_t(16), uint64_t(16) * (FISH_COPY_WG * 4 * 5 + 37)}) {
+    auto r = backend_->shader_copy_bytes_per_s(bytes, 2);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GT(r.value(), 0.0);
+  }
+  EXPECT_FALSE(backend_->shader_copy_bytes_per_s(24, 1).ok()) << "not a multiple of 16";
 }
 
 // blk.0's seven projections of a real model, alone and as the engine groups them.

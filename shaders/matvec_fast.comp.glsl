@@ -1,0 +1,279 @@
+#version 450
+// matvec_<type> for f16, q4_0, q8_0, q4_k, q5_k, q6_k: the bandwidth-bound decode matvec,
+// y[t][r] = sum_k W[r][k] x[t][k] for n_tok <= FISH_MATVEC_MAX_TOK (the generic matvec.comp.glsl
+// is built as matvec1_<type> for every type and is the reference design; FISH_VK_MATVEC=1).
+// Same contract: bindings and push constants of fish_vk_layout.h, one workgroup =
+// FISH_MATVEC_ROWS rows x all tokens, FISH_MATVEC_WG threads, grid groups_x x ceil(n_groups /
+// groups_x).
+// Work unit: a 32-value "chunk" of a row (Q4_0/Q8_0: one block; Q4_K/Q5_K: one 16-byte run of
+// codes = 16 values of two sub-blocks; Q6_K: 8 columns x 4 quarter-rows of a super-block half;
+// f16: 64 bytes). Thread i takes chunks i, i + WG, ... so each thread owns whole scale groups
+// (scales read once per chunk) and a subgroup reads contiguous bytes. Per chunk: the raw words of
+// all the workgroup's rows are loaded first (Q4_K/Q5_K/f16: 16-byte uvec4 loads, the super-block
+// header is one uvec4; Q4_0/Q8_0/Q6_K: unaligned blocks, several 4-byte loads funnelled by
+// 16 bits), so ROWS x (2..9) independent loads are in flight per thread; then each token's 32 x
+// values (8 vec4 loads, shared by the rows) are applied as scale * dot(code, x) + offset * sum(x)
+// per scale group. Partial sums: subgroupAdd, one shared slot per subgroup (any subgroup size:
+// the slots are drained in passes of 32). Rows past n_out are clamped to the last row and not
+// stored; the hot loop has no bounds checks. Device buffers carry 16 bytes of padding past the
+// last row (funnel reads touch the next word).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+
+#include "fish_vk_layout.h"
+
+layout(local_size_x = FISH_MATVEC_WG) in;
+// W seen as words (unaligned blocks) and as 16-byte vectors (aligned layouts): one binding.
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
+layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
+
+const uint kLo = 0x0F0F0F0Fu;
+
+// 4 bytes at an even byte offset from two words (16-bit funnel when not 4-aligned).
+uint funnel16(uint lo, uint hi, bool odd_half) {
+  return odd_half ? (lo >> 16u) | (hi << 16u) : lo;
+}
+// 8 bytes at an even byte offset.
+uvec2 ld64(uint byte_off) {
+  const uint i = byte_off >> 2u;
+  const bool odd = (byte_off & 2u) != 0u;
+  const uint a = w[i], b = w[i + 1u], c = w[i + 2u];
+  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
+}
+// dot(unorm bytes of q, v): the bytes as code / 255.
+float udot(uint q, vec4 v) {
+  return dot(unpackUnorm4x8(q), v);
+}
+// Sign-extended int8 byte k (0..7) of two words.
+float sbyte(uvec2 p, uint k) {
+  const uint word = k < 4u ? p.x : p.y;
+  return float(int(word << (24u - 8u * (k & 3u))) >> 24);
+}
+
+// ---- per type: where a chunk's x values are (x_off: value index of vec4 j = 0..7 of chunk c),
+// its raw words (Raw, load_raw), and its dot with x (chunk_dot; xs[k] = sum of vec4s 2k, 2k+1).
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+// Q4_K 144-byte (9 x uvec4) / Q5_K 176-byte (11 x uvec4) super-blocks of 256, 16-aligned since
+// rows are whole super-blocks: uvec4 0 = f16 d, f16 dmin, scales[12]; (Q5_K: uvec4 1..2 =
+// qh[32]); then qs[128]. Chunk c16 = c & 7 is qs bytes 16 c16 .. +15 = pair cc = c16 / 2,
+// l0 = 16 (c16 & 1): low nibbles are values 64 cc + l0 + 0..15 (sub-block 2cc), high nibbles
+// 64 cc + 32 + l0 + 0..15 (sub-block 2cc + 1); Q5_K's 5th bits are bits 2cc, 2cc+1 of qh[l0 + i].
+#if defined(TYPE_Q4_K)
+#define SB_VEC4 9u
+#define QS_VEC4 1u
+#else
+#define SB_VEC4 11u
+#define QS_VEC4 3u
+#endif
+uint x_off(uint c, uint j) {
+  const uint c16 = c & 7u;
+  return 256u * (c >> 3u) + 64u * (c16 >> 1u) + 16u * (c16 & 1u) + 4u * (j & 3u) + 32u * (j >> 2u);
+}
+struct Raw {
+  uvec4 hdr;
+  uvec4 q;
+#if defined(TYPE_Q5_K)
+  uvec4 qh;
+#endif
+};
+Raw load_raw(uint row_byte, uint c) {
+  const uint sb = (row_byte >> 4u) + (c >> 3u) * SB_VEC4;
+  Raw r;
+  r.hdr = w4[sb];
+  r.q = w4[sb + QS_VEC4 + (c & 7u)];
+#if defined(TYPE_Q5_K)
+  r.qh = w4[sb + 1u + (c & 1u)];
+#endif
+  return r;
+}
+// 6-bit scale and min of sub-block s (ggml get_scale_min_k4) from the header's scale words.
+uvec2 scale_min(uvec4 hdr, uint s) {
+  const uint sh = 8u * (s & 3u);
+  const uint a = hdr.y >> sh, b = hdr.z >> sh, h = hdr.w >> sh;
+  return s < 4u ? uvec2(a & 63u, b & 63u)
+                : uvec2((h & 15u) | ((a >> 2u) & 48u), ((h >> 4u) & 15u) | ((b >> 2u) & 48u));
+}
+float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
+  const uint s0 = 2u * ((c & 7u) >> 1u);
+  const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  float lo = 0.0, hi = 0.0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    uint ql = r.q[j] & kLo, qh = (r.q[j] >> 4u) & kLo;
+#if defined(TYPE_Q5_K)
+    ql |= ((r.qh[j] >> s0) & 0x01010101u) << 4u;
+    qh |= ((r.qh[j] >> (s0 + 1u)) & 0x01010101u) << 4u;
+#endif
+    lo += udot(ql, xv[j]);
+    hi += udot(qh, xv[4u + j]);
+  }
+  return 255.0 * dm.x * (float(sm0.x) * lo + float(sm1.x) * hi) -
+         dm.y * (float(sm0.y) * (xs[0] + xs[1]) + float(sm1.y) * (xs[2] + xs[3]));
+}
+#elif defined(TYPE_Q6_K)
+// 210-byte super-blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
+// 128h + 32k + l: low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 bits from
+// qh[32h + l] >> 2k, scale scales[8h + 2k + l/16]. Chunk c & 7 = 4h + g: columns l = 8g .. 8g+7
+// of half h for k = 0..3 (vec4 pair k): 3 x 8 code bytes + 8 scale bytes + d.
+uint x_off(uint c, uint j) {
+  const uint u = c & 7u;
+  return 256u * (c >> 3u) + 128u * (u >> 2u) + 32u * (j >> 1u) + 8u * (u & 3u) + 4u * (j & 1u);
+}
+struct Raw {
+  uvec2 ql0;  // ql[64h + 8g ..]: k = 0 (low nibbles), k = 2 (high)
+  uvec2 ql1;  // ql[64h + 32 + 8g ..]: k = 1, k = 3
+  uvec2 qh;   // qh[32h + 8g ..]
+  uvec2 sc;   // scales[8h .. 8h + 7]
+  uint d;     // the word holding d
+  uint g;
+};
+Raw load_raw(uint row_byte, uint c) {
+  const uint b = row_byte + (c >> 3u) * 210u;
+  const uint h = (c >> 2u) & 1u, g = c & 3u;
+  Raw r;
+  r.ql0 = ld64(b + 64u * h + 8u * g);
+  r.ql1 = ld64(b + 64u * h + 32u + 8u * g);
+  r.qh = ld64(b + 128u + 32u * h + 8u * g);
+  r.sc = ld64(b + 192u + 8u * h);
+  r.d = w[(b + 208u) >> 2u] >> (((b + 208u) & 2u) << 3u);
+  r.g = g;
+  return r;
+}
+float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
+  float s = 0.0;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
+    const uint shl = (k >> 1u) * 4u;
+    const uint qa = ((lq.x >> shl) & kLo) | (((r.qh.x >> (2u * k)) & 0x03030303u) << 4u);
+    const uint qb = ((lq.y >> shl) & kLo) | (((r.qh.y >> (2u * k)) & 0x03030303u) << 4u);
+    const float sc = sbyte(r.sc, 2u * k + (r.g >> 1u));
+    s += sc * (255.0 * (udot(qa, xv[2u * k]) + udot(qb, xv[2u * k + 1u])) - 32.0 * xs[k]);
+  }
+  return unpackHalf2x16(r.d).x * s;
+}
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+// One block per chunk. Q8_0: 34 bytes, f16 d, int8 qs[32], value d q (codes read biased,
+// q + 128, by unorm). Q4_0: 18 bytes, f16 d, qs[16], value j < 16: low nibble of qs[j],
+// j >= 16: high nibble of qs[j - 16], d (q - 8). Blocks are 2-aligned: the words from the one
+// holding d are read and the codes funnelled by 16 bits when d sits in a word's low half.
+#if defined(TYPE_Q8_0)
+#define BLOCK_BYTES 34u
+#define CODE_WORDS 8u
+#else
+#define BLOCK_BYTES 18u
+#define CODE_WORDS 4u
+#endif
+uint x_off(uint c, uint j) {
+  return 32u * c + 4u * j;
+}
+struct Raw {
+  uint wd[CODE_WORDS + 1u];
+  bool odd;  // d in the high half of wd[0]: codes are wd[1..] as they are
+};
+Raw load_raw(uint row_byte, uint c) {
+  const uint b = row_byte + c * BLOCK_BYTES;
+  Raw r;
+  [[unroll]] for (uint i = 0u; i <= CODE_WORDS; ++i) r.wd[i] = w[(b >> 2u) + i];
+  r.odd = (b & 2u) != 0u;
+  return r;
+}
+float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
+  const float d = unpackHalf2x16(r.odd ? r.wd[0] >> 16u : r.wd[0]).x;
+  float s = 0.0;
+  [[unroll]] for (uint i = 0u; i < CODE_WORDS; ++i) {
+    const uint q = r.odd ? r.wd[i + 1u] : (r.wd[i] >> 16u) | (r.wd[i + 1u] << 16u);
+#if defined(TYPE_Q8_0)
+    s += udot(q ^ 0x80808080u, xv[i]);
+#else
+    s += udot(q & kLo, xv[i]) + udot((q >> 4u) & kLo, xv[4u + i]);
+#endif
+  }
+#if defined(TYPE_Q8_0)
+  const float bias = 128.0;
+#else
+  const float bias = 8.0;
+#endif
+  return d * (255.0 * s - bias * (xs[0] + xs[1] + xs[2] + xs[3]));
+}
+#elif defined(TYPE_F16)
+// Rows padded to FISH_K_ALIGN (32) values = 64 bytes: a chunk is 4 aligned uvec4 of 8 halves.
+uint x_off(uint c, uint j) {
+  return 32u * c + 4u * j;
+}
+struct Raw {
+  uvec4 v[4];
+};
+Raw load_raw(uint row_byte, uint c) {
+  const uint i = (row_byte >> 4u) + 4u * c;
+  Raw r;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) r.v[k] = w4[i + k];
+  return r;
+}
+float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
+  float s = 0.0;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    s += dot(vec4(unpackHalf2x16(r.v[k].x), unpackHalf2x16(r.v[k].y)), xv[2u * k]);
+    s += dot(vec4(unpackHalf2x16(r.v[k].z), unpackHalf2x16(r.v[k].w)), xv[2u * k + 1u]);
+  }
+  return s;
+}
+#else
+#error "matvec_fast.comp.glsl: TYPE_F16, Q4_0, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
+#endif
+
+#define NACC (FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK)
+#define SLOTS 32u                // subgroup partial sums per pass
+shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+
+void main() {
+  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
+  if (group >= pc.n_groups) return;  // whole workgroup: no barrier is skipped by a part of it
+  const uint row0 = group * FISH_MATVEC_ROWS;
+  uint rb[FISH_MATVEC_ROWS];
+  [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+    rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+
+  float acc[NACC];
+  [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+  const uint n_chunks = pc.n_in >> 5u;
+  for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
+    Raw raw[FISH_MATVEC_ROWS];  // every row's loads issued before any use
+    [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) raw[r] = load_raw(rb[r], c);
+    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
+      if (t < pc.n_tok) {
+        vec4 xv[8];
+        float xs[4];
+        const uint xrow = t * pc.x_stride;
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) xv[j] = x[(xrow + x_off(c, j)) >> 2u];
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) xs[k] = dot(xv[2u * k] + xv[2u * k + 1u], vec4(1.0));
+        [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+          acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, xv, xs);
+      }
+    }
+  }
+
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
+    if (t < pc.n_tok)
+      [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
+  const uint i = gl_LocalInvocationID.x;
+  float total = 0.0;
+  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
+    const uint slot = gl_SubgroupID - g0;
+    if (subgroupElect() && slot < SLOTS)
+      [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
+    barrier();
+    if (i < NACC)
+      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
+    barrier();
+  }
+  if (i < NACC) {
+    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
+    const uint t = i % FISH_MATVEC_MAX_TOK;
+    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
+  }
+}
