@@ -1,19 +1,30 @@
-// Vulkan kernel throughput (the GPU backend, engine/vulkan): matvec (decode, 1 token) and tiled
-// matmul (prefill, 512 tokens) per weight type at Llama-3.1-8B shapes (attn 4096 x 4096, FFN
-// 14336 x 4096 and 4096 x 14336), reported as bytes/s of WEIGHTS read (matvec) and tokens/s.
-//
-// Each iteration is one matmul_group over distinct device copies of the matrix totalling
-// >= 512 MiB, so weights stream from device memory rather than L2 (H200: 50 MB) and the one
-// submit + fence wait is amortised over many dispatches, as in a layer span. Host time per
-// iteration includes x upload and y readback (small next to the weights). BM_VulkanDeviceCopy
-// measures the device's copy bandwidth in the same run (bytes read + written), so "% of copy"
-// = matvec bytes_per_second / copy bytes_per_second. The context line "vulkan" names the
-// device (FISH_GPU=cpu runs on lavapipe; numbers there only smoke-test).
+// Vulkan kernel throughput (the GPU backend, engine/vulkan) at Llama-3.1-8B shapes (attn 4096 x
+// 4096, FFN 14336 x 4096 and 4096 x 14336):
+//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/q6_k/q8_0/q4_0, the bandwidth-bound
+//     matvec_<type> (variant "matvec") and the generic matvec1_<type> (variant "matvec1", a second
+//     backend opened with FISH_VK_MATVEC=1's option) in the same run; bytes/s of WEIGHTS read,
+//     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
+//   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
+//   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
+//     shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride) move, bytes read + written per s;
+//     the shader copy is what a kernel can reach, the reference for the matvec GB/s.
+// Each matvec iteration is one matmul_group over distinct device copies of the matrix totalling
+// >= 256 MiB, so weights stream from device memory rather than L2 (H200: 50 MB) and the one
+// submit + fence wait is amortised over many dispatches, as in a layer span; host time per
+// iteration includes x upload and y readback (small next to the weights). The matrix is 512
+// reference-quantised N(0,1) rows repeated (quantising 58M values per shape would dominate the
+// run; the kernels read every copy from its own address). On the GPU machine:
+// --benchmark_filter='Copy|Matvec' (~60 s with 3 repetitions). The context line "vulkan" names
+// the device (FISH_GPU=cpu runs on lavapipe; numbers there only smoke-test).
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/vulkan/vulkan_backend.h"
@@ -27,6 +38,67 @@ vk::VulkanBackend* backend();
 namespace {
 
 constexpr uint64_t kGroupBytes = uint64_t(512) << 20;
+constexpr uint64_t kMatvecGroupBytes = uint64_t(256) << 20;
+constexpr int64_t kDistinctRows = 512;
+
+double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
+
+// The generic-matvec backend (FISH_VK_MATVEC=1's option), opened on first use.
+vk::VulkanBackend* backend_matvec1() {
+  static vk::VulkanBackend* b = [] {
+    auto opt = vk::VulkanOptions::from_env();
+    if (opt.ok()) opt->matvec1 = true;
+    auto* be = new vk::VulkanBackend(opt);
+    (void)be->open();
+    return be;
+  }();
+  return b;
+}
+
+// n_out x n_in of type t: kDistinctRows reference-quantised N(0,1) rows, repeated.
+const std::vector<uint8_t>& bench_matrix(GgmlType t, int64_t n_out, int64_t n_in) {
+  static std::map<std::tuple<GgmlType, int64_t, int64_t>, std::vector<uint8_t>> cache;
+  auto& w = cache[{t, n_out, n_in}];
+  if (!w.empty()) return w;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t rb = row_bytes(t, n_in);
+  const int64_t distinct = std::min(n_out, kDistinctRows);
+  w.resize(rb * size_t(n_out));
+  std::vector<float> row(static_cast<size_t>(n_in));
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (float& f : row) f = dist(rng);
+    type_info(t).quantize_row(row.data(), w.data() + size_t(r) * rb, n_in);
+  }
+  for (int64_t r = distinct; r < n_out; ++r)
+    std::copy_n(w.data() + size_t(r % distinct) * rb, rb, w.data() + size_t(r) * rb);
+  return w;
+}
+
+// Device copies of one matrix on one backend, kept while consecutive benchmarks ask for the
+// same matrix (the variants and token counts of a shape), released when another is asked for.
+struct Resident {
+  std::tuple<GgmlType, int64_t, int64_t> key{};
+  std::vector<WeightHandle> handles;
+  size_t bytes = 0;  // of one copy
+};
+const Resident& resident(vk::VulkanBackend* b, GgmlType t, int64_t n_out, int64_t n_in) {
+  static std::map<vk::VulkanBackend*, Resident> by_backend;
+  Resident& r = by_backend[b];
+  if (!r.handles.empty() && r.key == std::make_tuple(t, n_out, n_in)) return r;
+  for (WeightHandle h : r.handles) b->release(h);
+  r = Resident{{t, n_out, n_in}, {}, 0};
+  const std::vector<uint8_t>& w = bench_matrix(t, n_out, n_in);
+  r.bytes = w.size();
+  const MatrixView view{w.data(), t, n_in, n_out, w.size(), "bench"};
+  const int copies = int(std::max<uint64_t>(1, (kMatvecGroupBytes + w.size() - 1) / w.size()));
+  for (int i = 0; i < copies; ++i) {
+    auto h = b->upload(view);
+    if (!h.ok()) break;  // budget: measure what fits
+    r.handles.push_back(h.value());
+  }
+  return r;
+}
 
 }  // namespace
 
@@ -96,6 +168,47 @@ void BM_VulkanMatmul(benchmark::State& state) {
   state.SetLabel(std::string(type_name(t)));
 }
 
+// Args: type id, n_out, n_in, n_tok, variant (0: matvec_<type>, 1: matvec1_<type>).
+void BM_VulkanMatvec(benchmark::State& state) {
+  const GgmlType t = GgmlType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
+  const bool generic = state.range(4) != 0;
+  vk::VulkanBackend* b = generic ? backend_matvec1() : backend();
+  if (!b->supports(t)) {
+    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
+    return;
+  }
+  const Resident& r = resident(b, t, n_out, n_in);
+  if (r.handles.empty()) {
+    state.SkipWithError("upload refused");
+    return;
+  }
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(size_t(n_tok * n_in));
+  for (float& f : x) f = dist(rng);
+  std::vector<std::vector<float>> ys(r.handles.size(), std::vector<float>(size_t(n_tok * n_out)));
+  std::vector<ComputeBackend::MatmulOp> ops;
+  for (size_t i = 0; i < r.handles.size(); ++i) ops.push_back({r.handles[i], ys[i].data()});
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    const Status s = b->matmul_group(ops, x.data(), n_tok);
+    if (!s.ok()) {
+      state.SkipWithError(s.error().message.c_str());
+      break;
+    }
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double bytes = double(state.iterations()) * double(r.handles.size() * r.bytes);
+  state.SetBytesProcessed(int64_t(bytes));
+  state.counters["copies"] = double(r.handles.size());
+  state.counters["weight_GBps"] = bytes / std::max(dt, 1e-9) / 1e9;
+  if (g_shader_copy_bytes_per_s > 0)
+    state.counters["pct_shader_copy"] =
+        100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
+  state.SetLabel(fmt::format("{} {}", type_name(t), generic ? "matvec1" : "matvec"));
+}
+
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
 // with): bytes read + written per second, 20 copies per submit.
 void BM_VulkanDeviceCopy(benchmark::State& state) {
@@ -116,12 +229,52 @@ void BM_VulkanDeviceCopy(benchmark::State& state) {
 }
 BENCHMARK(BM_VulkanDeviceCopy)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// The same through copy_u4 (a compute shader): 128 MiB (within lavapipe's storage buffer range;
+// 2.5x the H200 L2 per buffer) back and forth, 100 dispatches per submit, verified against its
+// host pattern after each call (so few iterations).
+void BM_VulkanShaderCopy(benchmark::State& state) {
+  vk::VulkanBackend* b = backend();
+  const uint64_t bytes = uint64_t(state.range(0)) << 20;
+  constexpr int kReps = 100;
+  double bytes_per_s = 0;
+  for (auto _ : state) {
+    auto r = b->shader_copy_bytes_per_s(bytes, kReps);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    bytes_per_s = r.value();
+    state.SetIterationTime(2.0 * double(bytes) * kReps / bytes_per_s);
+  }
+  g_shader_copy_bytes_per_s = bytes_per_s;
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * bytes * kReps));
+  state.counters["copy_GBps"] = bytes_per_s / 1e9;
+}
+BENCHMARK(BM_VulkanShaderCopy)
+    ->Arg(128)
+    ->Iterations(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+void matvec_shapes(benchmark::internal::Benchmark* bm) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
+    for (auto [n_out, n_in] :
+         {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
+      for (int64_t n_tok : {1, 2})
+        for (int64_t variant : {0, 1}) bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
+}
+BENCHMARK(BM_VulkanMatvec)
+    ->Apply(matvec_shapes)
+    ->MinTime(0.2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void shapes(benchmark::internal::Benchmark* bm) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q5_k,
                      GgmlType::f16})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
-      for (int64_t n_tok : {1, 512}) bm->Args({int64_t(t), n_out, n_in, n_tok});
+      bm->Args({int64_t(t), n_out, n_in, 512});
 }
 BENCHMARK(BM_VulkanMatmul)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (H200) that checks and measures what landed, back to back:
 #   1. the Vulkan kernel tests on the real GPU (synthetic tensors; the real models do not travel),
-#   2. fish_vulkan_bench (device copy bandwidth + matvec/prefill GB/s at Llama-8B shapes),
+#   2. fish_vulkan_bench (copy-engine and shader copy bandwidth + matvec / matvec1 GB/s at
+#      Llama-8B shapes),
 #   3. stage 1 offload vs CPU-only on synthetic Llama-1B / 8B Q4_K_M (+ the 8B under a 4 GB card),
 #   4. the int4 kernels (W4A8 with AMX, W4A16) and re-quantisation speed on the 16-thread host.
 # Carried: .devcarry/{bin,lib,commit} built on the dev machine, .gl (libvulkan1 .deb).
@@ -34,8 +35,8 @@ grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
 echo "== benches"
 mkdir -p build/bench && cp $B/fish_*_bench build/bench/
 FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
-  -- --benchmark_filter='Copy|/12/|/14/' > $W/vulkan_bench.log 2>&1
-tail -n 25 $W/vulkan_bench.log
+  -- --benchmark_filter='Copy|Matvec' > $W/vulkan_bench.log 2>&1
+grep -E "_median|ERROR" $W/vulkan_bench.log | cut -c1-220 | head -60
 [ -n "${SKIP_CPU_BENCH:-}" ] || FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 150 scripts/run_bench.sh int4_bench build \
   -- --benchmark_filter='threads:(1|16)/|decode_isa' > $W/int4_bench.log 2>&1
 tail -n 20 $W/int4_bench.log
