@@ -13,7 +13,7 @@
 // header is one uvec4; Q4_0/Q8_0/Q6_K: unaligned blocks, several 4-byte loads funnelled by
 // 16 bits), so ROWS x (2..9) independent loads are in flight per thread; then each token's 32 x
 // values (8 vec4 loads, shared by the rows) are applied as scale * dot(code, x) + offset * sum(x)
-// per scale group. Partial sums: subgroupAdd, one shared slot per subgroup (any subgroup size:
+// per scale group, codes turned into floats without conversion instructions (udot). Partial sums: subgroupAdd, one shared slot per subgroup (any subgroup size:
 // the slots are drained in passes of 32). Rows past n_out are clamped to the last row and not
 // stored; the hot loop has no bounds checks. Device buffers carry 16 bytes of padding past the
 // last row (funnel reads touch the next word).
@@ -44,9 +44,13 @@ uvec2 ld64(uint byte_off) {
   const uint a = w[i], b = w[i + 1u], c = w[i + 2u];
   return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
 }
-// dot(unorm bytes of q, v): the bytes as code / 255.
+// dot(the 4 bytes of q as unsigned integers, v). Bytes become floats by the 2^23 magic number
+// (bits 0x4B0000bb are 2^23 + bb exactly): integer ops and one exact subtraction per value,
+// where unpackUnorm4x8 / uint-to-float conversions run at a quarter of the FP32 rate on NVIDIA
+// (16 per SM per clock on sm_80/sm_90), which would bound Q4_K below HBM bandwidth.
 float udot(uint q, vec4 v) {
-  return dot(unpackUnorm4x8(q), v);
+  const uvec4 b = uvec4(q, q >> 8u, q >> 16u, q >> 24u) & 0xFFu;
+  return dot(uintBitsToFloat(b | 0x4B000000u) - 8388608.0, v);
 }
 // Sign-extended int8 byte k (0..7) of two words.
 float sbyte(uvec2 p, uint k) {
@@ -111,7 +115,7 @@ float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
     lo += udot(ql, xv[j]);
     hi += udot(qh, xv[4u + j]);
   }
-  return 255.0 * dm.x * (float(sm0.x) * lo + float(sm1.x) * hi) -
+  return dm.x * (float(sm0.x) * lo + float(sm1.x) * hi) -
          dm.y * (float(sm0.y) * (xs[0] + xs[1]) + float(sm1.y) * (xs[2] + xs[3]));
 }
 #elif defined(TYPE_Q6_K)
@@ -151,13 +155,13 @@ float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
     const uint qa = ((lq.x >> shl) & kLo) | (((r.qh.x >> (2u * k)) & 0x03030303u) << 4u);
     const uint qb = ((lq.y >> shl) & kLo) | (((r.qh.y >> (2u * k)) & 0x03030303u) << 4u);
     const float sc = sbyte(r.sc, 2u * k + (r.g >> 1u));
-    s += sc * (255.0 * (udot(qa, xv[2u * k]) + udot(qb, xv[2u * k + 1u])) - 32.0 * xs[k]);
+    s += sc * (udot(qa, xv[2u * k]) + udot(qb, xv[2u * k + 1u]) - 32.0 * xs[k]);
   }
   return unpackHalf2x16(r.d).x * s;
 }
 #elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
 // One block per chunk. Q8_0: 34 bytes, f16 d, int8 qs[32], value d q (codes read biased,
-// q + 128, by unorm). Q4_0: 18 bytes, f16 d, qs[16], value j < 16: low nibble of qs[j],
+// q + 128, as unsigned bytes). Q4_0: 18 bytes, f16 d, qs[16], value j < 16: low nibble of qs[j],
 // j >= 16: high nibble of qs[j - 16], d (q - 8). Blocks are 2-aligned: the words from the one
 // holding d are read and the codes funnelled by 16 bits when d sits in a word's low half.
 #if defined(TYPE_Q8_0)
@@ -197,7 +201,7 @@ float chunk_dot(Raw r, uint c, vec4 xv[8], float xs[4]) {
 #else
   const float bias = 8.0;
 #endif
-  return d * (255.0 * s - bias * (xs[0] + xs[1] + xs[2] + xs[3]));
+  return d * (s - bias * (xs[0] + xs[1] + xs[2] + xs[3]));
 }
 #elif defined(TYPE_F16)
 // Rows padded to FISH_K_ALIGN (32) values = 64 bytes: a chunk is 4 aligned uvec4 of 8 halves.

@@ -1,6 +1,7 @@
 // The SPIR-V modules embedded in the binary (generated from shaders/*.comp.glsl at build time,
 // or the committed shaders/prebuilt/fish_vk_shaders.inc), looked up by name: "<op>_<type>",
-// e.g. "matvec_q4_k" (types spelled as quant/types.h).
+// e.g. "matvec_q4_k" / "matvec1_q4_k" (types spelled as quant/types.h), or a typeless name
+// ("copy_u4").
 #pragma once
 
 #include <cstdint>
