@@ -219,6 +219,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       auto cap = gpu_layers_from_env();
       if (!cap.ok()) return fail(cap.error());
 #if FISH_HAVE_VULKAN
+      if (auto* vb = dynamic_cast<vk::VulkanBackend*>(b)) vb->set_requant_threads(a->threads);
       if (a->gpu_requant >= 0) {
         auto* vb = dynamic_cast<vk::VulkanBackend*>(b);
         if (!vb) return fail(make_error("--gpu-requant needs the Vulkan backend"));

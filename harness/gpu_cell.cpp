@@ -53,6 +53,7 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
     FISH_TRY(vb->set_run_requant(int(config.gpu_requant)));
     cp->requant_set_ = true;
   }
+  if (vk::VulkanBackend* vb = registered_vulkan()) vb->set_requant_threads(int(config.n_threads));
 #endif
   if (cap != 0) {
     std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(model, *backend, cap);

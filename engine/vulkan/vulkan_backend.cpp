@@ -94,6 +94,7 @@ struct VulkanBackend::Impl {
   std::map<WeightHandle, Weight> weights;
   std::optional<int> run_requant;            // set_run_requant; else opt->requant
   std::unique_ptr<ThreadPool> requant_pool;  // first re-quantising upload creates it
+  int requant_threads = 0;                   // set_requant_threads; 0: default_thread_count()
   int requant_mode() const { return run_requant ? *run_requant : opt.ok() ? opt->requant : 0; }
   GgmlType device_type(const MatrixView& w) const;
   WeightHandle next_handle = 1;
@@ -534,6 +535,11 @@ Status VulkanBackend::set_run_requant(std::optional<int> mode) {
   return Status::success();
 }
 
+void VulkanBackend::set_requant_threads(int n_threads) {
+  std::lock_guard lock(impl_->mu);
+  impl_->requant_threads = std::max(0, n_threads);
+}
+
 int VulkanBackend::requant_mode() const {
   std::lock_guard lock(impl_->mu);
   return impl_->requant_mode();
@@ -568,7 +574,9 @@ Status VulkanBackend::Impl::upload_part(const MatrixView& w, const Weight& wt, P
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + size_t(part.row0 + r) * src_row;
     auto* dst = static_cast<uint8_t*>(staging.mapped);
     if (wt.type != w.type) {  // FISH_GPU_REQUANT: quantised rows, n_in_pad == n_in
-      if (!requant_pool) requant_pool = std::make_unique<ThreadPool>();
+      const int threads = requant_threads > 0 ? requant_threads : default_thread_count();
+      if (!requant_pool || requant_pool->size() != threads)
+        requant_pool = std::make_unique<ThreadPool>(threads);
       requantize_rows(w.type, src, wt.type, dst, n, w.n_in, *requant_pool);
     } else if (wt.n_in_pad == wt.n_in) {
       std::memcpy(dst, src, size_t(n) * src_row);

@@ -85,6 +85,9 @@ class VulkanBackend final : public ComputeBackend {
   // The mode uploads use now (FISH_GPU_REQUANT unless set_run_requant chose one; 0 when the
   // options were invalid).
   int requant_mode() const;
+  // Threads of the re-quantising uploads that follow (the run's n_threads; 0: FISH_THREADS or
+  // every hardware thread, the default). The bytes do not depend on it.
+  void set_requant_threads(int n_threads);
   // The type upload(w) would put on the device under the current mode: the mode's target
   // (kernels/requant.h requant_target) when w.n_in is a multiple of its block, else w.type.
   GgmlType device_type(const MatrixView& w) const;
@@ -94,7 +97,7 @@ class VulkanBackend final : public ComputeBackend {
   bool supports(GgmlType t) override;
   // Under a re-quantisation mode (FISH_GPU_REQUANT, set_run_requant) the device copy is
   // device_type(w): rows are dequantised and re-quantised (kernels/requant.h requantize_rows)
-  // chunk by chunk into the staging buffer on the backend's thread pool (FISH_THREADS threads,
+  // chunk by chunk into the staging buffer on the backend's thread pool (set_requant_threads;
   // created on the first conversion); w's memory and the CPU path are untouched.
   Result<WeightHandle> upload(const MatrixView& w) override;
   Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
