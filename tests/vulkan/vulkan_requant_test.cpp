@@ -1,6 +1,7 @@
 // FISH_GPU_REQUANT on the Vulkan backend (seed 000 "Online re-quantisation"): the mode from the
 // environment and per run, which weights the device gets in which type, the kernels on
-// re-quantised weights against the CPU decode of the same re-quantised bytes (the real models'
+// re-quantised weights against the CPU decode of the same re-quantised bytes (a q3_k weight made
+// uploadable by mode 1; the real models'
 // blk.0 after modes 3 and 1; the seed's bound), describe()'s per-pair line, and placement under a
 // fixed FISH_VRAM_BUDGET_MB counting the smaller sizes (more Gemma 3 layers fit in mode 3).
 #include <gtest/gtest.h>
@@ -92,6 +93,33 @@ TEST(GpuRequant, DeviceTypeFollowsTheModeWhereRowsHoldWhole256Blocks) {
   EXPECT_EQ(type_of(3, T::q6_k, 512), T::q4_k);
   EXPECT_EQ(type_of(3, T::q4_k, 512), T::fq3);
   EXPECT_EQ(type_of(3, T::q5_0, 512), T::q5_0);
+}
+
+TEST(GpuRequant, Mode1MakesATypeWithoutKernelsUploadableAsFq3) {
+  auto b = backend_with(nullptr, nullptr);
+  ASSERT_TRUE(b->open().ok());
+  std::mt19937 rng(29);
+  const int64_t n_out = 37, n_in = 512;
+  const std::vector<uint8_t> q3 = test::random_weights(GgmlType::q3_k, n_out, n_in, rng);
+  const MatrixView w = view(q3, GgmlType::q3_k, n_out, n_in, "q3_k weight");
+  auto refused = b->upload(w);  // mode 0: q3_k has no kernel
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("q3_k has no Vulkan kernel"), std::string::npos)
+      << refused.error().message;
+  ASSERT_TRUE(b->set_run_requant(1).ok());
+  auto h = b->upload(w);
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  ThreadPool pool(1);
+  std::vector<uint8_t> fq3(row_bytes(GgmlType::fq3, n_in) * size_t(n_out));
+  requantize_rows(GgmlType::q3_k, q3.data(), GgmlType::fq3, fq3.data(), n_out, n_in, pool);
+  const std::vector<float> x = test::random_input(3 * n_in, rng);
+  std::vector<float> y(size_t(3 * n_out));
+  ASSERT_TRUE(b->matmul(h.value(), x.data(), 3, y.data()).ok());
+  test::expect_close(
+      test::reference_matmul(view(fq3, GgmlType::fq3, n_out, n_in, "fq3"), x.data(), 3), y, n_out,
+      "q3_k uploaded as fq3");
+  EXPECT_NE(b->describe().find("1 x q3_k->fq3 0 MB (from 0)"), std::string::npos) << b->describe();
+  b->release(h.value());
 }
 
 // The seven blk.0 projections of `file` uploaded under `mode`: the converted ones against the CPU
