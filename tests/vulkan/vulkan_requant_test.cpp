@@ -1,9 +1,9 @@
 // FISH_GPU_REQUANT on the Vulkan backend (seed 000 "Online re-quantisation"): the mode from the
 // environment and per run, which weights the device gets in which type, the kernels on
-// re-quantised weights against the CPU decode of the same re-quantised bytes (a q3_k weight made
-// uploadable by mode 1; the real models'
-// blk.0 after modes 3 and 1; the seed's bound), describe()'s per-pair line, and placement under a
-// fixed FISH_VRAM_BUDGET_MB counting the smaller sizes (more Gemma 3 layers fit in mode 3).
+// re-quantised weights against the CPU decode of the same re-quantised bytes (the real models'
+// blk.0 after modes 3 and 1, a q3_k weight made uploadable by mode 1; the seed's bound),
+// describe()'s per-pair line, and placement under a fixed FISH_VRAM_BUDGET_MB counting the
+// smaller sizes (more Gemma 3 layers fit in mode 3).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
