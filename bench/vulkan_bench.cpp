@@ -117,8 +117,9 @@ void BM_VulkanDeviceCopy(benchmark::State& state) {
 BENCHMARK(BM_VulkanDeviceCopy)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void shapes(benchmark::internal::Benchmark* bm) {
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q5_k,
-                     GgmlType::f16})
+  // fq3 (FISH_GPU_REQUANT's 3.5-bit device copy) next to q4_k, the type it replaces.
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0,
+                     GgmlType::q5_k, GgmlType::f16})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
       for (int64_t n_tok : {1, 512}) bm->Args({int64_t(t), n_out, n_in, n_tok});

@@ -7,6 +7,8 @@
 //   FISH_VK_VALIDATE=1        add VK_LAYER_KHRONOS_validation when installed
 //   FISH_GPU_VERBOSE=1        print why the backend is off / which device it opened to stderr
 //   FISH_VRAM_BUDGET_MB=<n>   FISH's own ceiling on device memory (default 85% of free at open)
+//   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
+//                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ struct VulkanOptions {
   bool validate = false;                 // FISH_VK_VALIDATE=1
   bool verbose = false;                  // FISH_GPU_VERBOSE=1
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
+  int requant = 0;                       // FISH_GPU_REQUANT: re-quantisation mode at upload
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;
