@@ -98,6 +98,14 @@ std::span<const FieldSpec<Config>> config_fields() {
        {},
        0,
        1 << 24},
+      {"gpu_requant",
+       &Config::gpu_requant,
+       "gpu path: the device gets a re-quantised copy of the placed weights (more layers fit; the "
+       "CPU copy is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> "
+       "fq3 and q6_k -> q4_k (rows of 256-value blocks only); -1: FISH_GPU_REQUANT (default 0)",
+       {},
+       -1,
+       3},
   };
   return table;
 }

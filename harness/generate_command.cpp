@@ -1,5 +1,6 @@
 // `fish generate -m MODEL -p PROMPT -n N [--threads T] [--n-ctx C] [--seed S --temp X ...]
-// [--chat] [--requant N]` Streams the continuation to stdout, then one stats line on stderr.
+// [--chat] [--requant N] [--gpu-requant N]` Streams the continuation to stdout, then one stats line
+// on stderr.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -96,6 +97,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     bool ignore_eos = false;
     std::string act = "int8";
     int requant = 0;
+    int gpu_requant = -1;  // -1: FISH_GPU_REQUANT
     std::string weight_path = "auto";
     int group_size = 64;
     std::string zero_point = "asym";
@@ -129,8 +131,14 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option(
          "--requant", a->requant,
          "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised "
-         "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (FISH_GPU_REQUANT)")
+         "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)")
       ->check(CLI::Range(0, 3))
+      ->capture_default_str();
+  cmd->add_option("--gpu-requant", a->gpu_requant,
+                  "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the "
+                  "CPU copy is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, "
+                  "3 q4_k -> fq3 and q6_k -> q4_k; -1: FISH_GPU_REQUANT (default 0)")
+      ->check(CLI::Range(-1, 3))
       ->capture_default_str();
   cmd->add_option("--weight-path", a->weight_path,
                   "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: "
@@ -205,9 +213,19 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 #if FISH_HAVE_VULKAN
     gpu_detail = gpu::vulkan_status();
 #endif
+    if (a->gpu_requant >= 0 && !gpu_backend())
+      return fail(make_error("--gpu-requant {}: no GPU backend ({})", a->gpu_requant, gpu_detail));
     if (ComputeBackend* b = gpu_backend()) {
       auto cap = gpu_layers_from_env();
       if (!cap.ok()) return fail(cap.error());
+#if FISH_HAVE_VULKAN
+      if (auto* vb = dynamic_cast<vk::VulkanBackend*>(b)) vb->set_requant_threads(a->threads);
+      if (a->gpu_requant >= 0) {
+        auto* vb = dynamic_cast<vk::VulkanBackend*>(b);
+        if (!vb) return fail(make_error("--gpu-requant needs the Vulkan backend"));
+        if (Status st = vb->set_run_requant(a->gpu_requant); !st.ok()) return fail(st.error());
+      }
+#endif
       std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(*model, *b, cap.value());
       gpu_detail = pl->summary();
       if (pl->bytes() > 0) opt.gpu = pl;

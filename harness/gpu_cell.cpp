@@ -47,6 +47,13 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
     FISH_TRY(vb->set_run_budget(uint64_t(config.vram_budget_mb) << 20));
     cp->budget_set_ = true;
   }
+  if (config.gpu_requant >= 0) {
+    vk::VulkanBackend* vb = registered_vulkan();
+    if (!vb) return make_error("gpu: gpu_requant needs the Vulkan backend");
+    FISH_TRY(vb->set_run_requant(int(config.gpu_requant)));
+    cp->requant_set_ = true;
+  }
+  if (vk::VulkanBackend* vb = registered_vulkan()) vb->set_requant_threads(int(config.n_threads));
 #endif
   if (cap != 0) {
     std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(model, *backend, cap);
@@ -73,6 +80,8 @@ CellPlacement::~CellPlacement() {
 #if FISH_HAVE_VULKAN
   if (budget_set_)
     if (vk::VulkanBackend* b = registered_vulkan()) (void)b->set_run_budget(std::nullopt);
+  if (requant_set_)
+    if (vk::VulkanBackend* b = registered_vulkan()) (void)b->set_run_requant(std::nullopt);
 #endif
 }
 

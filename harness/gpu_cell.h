@@ -1,9 +1,9 @@
 // The gpu path of one `fish run` cell: is a GPU backend usable here, and the cell's stage 1
 // placement (engine/gpu_placement.h) under its gpu_layers and vram_budget_mb.
 //
-// A placement holds device memory until it is destroyed; the per-cell budget stays set on the
-// backend until then, and the destructor restores the backend's own ceiling, so the next cell
-// (and the next budget) starts from zero resident bytes.
+// A placement holds device memory until it is destroyed; the per-cell budget and re-quantisation
+// mode stay set on the backend until then, and the destructor restores the backend's own, so the
+// next cell (and the next budget) starts from zero resident bytes.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,10 @@ class CellPlacement {
  public:
   // Places `model` on the registered backend: at most config.gpu_layers layers (-1: no cap;
   // FISH_GPU_LAYERS lowers it further), under a ceiling of config.vram_budget_mb MiB (0: the
-  // backend's). Errors: no usable backend, FISH_GPU_LAYERS invalid, a budget the backend
-  // cannot take, or nothing placed although gpu_layers != 0 (the message is the placement's
-  // summary: why the first upload was refused).
+  // backend's), the device copy re-quantised by config.gpu_requant (-1: FISH_GPU_REQUANT).
+  // Errors: no usable backend, FISH_GPU_LAYERS invalid, a budget the backend cannot take, or
+  // nothing placed although gpu_layers != 0 (the message is the placement's summary: why the
+  // first upload was refused).
   // Precondition: the model outlives the placement.
   static Result<std::unique_ptr<CellPlacement>> place(const Model& model, const Config& config);
   ~CellPlacement();  // releases the placed weights, then restores the backend's ceiling
@@ -52,6 +53,7 @@ class CellPlacement {
   std::string detail_;
   double vram_MB_ = 0;
   bool budget_set_ = false;
+  bool requant_set_ = false;  // config.gpu_requant >= 0 set the backend's run mode
 };
 
 }  // namespace fish

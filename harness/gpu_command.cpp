@@ -19,7 +19,7 @@ void add_gpu_command(CLI::App& app, int* exit_code) {
       "Show the GPU backend: status (why it is off, if it is), Vulkan devices and which one is "
       "selected, device memory free, FISH's ceiling (FISH_VRAM_BUDGET_MB) and headroom. "
       "Environment: FISH_GPU, FISH_GPU_DEVICE, FISH_VK_QUEUE, FISH_VK_VALIDATE, "
-      "FISH_GPU_VERBOSE, FISH_VRAM_BUDGET_MB.");
+      "FISH_GPU_VERBOSE, FISH_VRAM_BUDGET_MB, FISH_GPU_REQUANT.");
   cmd->callback([exit_code] {
 #if FISH_HAVE_VULKAN
     auto mb = [](uint64_t b) { return double(b) / double(1 << 20); };
@@ -46,6 +46,10 @@ void add_gpu_command(CLI::App& app, int* exit_code) {
           mb(info.ceiling_bytes),
           std::getenv("FISH_VRAM_BUDGET_MB") ? "FISH_VRAM_BUDGET_MB" : "85% of free at open",
           mb(info.headroom_bytes), mb(b->memory_free()), mb(info.resident_bytes));
+      std::printf(
+          "re-quantisation at upload: mode %d (FISH_GPU_REQUANT; 0 off, 1 all -> fq3, 2 "
+          "q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k)\n",
+          b->requant_mode());
     }
 #else
     std::printf(

@@ -154,6 +154,33 @@ Unit load_unit(uint row_byte, uint u) {
   uint qb = ((ld32(ql + 4u) >> shl) & 0x0F0F0F0Fu) | (((ld32(qh + 4u) >> shh) & 0x03030303u) << 4u);
   return Unit(unpackUnorm4x8(qa), unpackUnorm4x8(qb), 255.0 * ds, -32.0 * ds);
 }
+#elif defined(TYPE_FQ3)
+// FQ3 112-byte super-blocks of 256 (4-aligned; quant/fq3.h, seed 000 "FQ3"): f16 d, f16 dmin,
+// scales[12] (Q4_K packing), then per 32-value group g the words A, B, C at word 4 + 3g; values
+// 4s..4s+3 of a group are the bytes of ((s < 4 ? A : B) >> 2(s&3)) & 0x03030303 |
+// ((C >> s) & 0x01010101) << 2: two masks and one unpackUnorm4x8 per four values.
+// d*sc*q - dmin*m, q in 0..7, 6-bit sc, m of group g as Q4_K's sub-block g.
+Unit load_unit(uint row_byte, uint u) {
+  uint bw = (row_byte + (u >> 5u) * 112u) >> 2u;
+  uint j = u & 31u;
+  uint g = j >> 2u;         // 32-value group
+  uint s = 2u * (j & 3u);   // the unit's first quad in the group: A for s < 4, B after
+  vec2 dm = unpackHalf2x16(w[bw]);
+  uint ssh = 8u * (g & 3u);
+  uint lo_sc = w[bw + 1u] >> ssh;
+  uint lo_m = w[bw + 2u] >> ssh;
+  uint hi = w[bw + 3u] >> ssh;
+  uint sc = g < 4u ? lo_sc & 63u : (hi & 15u) | ((lo_sc >> 2u) & 48u);
+  uint m = g < 4u ? lo_m & 63u : ((hi >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
+  uint gw = bw + 4u + 3u * g;
+  uint ab = w[gw + (s >> 2u)];
+  uint c = w[gw + 2u];
+  uint sh = 2u * (s & 3u);
+  uint qa = ((ab >> sh) & 0x03030303u) | (((c >> s) & 0x01010101u) << 2u);
+  uint qb = ((ab >> (sh + 2u)) & 0x03030303u) | (((c >> (s + 1u)) & 0x01010101u) << 2u);
+  return Unit(unpackUnorm4x8(qa), unpackUnorm4x8(qb), 255.0 * dm.x * float(sc),
+              -dm.y * float(m));
+}
 #else
 #error "dequant.glsl: define one TYPE_<type> (shaders/CMakeLists.txt FISH_VK_TYPES)"
 #endif

@@ -17,6 +17,8 @@
 #include "engine/vulkan/vulkan_device.h"
 #include "engine/vulkan/vulkan_shaders.h"
 #include "fish_vk_layout.h"
+#include "kernels/requant.h"
+#include "kernels/thread_pool.h"
 
 namespace fish::vk {
 namespace {
@@ -50,9 +52,11 @@ struct Part {
 
 struct Weight {
   std::string name;
-  GgmlType type = GgmlType::f32;
-  uint32_t n_in = 0;      // as in the file
-  uint32_t n_in_pad = 0;  // K the kernels see (f32/f16 padded to FISH_K_ALIGN)
+  GgmlType type = GgmlType::f32;  // on the device
+  GgmlType from = GgmlType::f32;  // in the model (!= type: re-quantised at upload)
+  uint64_t from_bytes = 0;        // the model's bytes of this weight
+  uint32_t n_in = 0;              // as in the file
+  uint32_t n_in_pad = 0;          // K the kernels see (f32/f16 padded to FISH_K_ALIGN)
   uint32_t n_out = 0;
   uint32_t row_bytes = 0;  // device row stride
   std::vector<Part> parts;
@@ -88,6 +92,11 @@ struct VulkanBackend::Impl {
   std::map<std::string, VkPipeline> pipelines;
 
   std::map<WeightHandle, Weight> weights;
+  std::optional<int> run_requant;            // set_run_requant; else opt->requant
+  std::unique_ptr<ThreadPool> requant_pool;  // first re-quantising upload creates it
+  int requant_threads = 0;                   // set_requant_threads; 0: default_thread_count()
+  int requant_mode() const { return run_requant ? *run_requant : opt.ok() ? opt->requant : 0; }
+  GgmlType device_type(const MatrixView& w) const;
   WeightHandle next_handle = 1;
   // Matmul scratch: x and y staged in host-visible memory and copied to/from device-local
   // buffers inside the submit, so kernels never read or write across the bus (every workgroup
@@ -406,17 +415,28 @@ std::string VulkanBackend::describe() const {
   std::lock_guard lock(impl_->mu);
   const Impl& m = *impl_;
   if (m.state != Impl::State::open) return {};
-  std::map<std::string_view, std::pair<int, uint64_t>> by_type;
+  struct Entry {
+    int count = 0;
+    uint64_t bytes = 0, from_bytes = 0;
+    bool converted = false;
+  };
+  std::map<std::string, Entry> by_type;  // "q4_1", or "q4_k->fq3" for re-quantised weights
   uint64_t total = 0;
   for (const auto& [h, w] : m.weights) {
-    auto& e = by_type[type_name(w.type)];
-    e.first += 1;
-    e.second += w.bytes;
+    const bool converted = w.from != w.type;
+    Entry& e = by_type[converted ? fmt::format("{}->{}", type_name(w.from), type_name(w.type))
+                                 : std::string(type_name(w.type))];
+    e.count += 1;
+    e.bytes += w.bytes;
+    e.from_bytes += w.from_bytes;
+    e.converted = converted;
     total += w.bytes;
   }
   std::string s = fmt::format("vulkan {}: {:.0f} MB weights", m.dev->props.deviceName, mb(total));
-  for (const auto& [name, e] : by_type)
-    s += fmt::format(", {} x {} {:.0f} MB", e.first, name, mb(e.second));
+  for (const auto& [name, e] : by_type) {
+    s += fmt::format(", {} x {} {:.0f} MB", e.count, name, mb(e.bytes));
+    if (e.converted) s += fmt::format(" (from {:.0f})", mb(e.from_bytes));
+  }
   return s;
 }
 
@@ -624,6 +644,41 @@ Status VulkanBackend::set_run_budget(std::optional<uint64_t> bytes) {
   return Status::success();
 }
 
+GgmlType VulkanBackend::Impl::device_type(const MatrixView& w) const {
+  const int mode = requant_mode();
+  if (mode == 0) return w.type;
+  const std::optional<GgmlType> to = requant_target(mode, w.type);
+  if (!to || w.n_in <= 0 || w.n_in % type_info(*to).block_elems != 0 || !kernel_type(*to))
+    return w.type;
+  return *to;
+}
+
+Status VulkanBackend::set_run_requant(std::optional<int> mode) {
+  if (mode && (*mode < 0 || *mode > kRequantModeMax))
+    return make_error(
+        "vulkan: gpu_requant {} is not one of 0..{} (0 off, 1 every quantised weight -> fq3, 2 "
+        "q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k)",
+        *mode, kRequantModeMax);
+  std::lock_guard lock(impl_->mu);
+  impl_->run_requant = mode;
+  return Status::success();
+}
+
+void VulkanBackend::set_requant_threads(int n_threads) {
+  std::lock_guard lock(impl_->mu);
+  impl_->requant_threads = std::max(0, n_threads);
+}
+
+int VulkanBackend::requant_mode() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->requant_mode();
+}
+
+GgmlType VulkanBackend::device_type(const MatrixView& w) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->device_type(w);
+}
+
 bool VulkanBackend::supports(GgmlType t) {
   return open().ok() && kernel_type(t);
 }
@@ -647,7 +702,12 @@ Status VulkanBackend::Impl::upload_part(const MatrixView& w, const Weight& wt, P
     const uint32_t n = std::min(rows_per_chunk, part.n_rows - r);
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + size_t(part.row0 + r) * src_row;
     auto* dst = static_cast<uint8_t*>(staging.mapped);
-    if (wt.n_in_pad == wt.n_in) {
+    if (wt.type != w.type) {  // FISH_GPU_REQUANT: quantised rows, n_in_pad == n_in
+      const int threads = requant_threads > 0 ? requant_threads : default_thread_count();
+      if (!requant_pool || requant_pool->size() != threads)
+        requant_pool = std::make_unique<ThreadPool>(threads);
+      requantize_rows(w.type, src, wt.type, dst, n, w.n_in, *requant_pool);
+    } else if (wt.n_in_pad == wt.n_in) {
       std::memcpy(dst, src, size_t(n) * src_row);
     } else {
       for (uint32_t i = 0; i < n; ++i) {
@@ -670,8 +730,9 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
   FISH_TRY(m.open_locked(this));
-  if (!kernel_type(w.type))
-    return make_error("vulkan: {}: type {} has no Vulkan kernel", w.name, type_name(w.type));
+  const GgmlType dev_type = m.device_type(w);
+  if (!kernel_type(dev_type))
+    return make_error("vulkan: {}: type {} has no Vulkan kernel", w.name, type_name(dev_type));
   const TypeInfo& ti = type_info(w.type);
   if (w.n_in <= 0 || w.n_out <= 0 || w.n_in % ti.block_elems != 0 || !w.data)
     return make_error(
@@ -682,12 +743,14 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
                       row_bytes(w.type, w.n_in) * size_t(w.n_out), w.n_out, w.n_in, ti.name);
   Weight wt;
   wt.name = w.name;
-  wt.type = w.type;
+  wt.type = dev_type;
+  wt.from = w.type;
+  wt.from_bytes = w.n_bytes;
   wt.n_in = uint32_t(w.n_in);
   wt.n_in_pad =
       uint32_t(ti.is_quantized() ? w.n_in : int64_t(align_up(uint64_t(w.n_in), FISH_K_ALIGN)));
   assert(wt.n_in_pad % FISH_K_ALIGN == 0);  // quantised blocks are 32 or 256 values
-  const uint64_t dev_row = row_bytes(w.type, wt.n_in_pad);
+  const uint64_t dev_row = row_bytes(wt.type, wt.n_in_pad);
   uint64_t max_binding =
       std::min<uint64_t>(m.dev->props.limits.maxStorageBufferRange, uint64_t(UINT32_MAX)) -
       kBufferPad;

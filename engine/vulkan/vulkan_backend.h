@@ -61,7 +61,10 @@ class VulkanBackend final : public ComputeBackend {
   // device is not opened yet.
   std::string status() const;
   // One line for stats: device and resident weights by type, e.g.
-  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB".
+  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB"; weights re-quantised at upload by
+  // (from, to) pair with the bytes they had in the model (MiB, like the device bytes):
+  // "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from 2236), 21 x q6_k->q4_k
+  // 619 MB (from 903)".
   std::string describe() const;
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();
@@ -85,7 +88,27 @@ class VulkanBackend final : public ComputeBackend {
   // ceiling at open. Opens the device if not yet. Errors: the device cannot be opened.
   Status set_run_budget(std::optional<uint64_t> bytes);
 
+  // The re-quantisation mode for the uploads that follow (fish run's per-cell gpu_requant,
+  // `fish generate --gpu-requant`): 0..kRequantModeMax, nullopt restores FISH_GPU_REQUANT's.
+  // Weights already resident keep their type. Errors: a mode outside 0..kRequantModeMax.
+  Status set_run_requant(std::optional<int> mode);
+  // The mode uploads use now (FISH_GPU_REQUANT unless set_run_requant chose one; 0 when the
+  // options were invalid).
+  int requant_mode() const;
+  // Threads of the re-quantising uploads that follow (the run's n_threads; 0: FISH_THREADS or
+  // every hardware thread, the default). The bytes do not depend on it.
+  void set_requant_threads(int n_threads);
+  // The type upload(w) would put on the device under the current mode: the mode's target
+  // (kernels/requant.h requant_target) when w.n_in is a multiple of its block, else w.type.
+  GgmlType device_type(const MatrixView& w) const;
+
+  // supports(t): t has kernels (re-quantisation does not widen it: a mode-1 upload of a q3_k
+  // weight works although supports(q3_k) is false; upload() is the test that counts).
   bool supports(GgmlType t) override;
+  // Under a re-quantisation mode (FISH_GPU_REQUANT, set_run_requant) the device copy is
+  // device_type(w): rows are dequantised and re-quantised (kernels/requant.h requantize_rows)
+  // chunk by chunk into the staging buffer on the backend's thread pool (set_requant_threads;
+  // created on the first conversion); w's memory and the CPU path are untouched.
   Result<WeightHandle> upload(const MatrixView& w) override;
   Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
   Status matmul_group(std::span<const MatmulOp> ops, const float* x, int64_t n_tok) override;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kernels/requant.h"
+
 namespace fish::vk {
 namespace {
 
@@ -66,6 +68,10 @@ Result<VulkanOptions> VulkanOptions::from_env() {
     FISH_ASSIGN_OR_RETURN(uint64_t mb, parse_uint("FISH_VRAM_BUDGET_MB", b, uint64_t(1) << 30));
     if (mb == 0) return make_error("FISH_VRAM_BUDGET_MB='0': expected a positive number of MB");
     o.budget_bytes = mb << 20;
+  }
+  if (const char* r = std::getenv("FISH_GPU_REQUANT"); r && *r) {
+    FISH_ASSIGN_OR_RETURN(uint64_t mode, parse_uint("FISH_GPU_REQUANT", r, kRequantModeMax));
+    o.requant = int(mode);
   }
   return o;
 }

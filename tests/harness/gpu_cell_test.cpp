@@ -1,6 +1,6 @@
 // The gpu path of a fish run cell (harness/gpu_cell.h) on lavapipe, in process: the cell's layer
-// cap and VRAM ceiling decide the placement, and destroying it gives every device byte back and
-// restores the backend's own ceiling, so the next cell starts from zero.
+// cap, VRAM ceiling and gpu_requant decide the placement, and destroying it gives every device
+// byte back and restores the backend's own ceiling and mode, so the next cell starts from zero.
 #include "harness/gpu_cell.h"
 
 #include <gmock/gmock.h>
@@ -19,6 +19,7 @@ namespace fish {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 #if FISH_HAVE_VULKAN
 // Registers a lavapipe-capable backend for the test's lifetime (the start-up one follows the
@@ -91,6 +92,29 @@ TEST_F(GpuCell, TheCellsBudgetLimitsThePlacementAndTheOpenCeilingComesBack) {
   auto all = CellPlacement::place(*model_, c);
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(all.value()->gpu_layers(), 2);
+}
+
+TEST_F(GpuCell, TheCellsGpuRequantConvertsTheDeviceCopyAndTheBackendsModeComesBack) {
+  const int open_mode = backend_->requant_mode();
+  Config c;
+  double q8_MB = 0;
+  {
+    auto p = CellPlacement::place(*model_, c);  // gpu_requant -1: the backend's mode (0 here)
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_THAT(p.value()->detail(), Not(HasSubstr("->")));
+    q8_MB = p.value()->vram_MB();
+  }
+  c.gpu_requant = 1;  // every q8_0 matrix of the tiny model (rows of 256 / 512) -> fq3
+  {
+    auto p = CellPlacement::place(*model_, c);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_EQ(p.value()->gpu_layers(), 2);
+    EXPECT_THAT(p.value()->detail(), HasSubstr("x q8_0->fq3"));
+    EXPECT_LT(p.value()->vram_MB(), q8_MB);
+    EXPECT_EQ(backend_->requant_mode(), 1);
+  }
+  EXPECT_EQ(backend_->bytes_resident(), 0u);
+  EXPECT_EQ(backend_->requant_mode(), open_mode);
 }
 #endif
 

@@ -18,7 +18,7 @@ namespace {
 
 constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, GgmlType::q4_1,
                                GgmlType::q5_0, GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k,
-                               GgmlType::q5_k, GgmlType::q6_k};
+                               GgmlType::q5_k, GgmlType::q6_k, GgmlType::fq3};
 constexpr int64_t kTokenCounts[] = {1, 3, 37, 256};
 
 // One backend for the suite: lavapipe compiles each pipeline once.
