@@ -58,8 +58,8 @@ class VulkanBackend final : public ComputeBackend {
   // "vulkan: <device> ..." when open, "vulkan: off: <reason>" after a failure, or that the
   // device is not opened yet.
   std::string status() const;
-  // One line for stats: device and resident weights by type, e.g.
-  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB".
+  // One line for stats: device, resident weights by type and live spans, e.g.
+  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16".
   std::string describe() const;
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();
@@ -82,6 +82,8 @@ class VulkanBackend final : public ComputeBackend {
   uint64_t memory_free() override;
   uint64_t bytes_resident() const override;
   void release(WeightHandle w) override;
+  // Stage 2 (engine/vulkan/vulkan_span.h). FISH_GPU_PROFILE=2 adds per-stage timestamps.
+  Result<std::unique_ptr<LayerSpan>> span_create(const SpanDesc& desc) override;
 
  private:
   struct Impl;
