@@ -20,9 +20,8 @@ SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
   d.first_layer = first;
   for (int64_t il = first; il < model.params().n_layer; ++il) {
     const LayerWeights& L = model.layers()[size_t(il)];
-    d.layers.push_back({&L, pl.handle(&L.wq), pl.handle(&L.wk), pl.handle(&L.wv),
-                        pl.handle(&L.wo), pl.handle(&L.gate), pl.handle(&L.up),
-                        pl.handle(&L.down)});
+    d.layers.push_back({&L, pl.handle(&L.wq), pl.handle(&L.wk), pl.handle(&L.wv), pl.handle(&L.wo),
+                        pl.handle(&L.gate), pl.handle(&L.up), pl.handle(&L.down)});
   }
   d.inv_freq[0] = rope_inv_freq(model, 0);
   if (model.params().sliding_window > 0) d.inv_freq[1] = rope_inv_freq(model, 1);
@@ -105,8 +104,8 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     ++pl->n_layers_;
     pl->first_layer_ = il;
     if (want_span) {  // the span's KV + arena for the layers so far must still fit
-      const uint64_t need = span_bytes_estimate(p, pl->n_layers_, std::min(span.kv_reserve, span.n_ctx),
-                                                span.max_tok, span.n_ctx);
+      const uint64_t need = span_bytes_estimate(
+          p, pl->n_layers_, std::min(span.kv_reserve, span.n_ctx), span.max_tok, span.n_ctx);
       if (backend.memory_free() < need) {
         unplace(il);
         stop = fmt::format("layer {}: the span's KV + arena ({:.0f} MB) would not fit", il,

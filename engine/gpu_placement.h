@@ -10,8 +10,8 @@
 // upload, ends the placement; the rest runs on the CPU. FISH_GPU_LAYERS=N caps the layer count.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>

@@ -55,8 +55,8 @@ class LayerSpan {
   virtual int64_t kv_capacity() const = 0;  // positions allocated
   virtual int64_t n_layers() const = 0;
   virtual int64_t first_layer() const = 0;
-  virtual int64_t max_tok() const = 0;  // tokens per forward
-  virtual int64_t n_ctx() const = 0;    // positions the KV may grow to
+  virtual int64_t max_tok() const = 0;    // tokens per forward
+  virtual int64_t n_ctx() const = 0;      // positions the KV may grow to
   virtual uint64_t kv_bytes() const = 0;  // device bytes of the KV cache
   virtual uint64_t bytes() const = 0;     // device bytes of KV, arena, params
   // FISH_GPU_PROFILE=2: per-stage GPU time summed over the forwards so far, e.g.

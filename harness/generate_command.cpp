@@ -208,7 +208,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (ComputeBackend* b = gpu_backend()) {
       auto cap = gpu_layers_from_env();
       if (!cap.ok()) return fail(cap.error());
-      std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(*model, *b, cap.value());
+      // Stage 2 span over the placed layers unless FISH_GPU_SPAN=0.
+      std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(
+          *model, *b, cap.value(), span_request_from_env(opt.n_ctx, opt.n_batch));
       gpu_detail = pl->summary();
       if (pl->bytes() > 0) opt.gpu = pl;
 #if FISH_HAVE_VULKAN
@@ -257,6 +259,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                  std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());
+    if (s.gpu_fallbacks() > 0)
+      std::fprintf(stderr, "fish generate: the GPU span failed %lld time(s); ran on the CPU\n",
+                   (long long)s.gpu_fallbacks());
+    // FISH_GPU_PROFILE=2: per-stage GPU time of the span (timestamp queries).
+    if (opt.gpu && opt.gpu->span() && !opt.gpu->span()->profile().empty())
+      std::fprintf(stderr, "fish generate: %s\n", opt.gpu->span()->profile().c_str());
     *exit_code = kExitOk;
   });
 }

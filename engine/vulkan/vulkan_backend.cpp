@@ -783,6 +783,17 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
 
 Result<std::unique_ptr<LayerSpan>> VulkanBackend::span_create(const SpanDesc& desc) {
   FISH_TRY(open());
+  return create_vulkan_span(span_host(), desc);
+}
+
+Status VulkanBackend::run_span_op(const std::string& name, const SpanPush& pc, uint32_t gx,
+                                  uint32_t gy, std::vector<float>& arena,
+                                  const std::vector<float>& params, std::vector<uint32_t>& kv) {
+  FISH_TRY(open());
+  return vk::run_span_op(span_host(), name, pc, gx, gy, arena, params, kv);
+}
+
+SpanHost VulkanBackend::span_host() {
   Impl& m = *impl_;
   SpanHost h;
   h.dev = m.dev.get();
@@ -818,7 +829,7 @@ Result<std::unique_ptr<LayerSpan>> VulkanBackend::span_create(const SpanDesc& de
   };
   const char* prof = std::getenv("FISH_GPU_PROFILE");
   h.profile = prof && std::string_view(prof) == "2";
-  return create_vulkan_span(std::move(h), desc);
+  return h;
 }
 
 // ---- start-up registration --------------------------------------------------------------------

@@ -27,6 +27,8 @@
 namespace fish::vk {
 
 struct DeviceEntry;
+struct SpanHost;
+struct SpanPush;
 
 // What `fish gpu` prints: devices seen and the memory picture of the opened one.
 struct BackendInfo {
@@ -84,10 +86,15 @@ class VulkanBackend final : public ComputeBackend {
   void release(WeightHandle w) override;
   // Stage 2 (engine/vulkan/vulkan_span.h). FISH_GPU_PROFILE=2 adds per-stage timestamps.
   Result<std::unique_ptr<LayerSpan>> span_create(const SpanDesc& desc) override;
+  // One dispatch of a span op on host copies of its buffers (vulkan_span.h run_span_op; tests).
+  Status run_span_op(const std::string& name, const SpanPush& pc, uint32_t gx, uint32_t gy,
+                     std::vector<float>& arena, const std::vector<float>& params,
+                     std::vector<uint32_t>& kv);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  SpanHost span_host();
 };
 
 // The backend registered at start-up; nullptr when FISH_GPU turned it off. Never freed.

@@ -50,19 +50,27 @@ struct SpanHost {
   std::mutex* mu = nullptr;
   std::function<Result<SpanBuffer>(uint64_t bytes, VkBufferUsageFlags usage, bool host,
                                    std::string_view what)>
-      alloc;                                  // counted against the budget
-  std::function<void(SpanBuffer&)> free;      // of a buffer from alloc
+      alloc;                              // counted against the budget
+  std::function<void(SpanBuffer&)> free;  // of a buffer from alloc
   std::function<Result<VkPipeline>(const std::string& name)> matmul_pipeline;  // "matvec_q4_k"
   VkDescriptorSetLayout matmul_set_layout = VK_NULL_HANDLE;  // W, X, Y (fish_vk_layout.h)
   VkPipelineLayout matmul_layout = VK_NULL_HANDLE;           // + MatmulPush
   std::function<Result<SpanWeight>(WeightHandle)> weight;
-  std::function<bool()> is_open;                       // false after a lost device
-  std::function<void(const std::string& why)> failed;  // a device error in a forward
+  std::function<bool()> is_open;                              // false after a lost device
+  std::function<void(const std::string& why)> failed;         // a device error in a forward
   std::function<void(const LayerSpan*, bool live)> registry;  // for describe()
   bool profile = false;  // FISH_GPU_PROFILE=2: timestamp queries around each stage
 };
 
 // Errors: as ComputeBackend::span_create.
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(SpanHost host, const SpanDesc& desc);
+
+struct SpanPush;
+// One dispatch (gx x gy workgroups) of the span op `name` ("span_rmsnorm", ...) over copies of
+// ARENA, PARAMS and KV in host-visible buffers; arena and kv are read back. For the op tests
+// (each shader against its CPU reference). Errors: unknown op, budget, a device error.
+Status run_span_op(SpanHost host, const std::string& name, const SpanPush& pc, uint32_t gx,
+                   uint32_t gy, std::vector<float>& arena, const std::vector<float>& params,
+                   std::vector<uint32_t>& kv);
 
 }  // namespace fish::vk
