@@ -106,10 +106,12 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     if (want_span) {  // the span's KV + arena for the layers so far must still fit
       const uint64_t need = span_bytes_estimate(
           p, pl->n_layers_, std::min(span.kv_reserve, span.n_ctx), span.max_tok, span.n_ctx);
-      if (backend.memory_free() < need) {
+      if (const uint64_t left = backend.memory_free(); left < need) {
         unplace(il);
-        stop = fmt::format("layer {}: the span's KV + arena ({:.0f} MB) would not fit", il,
-                           double(need) / (1 << 20));
+        stop = fmt::format(
+            "layer {}: the span's KV + arena ({:.0f} MB) would not fit in the {:.0f} MB left "
+            "under the backend's ceiling (FISH_VRAM_BUDGET_MB / vram_budget_mb)",
+            il, double(need) / (1 << 20), double(left) / (1 << 20));
         break;
       }
     }

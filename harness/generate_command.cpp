@@ -107,7 +107,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "Generate text from a prompt: streams the continuation, then one stats line (prompt "
       "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA, GPU placement) on "
       "stderr. With a GPU backend (fish gpu) the output projection and the last layers' "
-      "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers).");
+      "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers), as one "
+      "layer span per forward unless FISH_GPU_SPAN=0; FISH_GPU_PROFILE=2 prints its per-stage GPU "
+      "time.");
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();

@@ -131,10 +131,11 @@ void expect_same(const std::vector<float>& a, const std::vector<float>& b, int64
       << what << ": max |dlogit| " << d.max_diff << " of " << d.max_abs;
 }
 
-// Seed test 2: span vs per-matmul vs CPU on identical teacher-forced inputs: a prefill of 5
-// (tiled kernels in both GPU paths), then one token at a time. lavapipe on a shared 2-core
-// machine takes seconds per token of these models (gemma3's 262k-row output above all), so the
-// runs are short; the H200 session runs the seed's 33 steps.
+// Seed test 2: span vs per-matmul vs CPU on identical teacher-forced inputs: a prefill of 3,
+// then one token at a time (matvec kernels; the tiled ones and chunking are covered by the
+// synthetic model below). lavapipe on a shared 2-core machine takes seconds per token of these
+// models (gemma3's 262k-row output above all), so the runs are short; 33 steps belong to the
+// GPU machine's session.
 void check_span_end_to_end(const char* file, const std::vector<int32_t>& tokens) {
   auto model = load(file);
   ASSERT_TRUE(model);
@@ -150,7 +151,7 @@ void check_span_end_to_end(const char* file, const std::vector<int32_t>& tokens)
     EXPECT_NE(b->describe().find("span"), std::string::npos) << b->describe();
     auto s = session(model, pl);
     EXPECT_TRUE(s->span_active());
-    span_lg = run(*s, tokens, 5);
+    span_lg = run(*s, tokens, 3);
     EXPECT_EQ(s->gpu_fallbacks(), 0);
     EXPECT_GE(pl->span()->kv_capacity(), int64_t(tokens.size()));  // grown from 8 as needed
     s.reset();
@@ -161,11 +162,11 @@ void check_span_end_to_end(const char* file, const std::vector<int32_t>& tokens)
     ASSERT_FALSE(pl->span());
     auto s = session(model, pl);
     EXPECT_FALSE(s->span_active());
-    matmul_lg = run(*s, tokens, 5);
+    matmul_lg = run(*s, tokens, 3);
   }
   EXPECT_EQ(b->bytes_resident(), 0u);
   auto cpu = session(model, nullptr, 64, ActMode::int8);
-  const std::vector<float> cpu_lg = run(*cpu, tokens, 5);
+  const std::vector<float> cpu_lg = run(*cpu, tokens, 3);
   expect_same(span_lg, matmul_lg, n_vocab, 0.02, std::string(file) + " span vs per-matmul");
   const Diff d = compare(span_lg, cpu_lg, n_vocab);
   std::printf(
@@ -176,11 +177,11 @@ void check_span_end_to_end(const char* file, const std::vector<int32_t>& tokens)
 }
 
 TEST(VulkanSpan, SmolLm2SpanMatchesPerMatmulAndCpu) {
-  check_span_end_to_end(test::kSmolLm2, {1, 504, 3458, 282, 4649, 314, 7042, 30, 378, 3458});
+  check_span_end_to_end(test::kSmolLm2, {1, 504, 3458, 282, 4649});
 }
 
 TEST(VulkanSpan, Gemma3SpanMatchesPerMatmulAndCpu) {
-  check_span_end_to_end(test::kGemma3, {2, 651, 6037, 576, 9, 1234, 88});
+  check_span_end_to_end(test::kGemma3, {2, 651, 6037, 576});
 }
 
 // Prefill of 70 tokens = two chunks (64 + 6) with the tiled kernels, then decode; and a
@@ -190,7 +191,7 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
   ASSERT_TRUE(model);
   auto b = open_backend();
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 74; ++i) tokens.push_back(int32_t((i * 37 + 5) % 2048));
+  for (int i = 0; i < 72; ++i) tokens.push_back(int32_t((i * 37 + 5) % 2048));
   std::shared_ptr<const GpuPlacement> span_pl =
       GpuPlacement::place_layers(*model, *b, -1, small_span(96));
   ASSERT_TRUE(span_pl->span()) << span_pl->summary();
