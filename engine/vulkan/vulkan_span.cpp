@@ -108,7 +108,7 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   std::map<std::string, VkPipeline> pipelines_;
-  VkPipeline rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE, kv_store_ = VK_NULL_HANDLE,
+  VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE, kv_store_ = VK_NULL_HANDLE,
              attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE, bias_ = VK_NULL_HANDLE,
              act_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
@@ -437,6 +437,7 @@ Status VulkanSpan::init() {
   }
 
   FISH_ASSIGN_OR_RETURN(rmsnorm_, op_pipeline("span_rmsnorm"));
+  FISH_ASSIGN_OR_RETURN(add_rmsnorm_, op_pipeline("span_add_rmsnorm"));
   FISH_ASSIGN_OR_RETURN(rope_, op_pipeline("span_rope"));
   FISH_ASSIGN_OR_RETURN(kv_store_, op_pipeline("span_kv_store"));
   FISH_ASSIGN_OR_RETURN(attention_, op_pipeline("span_attention"));
@@ -576,6 +577,22 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
     pc.eps = p_.norm_eps;
     op(rmsnorm_, pc, n, 1);
   };
+  auto add_rmsnorm = [&](uint32_t w) {  // x += tmp; xn = rmsnorm(x) * w
+    SpanPush pc{};
+    pc.n = E;
+    pc.rows = n;
+    pc.rows_per_tok = 1;
+    pc.split = 1;
+    pc.a_off = x_off;
+    pc.a_stride = E;
+    pc.b_off = off_tmp_;
+    pc.b_stride = E;
+    pc.c_off = off_xn_;
+    pc.c_stride = E;
+    pc.w_off0 = pc.w_off1 = w;
+    pc.eps = p_.norm_eps;
+    op(add_rmsnorm_, pc, n, 1);
+  };
   auto add_into_x = [&] {  // x += tmp
     SpanPush pc{};
     pc.n = E;
@@ -588,9 +605,11 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   };
   for (const LayerState& L : layers_) {
     bind_ops();
-    rmsnorm(x_off, E, off_xn_, E, L.attn_norm);
-    barrier();
-    stage_done(kRmsnorm);
+    if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add
+      rmsnorm(x_off, E, off_xn_, E, L.attn_norm);
+      barrier();
+      stage_done(kRmsnorm);
+    }
     matmuls(L.qkv, n);
     barrier();
     stage_done(kMatvec);
@@ -682,10 +701,7 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
       barrier();
       stage_done(kRmsnorm);
     }
-    add_into_x();
-    barrier();
-    stage_done(kAdd);
-    rmsnorm(x_off, E, off_xn_, E, L.ffn_norm);
+    add_rmsnorm(L.ffn_norm);
     barrier();
     stage_done(kRmsnorm);
     matmuls(L.gate_up, n);
@@ -712,9 +728,15 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
       barrier();
       stage_done(kRmsnorm);
     }
-    add_into_x();
-    barrier();
-    stage_done(kAdd);
+    if (&L != &layers_.back()) {
+      add_rmsnorm((&L + 1)->attn_norm);
+      barrier();
+      stage_done(kRmsnorm);
+    } else {
+      add_into_x();
+      barrier();
+      stage_done(kAdd);
+    }
   }
 }
 

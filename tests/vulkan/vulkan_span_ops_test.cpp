@@ -72,6 +72,32 @@ TEST(VulkanSpanOps, RmsnormMatchesCpuOnStridedRows) {
                   1e-5, "rmsnorm");
 }
 
+// The residual add fused into the next norm: x += tmp, then xn = rmsnorm(x) * w.
+TEST(VulkanSpanOps, AddRmsnormUpdatesXAndNormsTheSum) {
+  std::mt19937 rng(7);
+  const uint32_t n = 777, rows = 3, b_off = 2400, c_off = 5000;
+  std::vector<float> arena = randn(c_off + rows * n, rng);
+  const std::vector<float> params = randn(n, rng);
+  std::vector<uint32_t> kv(4);
+  std::vector<float> want = arena;
+  for (uint32_t t = 0; t < rows; ++t) {
+    float* x = want.data() + t * n;
+    add(x, want.data() + b_off + t * n, x, n);
+    rmsnorm_ref(x, params.data(), want.data() + c_off + t * n, n, 1e-5f);
+  }
+  vk::SpanPush pc{};
+  pc.n = n;
+  pc.rows = rows;
+  pc.rows_per_tok = 1;
+  pc.split = 1;
+  pc.a_stride = pc.b_stride = pc.c_stride = n;
+  pc.b_off = b_off;
+  pc.c_off = c_off;
+  pc.eps = 1e-5f;
+  ASSERT_TRUE(backend().run_span_op("span_add_rmsnorm", pc, rows, 1, arena, params, kv).ok());
+  expect_near_all(arena, want, 1e-5, "add + rmsnorm");
+}
+
 // Per-head q/k norm: 5 query heads (weight 0) and 2 key heads (weight 1) per token, in place.
 TEST(VulkanSpanOps, PerHeadNormUsesQAndKWeights) {
   std::mt19937 rng(2);
