@@ -108,9 +108,9 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   std::map<std::string, VkPipeline> pipelines_;
-  VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE, kv_store_ = VK_NULL_HANDLE,
-             attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE, bias_ = VK_NULL_HANDLE,
-             act_ = VK_NULL_HANDLE;
+  VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE,
+             kv_store_ = VK_NULL_HANDLE, attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE,
+             bias_ = VK_NULL_HANDLE, act_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
