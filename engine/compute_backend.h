@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "base/result.h"
+#include "engine/layer_span.h"
 #include "engine/model.h"
 #include "quant/types.h"
 
@@ -54,6 +56,15 @@ class ComputeBackend {
   virtual uint64_t bytes_resident() const = 0;
   // Frees a weight's device memory; scratch buffers go with the last weight. 0 is ignored.
   virtual void release(WeightHandle w) = 0;
+
+  // Stage 2: a layer span over weights already uploaded here (engine/layer_span.h), holding
+  // its KV cache, arena and parameters in device memory until destroyed (before the backend).
+  // Errors (nothing allocated): the backend has no span support, an architecture feature, type or
+  // shape the span ops cannot take, the budget refuses the KV + arena.
+  virtual Result<std::unique_ptr<LayerSpan>> span_create(const SpanDesc& desc) {
+    (void)desc;
+    return make_error("span: this backend runs no layer spans");
+  }
 };
 
 // The registered GPU backend, or nullptr (never registered, disabled by FISH_GPU=0, or it failed

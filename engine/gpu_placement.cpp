@@ -1,6 +1,8 @@
 // place_layers and the handle table of stage 1 offload (gpu_placement.h).
 #include "engine/gpu_placement.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -8,11 +10,46 @@
 
 namespace fish {
 
+namespace {
+
+// A span over layers [first, n_layer) of the placement's handles.
+SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
+                   const SpanRequest& req) {
+  SpanDesc d;
+  d.params = &model.params();
+  d.first_layer = first;
+  for (int64_t il = first; il < model.params().n_layer; ++il) {
+    const LayerWeights& L = model.layers()[size_t(il)];
+    d.layers.push_back({&L, pl.handle(&L.wq), pl.handle(&L.wk), pl.handle(&L.wv), pl.handle(&L.wo),
+                        pl.handle(&L.gate), pl.handle(&L.up), pl.handle(&L.down)});
+  }
+  d.inv_freq[0] = rope_inv_freq(model, 0);
+  if (model.params().sliding_window > 0) d.inv_freq[1] = rope_inv_freq(model, 1);
+  d.n_ctx = req.n_ctx;
+  d.kv_reserve = std::min(req.kv_reserve, req.n_ctx);
+  d.max_tok = req.max_tok;
+  return d;
+}
+
+}  // namespace
+
+SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch) {
+  SpanRequest r;
+  const char* v = std::getenv("FISH_GPU_SPAN");
+  std::string s = v ? v : "";
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  r.n_ctx = (s == "0" || s == "off" || s == "false" || s == "no") ? 0 : n_ctx;
+  r.max_tok = n_batch;
+  return r;
+}
+
 std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
                                                          ComputeBackend& backend,
-                                                         int64_t max_layers) {
+                                                         int64_t max_layers,
+                                                         const SpanRequest& span) {
   std::shared_ptr<GpuPlacement> pl(new GpuPlacement(backend));
-  const int64_t n_layer = model.params().n_layer;
+  const ModelParams& p = model.params();
+  const int64_t n_layer = p.n_layer;
   pl->first_layer_ = n_layer;
   std::string stop;  // why placement ended early
   // Uploads a set of matrices, all or none; returns the device bytes they took.
@@ -33,6 +70,21 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     pl->bytes_ += backend.bytes_resident() - before;
     return true;
   };
+  // Releases layer il's matrices (the lowest GPU layer) back to the CPU.
+  auto unplace = [&](int64_t il) {
+    const LayerWeights& L = model.layers()[size_t(il)];
+    const uint64_t before = backend.bytes_resident();
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
+      auto it = pl->handles_.find(m);
+      if (it == pl->handles_.end()) continue;
+      backend.release(it->second);
+      pl->handles_.erase(it);
+    }
+    pl->bytes_ -= std::min(pl->bytes_, before - backend.bytes_resident());
+    --pl->n_layers_;
+    pl->first_layer_ = il + 1;
+  };
+  const bool want_span = span.n_ctx > 0;
   if (max_layers != 0) {
     std::string why;
     pl->output_ = place({&model.output()}, &why);
@@ -51,16 +103,53 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     }
     ++pl->n_layers_;
     pl->first_layer_ = il;
+    if (want_span) {  // the span's KV + arena for the layers so far must still fit
+      const uint64_t need = span_bytes_estimate(
+          p, pl->n_layers_, std::min(span.kv_reserve, span.n_ctx), span.max_tok, span.n_ctx);
+      if (const uint64_t left = backend.memory_free(); left < need) {
+        unplace(il);
+        stop = fmt::format(
+            "layer {}: the span's KV + arena ({:.0f} MB) would not fit in the {:.0f} MB left "
+            "under the backend's ceiling (FISH_VRAM_BUDGET_MB / vram_budget_mb)",
+            il, double(need) / (1 << 20), double(left) / (1 << 20));
+        break;
+      }
+    }
+  }
+  std::string span_note;
+  if (want_span && pl->n_layers_ > 0) {
+    auto s = backend.span_create(span_desc(model, *pl, pl->first_layer_, span));
+    if (!s.ok()) {
+      // Declined for memory or for what the span ops take? A one-layer span tells them apart.
+      auto one = backend.span_create(span_desc(model, *pl, n_layer - 1, span));
+      if (one.ok() && pl->n_layers_ > 1) {
+        one.value().reset();
+        while (!s.ok() && pl->n_layers_ > 1) {
+          unplace(pl->first_layer_);
+          s = backend.span_create(span_desc(model, *pl, pl->first_layer_, span));
+        }
+      }
+      if (!s.ok()) span_note = "; no span: " + s.error().message;
+    }
+    if (s.ok()) {
+      pl->span_ = std::move(s).value();
+      span_note = fmt::format("; span {} layers, KV {:.0f} MB f16 ({} of {} positions)",
+                              pl->span_->n_layers(), double(pl->span_->kv_bytes()) / (1 << 20),
+                              pl->span_->kv_capacity(), pl->span_->n_ctx());
+      pl->bytes_ += pl->span_->bytes();
+    }
   }
   pl->summary_ =
       fmt::format("{}{} of {} layers", pl->output_ ? "output + " : "", pl->n_layers_, n_layer);
   if (pl->n_layers_ > 0) pl->summary_ += fmt::format(" ({}..{})", pl->first_layer_, n_layer - 1);
   pl->summary_ += fmt::format(" on the GPU, {:.0f} MB", double(pl->bytes_) / (1 << 20));
+  pl->summary_ += span_note;
   if (!stop.empty() && pl->n_layers_ < n_layer) pl->summary_ += "; stopped at " + stop;
   return pl;
 }
 
 GpuPlacement::~GpuPlacement() {
+  span_.reset();  // before the weights it binds
   for (auto& [m, h] : handles_) backend_->release(h);
 }
 

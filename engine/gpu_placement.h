@@ -10,6 +10,7 @@
 // upload, ends the placement; the rest runs on the CPU. FISH_GPU_LAYERS=N caps the layer count.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,13 +22,29 @@
 
 namespace fish {
 
+// Stage 2: what a placement reserves for a layer span over its GPU layers (engine/layer_span.h).
+struct SpanRequest {
+  int64_t n_ctx = 0;         // positions the span's KV may grow to; 0: no span (stage 1 only)
+  int64_t max_tok = 256;     // tokens per span forward (the session's n_batch)
+  int64_t kv_reserve = 256;  // positions the KV starts with (it grows on demand up to n_ctx)
+};
+// The request for a session of n_ctx positions and n_batch tokens per batch; n_ctx 0 (no span)
+// when FISH_GPU_SPAN is 0/off/false/no.
+SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch);
+
 class GpuPlacement {
  public:
   // max_layers < 0: no cap. Never fails: a failed upload ends the placement (the reason is in
   // summary()). The backend must outlive the placement; the model must stay loaded.
+  // With span.n_ctx > 0 every layer placed must leave room for the span's KV + arena + params
+  // (span_bytes_estimate) on the backend; the span is then created over the placed layers, and
+  // when the backend refuses it for memory, retried with one layer fewer each time (the
+  // released layers go back to the CPU). A span the backend declines for other reasons (an
+  // architecture feature, a type) leaves the layers to stage 1.
   static std::shared_ptr<GpuPlacement> place_layers(const Model& model, ComputeBackend& backend,
-                                                    int64_t max_layers = -1);
-  ~GpuPlacement();  // releases every uploaded matrix
+                                                    int64_t max_layers = -1,
+                                                    const SpanRequest& span = {});
+  ~GpuPlacement();  // destroys the span, then releases every uploaded matrix
   GpuPlacement(const GpuPlacement&) = delete;
   GpuPlacement& operator=(const GpuPlacement&) = delete;
 
@@ -40,7 +57,14 @@ class GpuPlacement {
   int64_t n_gpu_layers() const { return n_layers_; }
   int64_t first_gpu_layer() const { return first_layer_; }  // n_layer when none
   bool output_on_gpu() const { return output_; }
-  uint64_t bytes() const { return bytes_; }  // device bytes of the placed matrices
+  // The span over layers first_gpu_layer().. (null: none). One session at a time runs it:
+  // claim_span() returns it once until unclaim_span() (a second session gets null -> stage 1).
+  const LayerSpan* span() const { return span_.get(); }
+  LayerSpan* claim_span() const {
+    return span_ && !span_claimed_.exchange(true) ? span_.get() : nullptr;
+  }
+  void unclaim_span() const { span_claimed_ = false; }
+  uint64_t bytes() const { return bytes_; }  // device bytes of the placed matrices + span
   // "output + 12 of 30 layers (12..29) on the GPU, 104 MB; layer 11: <why it stopped>".
   const std::string& summary() const { return summary_; }
 
@@ -52,6 +76,8 @@ class GpuPlacement {
   bool output_ = false;
   uint64_t bytes_ = 0;
   std::string summary_;
+  std::unique_ptr<LayerSpan> span_;
+  mutable std::atomic<bool> span_claimed_{false};
 };
 
 // FISH_GPU_LAYERS as a layer cap: -1 when unset. Errors: not a non-negative integer.

@@ -12,15 +12,20 @@ namespace fish {
 
 class KvCache {
  public:
-  KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim);
+  // Layers [0, n_alloc_layers) get storage (-1: all); the others live elsewhere (a GPU layer
+  // span holds its own f16 KV) until allocate_all().
+  KvCache(int64_t n_layer, int64_t n_ctx, int64_t kv_dim, int64_t n_alloc_layers = -1);
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t kv_dim() const { return kv_dim_; }
   int64_t n_past() const { return n_past_; }
-  size_t bytes() const { return size_t(2 * n_layer_ * n_ctx_ * kv_dim_) * sizeof(float); }
+  size_t bytes() const { return size_t(2 * n_alloc_ * n_ctx_ * kv_dim_) * sizeof(float); }
+  int64_t n_alloc_layers() const { return n_alloc_; }
+  // Storage for every layer (a span fell back to the CPU); the new layers' rows are unwritten.
+  void allocate_all();
 
-  // Row 0 of layer il (rows are kv_dim floats apart).
+  // Row 0 of layer il (rows are kv_dim floats apart). Precondition il < n_alloc_layers().
   float* k(int64_t il) { return data_.get() + size_t((2 * il) * n_ctx_ * kv_dim_); }
   float* v(int64_t il) { return data_.get() + size_t((2 * il + 1) * n_ctx_ * kv_dim_); }
   const float* k(int64_t il) const { return data_.get() + size_t((2 * il) * n_ctx_ * kv_dim_); }
@@ -34,7 +39,7 @@ class KvCache {
   void clear() { n_past_ = 0; }
 
  private:
-  int64_t n_layer_, n_ctx_, kv_dim_;
+  int64_t n_layer_, n_ctx_, kv_dim_, n_alloc_;
   int64_t n_past_ = 0;
   std::unique_ptr<float[]> data_;
 };

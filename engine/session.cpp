@@ -72,13 +72,32 @@ void apply_rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, cons
   }
 }
 
+// The first layer a span in opt.gpu would run for this session (n_layer: no usable span).
+int64_t span_first_layer(const SessionOptions& opt, const Model& m) {
+  const LayerSpan* sp = opt.gpu ? opt.gpu->span() : nullptr;
+  if (!sp || opt.observe_matmul_input || opt.n_batch > sp->max_tok() || opt.n_ctx > sp->n_ctx())
+    return m.params().n_layer;
+  return sp->first_layer();
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
     : model_(std::move(model)),
       opt_(opt),
       pool_(opt.n_threads),
-      kv_(model_->params().n_layer, opt.n_ctx, model_->params().kv_dim()) {
+      kv_(model_->params().n_layer, opt.n_ctx, model_->params().kv_dim(),
+          span_first_layer(opt, *model_)) {
+  span_first_ = kv_.n_alloc_layers();
+  if (span_first_ < model_->params().n_layer) {
+    span_ = opt_.gpu->claim_span();
+    if (span_ == nullptr) {  // another session runs it: stage 1 here
+      kv_.allocate_all();
+      span_first_ = model_->params().n_layer;
+    } else {
+      span_->kv_truncate(0);
+    }
+  }
   const ModelParams& p = model_->params();
   const int64_t B = opt_.n_batch;
   for (int t = 0; t < pool_.size(); ++t) solo_.push_back(std::make_unique<ThreadPool>(1));
@@ -125,6 +144,35 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
   }
 }
 
+Session::~Session() {
+  if (span_ != nullptr) opt_.gpu->unclaim_span();
+}
+
+void Session::kv_truncate(int64_t n) {
+  n = std::max<int64_t>(0, n);
+  kv_.truncate(n);
+  if (span_ != nullptr) span_->kv_truncate(n);
+  if (int64_t(history_.size()) > n) history_.resize(size_t(n));
+}
+
+void Session::span_fallback(int64_t n_valid) {
+  ++gpu_fallbacks_;
+  span_->kv_truncate(0);
+  opt_.gpu->unclaim_span();
+  span_ = nullptr;
+  span_first_ = model_->params().n_layer;
+  kv_.allocate_all();
+  // Replay: the span layers' KV for [0, n_valid) exists only on the device; recompute it (and,
+  // identically, the CPU layers' rows) without logits.
+  const std::vector<int32_t> replay(history_.begin(), history_.begin() + n_valid);
+  kv_.clear();
+  for (int64_t b = 0; b < n_valid; b += opt_.n_batch) {
+    const int64_t nb = std::min(opt_.n_batch, n_valid - b);
+    forward_batch(replay.data() + b, nb, b, false, nullptr);
+    kv_.set_n_past(b + nb);
+  }
+}
+
 Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model,
                                                  const SessionOptions& opt) {
   if (model == nullptr) return make_error("session: no model");
@@ -163,7 +211,8 @@ Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens,
       return make_error("session: token {} (index {}) is outside the vocabulary [0, {})",
                         tokens[size_t(i)], i, p.n_vocab);
   }
-  kv_.truncate(pos0);
+  kv_truncate(pos0);
+  if (span_ != nullptr) history_.insert(history_.end(), tokens.begin(), tokens.end());
   const bool all = mode == LogitsMode::all;
   const size_t need = size_t(all ? n : 1) * size_t(p.n_vocab);
   if (logits_.size() < need) logits_.resize(need);  // only LogitsMode::all grows it
@@ -171,7 +220,10 @@ Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens,
     const int64_t nb = std::min(opt_.n_batch, n - b);
     float* out = all ? logits_.data() + size_t(b) * size_t(p.n_vocab)
                      : (b + nb == n ? logits_.data() : nullptr);
-    forward_batch(tokens.data() + b, nb, pos0 + b, all, out);
+    if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out)) {
+      span_fallback(pos0 + b);
+      forward_batch(tokens.data() + b, nb, pos0 + b, all, out);
+    }
     kv_.set_n_past(pos0 + b + nb);
   }
   return std::span<const float>(logits_.data(), need);
@@ -297,7 +349,7 @@ void Session::matmul_f32(const MatrixView& w, const float* x, int64_t n, float* 
   });
 }
 
-void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
+bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
                             float* logits) {
   const ModelParams& p = model_->params();
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff, hd = p.head_dim;
@@ -321,7 +373,7 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
     }
   }
 
-  for (int64_t il = 0; il < p.n_layer; ++il) {
+  for (int64_t il = 0; il < span_first_; ++il) {
     const LayerWeights& L = model_->layers()[size_t(il)];
     // --- attention block ---
     for_tokens(pool_, n, [&](int64_t t) {
@@ -386,7 +438,9 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
     });
   }
 
-  if (logits == nullptr) return;  // a middle chunk of a last-logits forward
+  if (span_ != nullptr && !span_->forward(x_.data(), n, pos0).ok()) return false;  // x untouched
+
+  if (logits == nullptr) return true;  // a middle chunk of a last-logits forward
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;
   for_tokens(pool_, rows, [&](int64_t t) {
@@ -394,6 +448,7 @@ void Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
   });
   invalidate_act();
   matmul(model_->output(), xn_.data(), rows, logits);
+  return true;
 }
 
 void Session::attention(int64_t il, int64_t n, int64_t pos0) {

@@ -40,8 +40,12 @@ struct SessionOptions {
   // collect activation statistics for an activation-aware fit; empty: never called.
   std::function<void(const MatrixView& w, const float* x, int64_t n_tok)> observe_matmul_input;
   WeightPathOptions weights;  // weight_path and the int4 fields (engine/weight_path.h)
-  // Stage 1 GPU offload: matrices placed there run through its backend (a failed GPU call
-  // falls back to the CPU for that matmul). Null: CPU only.
+  // GPU offload: matrices placed there run through its backend (stage 1; a failed GPU call
+  // falls back to the CPU for that matmul). When the placement holds a layer span (stage 2)
+  // that is free, n_batch <= its max_tok and n_ctx <= its n_ctx, the span's layers run through
+  // it and the CPU allocates no KV for them; a failed span forward falls back to the CPU for
+  // good (gpu_fallbacks()), replaying the earlier positions so no stale KV is used.
+  // Null: CPU only.
   std::shared_ptr<const GpuPlacement> gpu;
 };
 
@@ -70,9 +74,15 @@ class Session {
                        const std::function<void(int64_t t, std::span<const float> logits)>& fn,
                        int64_t chunk = 64);
 
+  ~Session();
   // Keeps positions < n (prefix caching, speculative rejection); n >= n_past() does nothing.
-  void kv_truncate(int64_t n) { kv_.truncate(n < 0 ? 0 : n); }
-  void reset() { kv_.clear(); }
+  // A layer span's device KV is truncated with it.
+  void kv_truncate(int64_t n);
+  void reset() { kv_truncate(0); }
+  // Whether the GPU layer span runs this session's last layers (stage 2).
+  bool span_active() const { return span_ != nullptr; }
+  // Span forwards that failed and made the session fall back to the CPU (and replay its KV).
+  int64_t gpu_fallbacks() const { return gpu_fallbacks_; }
   int64_t n_past() const { return kv_.n_past(); }
   int64_t n_ctx() const { return kv_.n_ctx(); }
 
@@ -91,8 +101,12 @@ class Session {
 
   // One batch of n <= n_batch tokens at positions [pos0, pos0 + n); logits rows go to `logits`
   // (n rows for all, 1 for last).
-  void forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
+  // Returns false when the span forward failed (nothing of this batch is then trusted).
+  bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
                      float* logits);
+  // After a failed span forward: CPU (or stage 1) for the span's layers from now on, with KV
+  // for every layer rebuilt by replaying tokens [0, n_valid) of history_.
+  void span_fallback(int64_t n_valid);
   void attention(int64_t il, int64_t n, int64_t pos0);
 
   // y[t][0..n_out) = W x[t] for t < n. `x` feeds several matmuls: its quantised forms are kept
@@ -117,6 +131,10 @@ class Session {
   ThreadPool pool_;
   std::vector<std::unique_ptr<ThreadPool>> solo_;  // one inline (1-thread) pool per pool thread
   KvCache kv_;
+  LayerSpan* span_ = nullptr;  // claimed from opt_.gpu; runs layers [span_first_, n_layer)
+  int64_t span_first_ = 0;     // n_layer when there is no span
+  int64_t gpu_fallbacks_ = 0;
+  std::vector<int32_t> history_;  // tokens at positions [0, n_past()) while a span runs
   Isa kernel_isa_ = Isa::scalar;
   WeightPath weight_path_ = WeightPath::gguf;
   std::unique_ptr<Int4Weights> int4_;  // w4a8 / w4a16 only

@@ -109,7 +109,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "Generate text from a prompt: streams the continuation, then one stats line (prompt "
       "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA, GPU placement) on "
       "stderr. With a GPU backend (fish gpu) the output projection and the last layers' "
-      "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers).");
+      "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers), as one "
+      "layer span per forward unless FISH_GPU_SPAN=0; FISH_GPU_PROFILE=2 prints its per-stage GPU "
+      "time.");
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();
@@ -226,7 +228,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
         if (Status st = vb->set_run_requant(a->gpu_requant); !st.ok()) return fail(st.error());
       }
 #endif
-      std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(*model, *b, cap.value());
+      // Stage 2 span over the placed layers unless FISH_GPU_SPAN=0.
+      std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(
+          *model, *b, cap.value(), span_request_from_env(opt.n_ctx, opt.n_batch));
       gpu_detail = pl->summary();
       if (pl->bytes() > 0) opt.gpu = pl;
 #if FISH_HAVE_VULKAN
@@ -275,6 +279,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                  std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());
+    if (s.gpu_fallbacks() > 0)
+      std::fprintf(stderr, "fish generate: the GPU span failed %lld time(s); ran on the CPU\n",
+                   (long long)s.gpu_fallbacks());
+    // FISH_GPU_PROFILE=2: per-stage GPU time of the span (timestamp queries).
+    if (opt.gpu && opt.gpu->span() && !opt.gpu->span()->profile().empty())
+      std::fprintf(stderr, "fish generate: %s\n", opt.gpu->span()->profile().c_str());
     *exit_code = kExitOk;
   });
 }

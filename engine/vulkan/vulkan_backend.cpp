@@ -16,6 +16,7 @@
 #include "engine/vulkan/vram_budget.h"
 #include "engine/vulkan/vulkan_device.h"
 #include "engine/vulkan/vulkan_shaders.h"
+#include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_layout.h"
 #include "kernels/requant.h"
 #include "kernels/thread_pool.h"
@@ -98,6 +99,7 @@ struct VulkanBackend::Impl {
   int requant_mode() const { return run_requant ? *run_requant : opt.ok() ? opt->requant : 0; }
   GgmlType device_type(const MatrixView& w) const;
   WeightHandle next_handle = 1;
+  std::vector<const LayerSpan*> spans;  // live layer spans (describe)
   // Matmul scratch: x and y staged in host-visible memory and copied to/from device-local
   // buffers inside the submit, so kernels never read or write across the bus (every workgroup
   // reads all of x).
@@ -437,6 +439,8 @@ std::string VulkanBackend::describe() const {
     s += fmt::format(", {} x {} {:.0f} MB", e.count, name, mb(e.bytes));
     if (e.converted) s += fmt::format(" (from {:.0f})", mb(e.from_bytes));
   }
+  for (const LayerSpan* sp : m.spans)
+    s += fmt::format("; span {} layers, KV {:.0f} MB f16", sp->n_layers(), mb(sp->kv_bytes()));
   return s;
 }
 
@@ -967,6 +971,63 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
   for (size_t i = 0; i < ops.size(); ++i)
     std::memcpy(ops[i].y, yd + y_off[i], size_t(n_tok) * ws[i]->n_out * 4);
   return Status::success();
+}
+
+// ---- layer spans (the span itself is vulkan_span.cpp) ----------------------------------------
+
+Result<std::unique_ptr<LayerSpan>> VulkanBackend::span_create(const SpanDesc& desc) {
+  FISH_TRY(open());
+  return create_vulkan_span(span_host(), desc);
+}
+
+Status VulkanBackend::run_span_op(const std::string& name, const SpanPush& pc, uint32_t gx,
+                                  uint32_t gy, std::vector<float>& arena,
+                                  const std::vector<float>& params, std::vector<uint32_t>& kv) {
+  FISH_TRY(open());
+  return vk::run_span_op(span_host(), name, pc, gx, gy, arena, params, kv);
+}
+
+SpanHost VulkanBackend::span_host() {
+  Impl& m = *impl_;
+  SpanHost h;
+  h.dev = m.dev.get();
+  h.mu = &m.mu;
+  h.alloc = [&m](uint64_t bytes, VkBufferUsageFlags usage, bool host,
+                 std::string_view what) -> Result<SpanBuffer> {
+    FISH_ASSIGN_OR_RETURN(Buffer b, m.alloc(bytes, usage, host, true, what));
+    return SpanBuffer{b.buf, b.mem, b.bytes, b.alloc_bytes, b.mapped};
+  };
+  h.free = [&m](SpanBuffer& sb) {
+    Buffer b{sb.buf, sb.mem, sb.bytes, sb.alloc_bytes, sb.mapped};
+    m.free_buffer(b, true);
+    sb = SpanBuffer{};
+  };
+  // FISH_VK_MATVEC=1 (the generic decode kernels, for A/B runs) applies to spans too.
+  h.matmul_pipeline = [&m](const std::string& name) {
+    const bool generic = m.opt.ok() && m.opt->matvec1 && name.rfind("matvec_", 0) == 0;
+    return m.pipeline(generic ? "matvec1_" + name.substr(7) : name);
+  };
+  h.matmul_set_layout = m.set_layout;
+  h.matmul_layout = m.pipe_layout;
+  h.weight = [&m](WeightHandle wh) -> Result<SpanWeight> {
+    auto it = m.weights.find(wh);
+    if (it == m.weights.end()) return make_error("span: unknown weight handle {}", wh);
+    const Weight& w = it->second;
+    SpanWeight sw{w.name, w.type, w.n_in, w.n_in_pad, w.n_out, w.row_bytes, {}};
+    for (const Part& p : w.parts) sw.parts.push_back({p.buf.buf, p.row0, p.n_rows});
+    return sw;
+  };
+  h.is_open = [&m] { return m.state == Impl::State::open; };
+  h.failed = [this](const std::string& why) { impl_->fail(this, why); };
+  h.registry = [&m](const LayerSpan* sp, bool live) {
+    if (live)
+      m.spans.push_back(sp);
+    else
+      m.spans.erase(std::remove(m.spans.begin(), m.spans.end(), sp), m.spans.end());
+  };
+  const char* prof = std::getenv("FISH_GPU_PROFILE");
+  h.profile = prof && std::string_view(prof) == "2";
+  return h;
 }
 
 // ---- start-up registration --------------------------------------------------------------------

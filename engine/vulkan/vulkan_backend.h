@@ -29,6 +29,8 @@
 namespace fish::vk {
 
 struct DeviceEntry;
+struct SpanHost;
+struct SpanPush;
 
 // What `fish gpu` prints: devices seen and the memory picture of the opened one.
 struct BackendInfo {
@@ -60,11 +62,11 @@ class VulkanBackend final : public ComputeBackend {
   // "vulkan: <device> ..." when open, "vulkan: off: <reason>" after a failure, or that the
   // device is not opened yet.
   std::string status() const;
-  // One line for stats: device and resident weights by type, e.g.
-  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB"; weights re-quantised at upload by
-  // (from, to) pair with the bytes they had in the model (MiB, like the device bytes):
-  // "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from 2236), 21 x q6_k->q4_k
-  // 619 MB (from 903)".
+  // One line for stats: device, resident weights by type and live spans, e.g.
+  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16"; weights
+  // re-quantised at upload by (from, to) pair with the bytes they had in the model (MiB, like
+  // the device bytes): "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from 2236),
+  // 21 x q6_k->q4_k 619 MB (from 903); span 22 layers, KV 44 MB f16".
   std::string describe() const;
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();
@@ -115,10 +117,17 @@ class VulkanBackend final : public ComputeBackend {
   uint64_t memory_free() override;
   uint64_t bytes_resident() const override;
   void release(WeightHandle w) override;
+  // Stage 2 (engine/vulkan/vulkan_span.h). FISH_GPU_PROFILE=2 adds per-stage timestamps.
+  Result<std::unique_ptr<LayerSpan>> span_create(const SpanDesc& desc) override;
+  // One dispatch of a span op on host copies of its buffers (vulkan_span.h run_span_op; tests).
+  Status run_span_op(const std::string& name, const SpanPush& pc, uint32_t gx, uint32_t gy,
+                     std::vector<float>& arena, const std::vector<float>& params,
+                     std::vector<uint32_t>& kv);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  SpanHost span_host();
 };
 
 // The backend registered at start-up; nullptr when FISH_GPU turned it off. Never freed.

@@ -1,0 +1,76 @@
+// Stage 2 GPU offload (seed 000 "Span execution"): a contiguous range of layers run entirely
+// on a compute backend — norms, projections, bias, q/k norm, RoPE, attention over a
+// device-resident f16 KV cache, FFN, residuals — one submit per forward, x crossing the bus
+// once each way. The engine sees only this interface (no Vulkan types); a backend creates spans
+// through ComputeBackend::span_create.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/model.h"
+
+namespace fish {
+
+using WeightHandle = uint64_t;
+
+// What a span needs to run layers [first_layer, first_layer + layers.size()) of a model.
+struct SpanDesc {
+  struct Layer {
+    const LayerWeights* w = nullptr;  // norms, biases, flags; the matrices through the handles
+    WeightHandle wq = 0, wk = 0, wv = 0, wo = 0, gate = 0, up = 0, down = 0;
+  };
+  const ModelParams* params = nullptr;
+  int64_t first_layer = 0;
+  std::vector<Layer> layers;
+  // RoPE inverse frequencies per variant (0: global layers, 1: sliding layers), n_rot / 2 each,
+  // as the CPU computes them (rope_inv_freq); the span tabulates cos/sin for [0, n_ctx) once.
+  std::vector<double> inv_freq[2];
+  int64_t n_ctx = 0;       // positions the device KV may grow to
+  int64_t kv_reserve = 0;  // positions allocated at creation (0: n_ctx); grows by kv_reserve()
+  int64_t max_tok = 256;   // tokens per forward (the arena holds this many residual rows)
+};
+
+class LayerSpan {
+ public:
+  virtual ~LayerSpan() = default;
+
+  // Runs the span's layers on x (n_tok rows of n_embd f32, the residual stream entering
+  // first_layer) at positions [pos0, pos0 + n_tok) and writes the residual leaving the last
+  // layer back into x, every row (a multi-token verify gets every token's row). Positions
+  // >= pos0 are dropped from the device KV first, then the new ones appended; the KV grows
+  // (kv_reserve) when needed. One submit, one fence.
+  // Errors (x untouched): n_tok outside [1, max_tok], pos0 > kv_length() (a gap), pos0 + n_tok >
+  // n_ctx, the KV cannot grow (budget), a device error.
+  virtual Status forward(float* x, int64_t n_tok, int64_t pos0) = 0;
+  // Keeps positions < n valid (n >= kv_length() changes nothing).
+  virtual void kv_truncate(int64_t n) = 0;
+  // Makes room for n positions (<= n_ctx) on the device, keeping the valid ones.
+  // Errors: n > n_ctx, the budget refuses the larger cache (the old one is kept).
+  virtual Status kv_reserve(int64_t n) = 0;
+  virtual int64_t kv_length() const = 0;    // valid positions
+  virtual int64_t kv_capacity() const = 0;  // positions allocated
+  virtual int64_t n_layers() const = 0;
+  virtual int64_t first_layer() const = 0;
+  virtual int64_t max_tok() const = 0;    // tokens per forward
+  virtual int64_t n_ctx() const = 0;      // positions the KV may grow to
+  virtual uint64_t kv_bytes() const = 0;  // device bytes of the KV cache
+  virtual uint64_t bytes() const = 0;     // device bytes of KV, arena, params
+  // FISH_GPU_PROFILE=2: per-stage GPU time summed over the forwards so far, e.g.
+  // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6%, ..."; empty when not profiling.
+  virtual std::string profile() const = 0;
+};
+
+// Inverse RoPE frequencies of a variant (0 global, 1 sliding-window layers):
+// scale * base^(-2i/n_rot) / freq_factor[i], i < n_rot / 2, in f64 (as Session's table).
+std::vector<double> rope_inv_freq(const Model& m, int variant);
+
+// Device bytes a span of n_layers needs beyond its weights at kv_positions: KV (f16) + arena +
+// params (an estimate the placement reserves before placing layers).
+uint64_t span_bytes_estimate(const ModelParams& p, int64_t n_layers, int64_t kv_positions,
+                             int64_t max_tok, int64_t n_ctx);
+
+}  // namespace fish

@@ -1,0 +1,55 @@
+// Layout shared by the layer-span code (engine/vulkan/vulkan_span.cpp) and the span-op shaders
+// (rmsnorm, elementwise, rope, kv_store, attention .comp.glsl): bindings and one push-constant
+// block whose fields each shader reads as documented in its first comment.
+// Valid C++ and GLSL 450: only #defines and the one push-constant block below.
+#ifndef FISH_VK_SPAN_H
+#define FISH_VK_SPAN_H
+
+// Descriptor set 0 of every span op: ARENA float[] (activations, offsets in floats), PARAMS
+// float[] (norm weights, biases, RoPE cos/sin tables), KV uint[] (f16 K/V, two values a word).
+#define FISH_SPAN_ARENA 0
+#define FISH_SPAN_PARAMS 1
+#define FISH_SPAN_KV 2
+
+#define FISH_SPAN_WG 256        // rmsnorm, elementwise, rope, kv_store workgroup size
+#define FISH_SPAN_ATTN_WG 128   // attention: one workgroup = one head x one token
+#define FISH_SPAN_MAX_HEAD 256  // attention: head_dim <= 2 x FISH_SPAN_ATTN_WG
+#define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
+
+// clang-format off
+#ifdef __cplusplus
+#include <cstdint>
+namespace fish::vk {
+struct SpanPush {
+#define FISH_U32 uint32_t
+#else
+layout(push_constant) uniform SpanPush {
+#define FISH_U32 uint
+#endif
+  FISH_U32 n;             // values per row (head_dim for per-head ops)
+  FISH_U32 rows;          // tokens in this dispatch
+  FISH_U32 rows_per_tok;  // rows (heads) per token
+  FISH_U32 split;         // rmsnorm: rows j < split use w_off0, the others w_off1
+  FISH_U32 a_off, a_stride;  // operand A in ARENA: floats to row 0, floats between tokens
+  FISH_U32 b_off, b_stride;  // operand B in ARENA
+  FISH_U32 c_off, c_stride;  // output C in ARENA
+  FISH_U32 w_off0, w_off1;   // PARAMS floats (weights, bias, RoPE table)
+  FISH_U32 pos0;          // position of token 0
+  FISH_U32 n_rot;         // rope: rotated dims per head; attention: query heads per KV head
+  FISH_U32 kv_k, kv_v;    // KV words to position 0 of this layer's K / V
+  FISH_U32 kv_stride;     // KV words between positions (kv_dim / 2)
+  FISH_U32 window;        // attention: sliding window (0: none)
+  FISH_U32 flags;         // rope: 1 = NeoX pairs
+  float eps;              // rmsnorm epsilon
+  float scale;            // attention: q.k multiplier
+#ifdef __cplusplus
+};
+static_assert(sizeof(SpanPush) == 84, "push constants: 21 x 4 bytes");
+}  // namespace fish::vk
+#else
+} pc;
+#endif
+#undef FISH_U32
+// clang-format on
+
+#endif  // FISH_VK_SPAN_H

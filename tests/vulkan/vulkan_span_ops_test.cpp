@@ -1,0 +1,277 @@
+// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention}.comp.glsl) against
+// its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
+// (VulkanBackend::run_span_op) on lavapipe.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/vulkan/vulkan_backend.h"
+#include "fish_vk_span.h"
+#include "kernels/ops.h"
+#include "quant/f16.h"
+
+namespace fish {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+vk::VulkanBackend& backend() {
+  static vk::VulkanBackend* b = [] {
+    auto* nb = new vk::VulkanBackend(vk::VulkanOptions::from_env());
+    const Status s = nb->open();
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return nb;
+  }();
+  return *b;
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(double(got[i]) - double(want[i])) <= tol * (1.0 + std::fabs(want[i]))) &&
+        bad++ < 5)
+      ADD_FAILURE() << what << ": [" << i << "] gpu " << got[i] << " cpu " << want[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+uint32_t groups(uint64_t n) {
+  return uint32_t((n + FISH_SPAN_WG - 1) / FISH_SPAN_WG);
+}
+
+TEST(VulkanSpanOps, RmsnormMatchesCpuOnStridedRows) {
+  std::mt19937 rng(1);
+  const uint32_t n = 1013, rows = 3, a_stride = 1040, c_off = 3500;
+  std::vector<float> arena = randn(c_off + rows * n + 7, rng);
+  const std::vector<float> params = randn(n + 5, rng);  // weight at offset 5
+  std::vector<uint32_t> kv(4);
+  std::vector<float> want(arena.begin() + c_off, arena.begin() + c_off + rows * n);
+  for (uint32_t t = 0; t < rows; ++t)
+    rmsnorm_ref(arena.data() + 11 + t * a_stride, params.data() + 5, want.data() + t * n, n, 1e-5f);
+  vk::SpanPush pc{};
+  pc.n = n;
+  pc.rows = rows;
+  pc.rows_per_tok = 1;
+  pc.split = 1;
+  pc.a_off = 11;
+  pc.a_stride = a_stride;
+  pc.c_off = c_off;
+  pc.c_stride = n;
+  pc.w_off0 = pc.w_off1 = 5;
+  pc.eps = 1e-5f;
+  ASSERT_TRUE(backend().run_span_op("span_rmsnorm", pc, rows, 1, arena, params, kv).ok());
+  expect_near_all(std::vector<float>(arena.begin() + c_off, arena.begin() + c_off + rows * n), want,
+                  1e-5, "rmsnorm");
+}
+
+// The residual add fused into the next norm: x += tmp, then xn = rmsnorm(x) * w.
+TEST(VulkanSpanOps, AddRmsnormUpdatesXAndNormsTheSum) {
+  std::mt19937 rng(7);
+  const uint32_t n = 777, rows = 3, b_off = 2400, c_off = 5000;
+  std::vector<float> arena = randn(c_off + rows * n, rng);
+  const std::vector<float> params = randn(n, rng);
+  std::vector<uint32_t> kv(4);
+  std::vector<float> want = arena;
+  for (uint32_t t = 0; t < rows; ++t) {
+    float* x = want.data() + t * n;
+    add(x, want.data() + b_off + t * n, x, n);
+    rmsnorm_ref(x, params.data(), want.data() + c_off + t * n, n, 1e-5f);
+  }
+  vk::SpanPush pc{};
+  pc.n = n;
+  pc.rows = rows;
+  pc.rows_per_tok = 1;
+  pc.split = 1;
+  pc.a_stride = pc.b_stride = pc.c_stride = n;
+  pc.b_off = b_off;
+  pc.c_off = c_off;
+  pc.eps = 1e-5f;
+  ASSERT_TRUE(backend().run_span_op("span_add_rmsnorm", pc, rows, 1, arena, params, kv).ok());
+  expect_near_all(arena, want, 1e-5, "add + rmsnorm");
+}
+
+// Per-head q/k norm: 5 query heads (weight 0) and 2 key heads (weight 1) per token, in place.
+TEST(VulkanSpanOps, PerHeadNormUsesQAndKWeights) {
+  std::mt19937 rng(2);
+  const uint32_t hd = 40, heads = 7, split = 5, tok = 3, stride = heads * hd + 24;
+  std::vector<float> arena = randn(tok * stride, rng);
+  const std::vector<float> params = randn(2 * hd, rng);
+  std::vector<uint32_t> kv(4);
+  std::vector<float> want = arena;
+  for (uint32_t t = 0; t < tok; ++t)
+    for (uint32_t j = 0; j < heads; ++j) {
+      float* x = want.data() + t * stride + j * hd;
+      rmsnorm_ref(x, params.data() + (j < split ? 0 : hd), x, hd, 1e-6f);
+    }
+  vk::SpanPush pc{};
+  pc.n = hd;
+  pc.rows = tok;
+  pc.rows_per_tok = heads;
+  pc.split = split;
+  pc.a_stride = pc.c_stride = stride;
+  pc.w_off0 = 0;
+  pc.w_off1 = hd;
+  pc.eps = 1e-6f;
+  ASSERT_TRUE(backend().run_span_op("span_rmsnorm", pc, tok * heads, 1, arena, params, kv).ok());
+  expect_near_all(arena, want, 1e-5, "per-head norm");
+}
+
+// add, bias, SwiGLU, GeGLU on 3 rows of 1013 values (a partial last workgroup).
+TEST(VulkanSpanOps, ElementwiseOpsMatchCpu) {
+  std::mt19937 rng(3);
+  const uint32_t n = 1013, tok = 3, stride = 2 * n + 9;
+  for (const char* op : {"span_add", "span_bias", "span_swiglu", "span_geglu"}) {
+    std::vector<float> arena = randn(tok * stride + n * tok, rng, 3.0f);
+    const std::vector<float> params = randn(n, rng);
+    std::vector<uint32_t> kv(4);
+    std::vector<float> want = arena;
+    const uint32_t c_off = tok * stride;
+    for (uint32_t t = 0; t < tok; ++t) {
+      const float* a = arena.data() + t * stride;
+      const float* b = a + n;
+      const std::string o = op;
+      if (o == "span_add") add(a, b, want.data() + c_off + t * n, n);
+      if (o == "span_bias") add(a, params.data(), want.data() + t * stride, n);
+      if (o == "span_swiglu") silu_mul_ref(a, b, want.data() + t * stride, n);
+      if (o == "span_geglu") gelu_tanh_mul_ref(a, b, want.data() + t * stride, n);
+    }
+    vk::SpanPush pc{};
+    pc.n = n;
+    pc.rows = tok;
+    pc.a_stride = pc.b_stride = stride;
+    pc.b_off = n;
+    pc.c_off = c_off;
+    pc.c_stride = n;
+    ASSERT_TRUE(backend().run_span_op(op, pc, groups(n), tok, arena, params, kv).ok());
+    expect_near_all(arena, want, 1e-5, op);  // GPU tanh/exp: a few ulp of the inputs
+  }
+}
+
+// RoPE from the cos/sin table, adjacent (llama) and NeoX pairs, a partial rotation (n_rot 32 of
+// head_dim 48), 5 heads x 3 tokens at positions 7..9.
+TEST(VulkanSpanOps, RopeMatchesCpuBothStyles) {
+  std::mt19937 rng(4);
+  const uint32_t hd = 48, n_rot = 32, heads = 5, tok = 3, pos0 = 7, stride = heads * hd + 8;
+  const float base = 10000.0f;
+  std::vector<float> table;
+  for (uint32_t pos = 0; pos < 16; ++pos)
+    for (uint32_t i = 0; i < n_rot / 2; ++i) {
+      const double a = double(pos) * std::pow(double(base), -2.0 * double(i) / double(n_rot));
+      table.push_back(float(std::cos(a)));
+      table.push_back(float(std::sin(a)));
+    }
+  for (RopeStyle style : {RopeStyle::normal, RopeStyle::neox}) {
+    std::vector<float> arena = randn(tok * stride, rng);
+    std::vector<uint32_t> kv(4);
+    std::vector<float> want = arena;
+    for (uint32_t t = 0; t < tok; ++t)
+      rope_ref(want.data() + t * stride, heads, hd, n_rot, pos0 + t, base, style);
+    vk::SpanPush pc{};
+    pc.n = hd;
+    pc.rows = tok;
+    pc.rows_per_tok = heads;
+    pc.a_stride = stride;
+    pc.pos0 = pos0;
+    pc.n_rot = n_rot;
+    pc.flags = style == RopeStyle::neox ? 1u : 0u;
+    ASSERT_TRUE(
+        backend()
+            .run_span_op("span_rope", pc, groups(tok * heads * n_rot / 2), 1, arena, table, kv)
+            .ok());
+    expect_near_all(arena, want, 1e-5, style == RopeStyle::neox ? "rope neox" : "rope normal");
+  }
+}
+
+TEST(VulkanSpanOps, KvStoreWritesF16AtPositions) {
+  std::mt19937 rng(5);
+  const uint32_t kv_dim = 2 * 3 * 18, tok = 3, pos0 = 4, cap = 9, stride = 3 * kv_dim;
+  std::vector<float> arena = randn(tok * stride, rng);
+  const std::vector<float> params(4, 0.0f);
+  std::vector<uint32_t> kv(2 * cap * kv_dim / 2, 0u);
+  vk::SpanPush pc{};
+  pc.n = kv_dim;
+  pc.rows = tok;
+  pc.a_off = 5;
+  pc.b_off = 5 + kv_dim;
+  pc.a_stride = pc.b_stride = stride;
+  pc.pos0 = pos0;
+  pc.kv_k = 0;
+  pc.kv_v = cap * kv_dim / 2;
+  pc.kv_stride = kv_dim / 2;
+  ASSERT_TRUE(
+      backend().run_span_op("span_kv_store", pc, groups(kv_dim / 2), tok, arena, params, kv).ok());
+  int bad = 0;
+  for (uint32_t t = 0; t < tok; ++t)
+    for (uint32_t i = 0; i < kv_dim; ++i)
+      for (int which = 0; which < 2; ++which) {
+        const uint32_t w = (which ? pc.kv_v : 0) + (pos0 + t) * kv_dim / 2 + i / 2;
+        const uint16_t h = uint16_t(kv[w] >> (16 * (i & 1)));
+        const float src = arena[5 + t * stride + (which ? kv_dim : 0) + i];
+        if (f16_to_f32(h) != f16_to_f32(f32_to_f16(src)) && bad++ < 5)
+          ADD_FAILURE() << "kv_store t " << t << " i " << i << ": " << f16_to_f32(h) << " vs "
+                        << src;
+      }
+  EXPECT_EQ(bad, 0);
+  for (uint32_t w = 0; w < pos0 * kv_dim / 2; ++w)
+    EXPECT_EQ(kv[w], 0u) << "position < pos0 written";
+}
+
+// GQA (6 query heads on 2 KV heads, head_dim 40), 3 query tokens at positions 297..299 over 3
+// key tiles, causal, with and without a sliding window of 100, against the CPU reference on the
+// same f16-rounded keys and values.
+TEST(VulkanSpanOps, AttentionMatchesCpuGqaCausalAndWindow) {
+  std::mt19937 rng(6);
+  const uint32_t hd = 40, n_head = 6, n_kv = 2, tok = 3, pos0 = 297, cap = 310;
+  const uint32_t kv_dim = n_kv * hd, q_stride = n_head * hd + 8, out_off = tok * q_stride;
+  std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
+  std::vector<uint32_t> kv(size_t(cap) * kv_dim, 0u);  // K then V, two halves a word
+  for (size_t i = 0; i < k.size(); i += 2) {
+    k[i] = f16_to_f32(f32_to_f16(k[i]));
+    k[i + 1] = f16_to_f32(f32_to_f16(k[i + 1]));
+    v[i] = f16_to_f32(f32_to_f16(v[i]));
+    v[i + 1] = f16_to_f32(f32_to_f16(v[i + 1]));
+    kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
+    kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
+  }
+  const float scale = 1.0f / std::sqrt(float(hd));
+  for (uint32_t window : {0u, 100u}) {
+    std::vector<float> arena = randn(out_off + tok * n_head * hd, rng);
+    const std::vector<float> params(4, 0.0f);
+    std::vector<float> want(tok * n_head * hd);
+    std::vector<float> scratch(n_head * cap);
+    for (uint32_t t = 0; t < tok; ++t) {
+      const int64_t pos = pos0 + t;
+      const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+      attention_one_query_ref(arena.data() + t * q_stride, k.data(), v.data(),
+                              AttentionShape{n_head, n_kv, hd, kv_dim}, begin, pos + 1, scale,
+                              want.data() + t * n_head * hd, scratch.data());
+    }
+    vk::SpanPush pc{};
+    pc.n = hd;
+    pc.rows = tok;
+    pc.a_stride = q_stride;
+    pc.c_off = out_off;
+    pc.c_stride = n_head * hd;
+    pc.pos0 = pos0;
+    pc.n_rot = n_head / n_kv;
+    pc.kv_k = 0;
+    pc.kv_v = cap * kv_dim / 2;
+    pc.kv_stride = kv_dim / 2;
+    pc.window = window;
+    pc.scale = scale;
+    ASSERT_TRUE(backend().run_span_op("span_attention", pc, n_head, tok, arena, params, kv).ok());
+    expect_near_all(std::vector<float>(arena.begin() + out_off, arena.end()), want, 1e-4,
+                    window ? "attention, window 100" : "attention, causal");
+  }
+}
+
+}  // namespace
+}  // namespace fish
