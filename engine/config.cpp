@@ -106,6 +106,11 @@ std::span<const FieldSpec<Config>> config_fields() {
        {},
        -1,
        3},
+      {"gpu_span",
+       &Config::gpu_span,
+       "gpu path: the placed layers run as one stage 2 layer span (one submit per forward); false: "
+       "stage 1, one submit per projection group (FISH_GPU_SPAN=0 turns spans off everywhere)",
+       {}},
   };
   return table;
 }

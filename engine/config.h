@@ -48,6 +48,7 @@ struct Config {
   int64_t gpu_layers = -1;     // -1: as many as fit, else a cap (FISH_GPU_LAYERS caps it too)
   int64_t vram_budget_mb = 0;  // 0: the backend's ceiling (FISH_VRAM_BUDGET_MB or 85% of free)
   int64_t gpu_requant = -1;    // device copy's re-quantisation mode 0..3; -1: FISH_GPU_REQUANT
+  bool gpu_span = true;        // stage 2 layer span (false: stage 1 per-matmul offload)
 };
 
 // Order matches FieldSpec::Member's alternatives.

@@ -56,9 +56,11 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
   if (vk::VulkanBackend* vb = registered_vulkan()) vb->set_requant_threads(int(config.n_threads));
 #endif
   if (cap != 0) {
-    // Stage 2 span over the placed layers unless FISH_GPU_SPAN=0 (README "Stage 2 spans").
-    std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(
-        model, *backend, cap, span_request_from_env(config.n_ctx, config.n_batch));
+    // Stage 2 span over the placed layers unless gpu_span is false or FISH_GPU_SPAN=0 (README
+    // "Stage 2 spans").
+    SpanRequest span = span_request_from_env(config.n_ctx, config.n_batch);
+    if (!config.gpu_span) span.n_ctx = 0;
+    std::shared_ptr<GpuPlacement> pl = GpuPlacement::place_layers(model, *backend, cap, span);
     cp->detail_ = pl->summary();
     if (pl->bytes() == 0) return make_error("gpu placement: nothing placed: {}", pl->summary());
     cp->placement_ = std::move(pl);
