@@ -61,14 +61,14 @@ if [ "$PHASE" = gpu ]; then
   for s in llama-1b llama-8b; do
     stamp "generate $s"
     m=$(syn $s)
-    g() { $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos "$@"; }
+    g() { timeout 90 $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos "$@"; }
     FISH_GPU_PROFILE=2 g > $W/gen-$s-span.txt 2>&1
     FISH_GPU_PROFILE=2 FISH_VK_MATVEC=1 g > $W/gen-$s-span-matvec1.txt 2>&1
     FISH_GPU_SPAN=0 g > $W/gen-$s-stage1.txt 2>&1
     FISH_GPU_LAYERS=0 g > $W/gen-$s-cpu.txt 2>&1
     for v in span span-matvec1 stage1 cpu; do grep -h "^fish generate:" $W/gen-$s-$v.txt | cut -c1-200; done
   done
-  FISH_VRAM_BUDGET_MB=2800 $B/fish generate -m $(syn llama-8b) -p "$P" -n 32 --threads 16 --ignore-eos > $W/gen-llama-8b-4gb.txt 2>&1
+  FISH_VRAM_BUDGET_MB=2800 timeout 90 $B/fish generate -m $(syn llama-8b) -p "$P" -n 32 --threads 16 --ignore-eos > $W/gen-llama-8b-4gb.txt 2>&1
   grep -h "^fish generate:" $W/gen-llama-8b-4gb.txt | cut -c1-300
   run_exp gpu_n_ctx 90
   run_exp gpu_requant 110
