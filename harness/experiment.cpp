@@ -132,6 +132,13 @@ std::span<const FieldSpec<QualitySpec>> quality_fields() {
        {},
        1,
        4096},
+      {"chunk",
+       &QualitySpec::chunk,
+       "tokens per teacher-forced forward of top1/kl/ppl (a GPU runs <= 4 through its matvec "
+       "kernels: on lavapipe much faster than the tiled ones)",
+       {},
+       1,
+       4096},
   };
   return t;
 }
@@ -618,6 +625,7 @@ nlohmann::json quality_json(const QualitySpec& q) {
   if (q.metrics.empty()) return nullptr;
   json j = fields_to_json(q, quality_fields());
   if (q.source == "text") j.erase("source");
+  if (q.chunk == QualitySpec{}.chunk) j.erase("chunk");
   j["reference"] = fields_to_json(q.reference, config_fields());
   return j;
 }

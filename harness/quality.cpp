@@ -42,10 +42,16 @@ Result<std::unique_ptr<Session>> quality_session(
   return Session::create(std::move(model), opt);
 }
 
+// The prompt goes in chunks of `chunk` tokens (QualitySpec::chunk), then one token per step.
 Result<std::vector<int32_t>> greedy_continuation(Session& s, const std::vector<int32_t>& prompt,
-                                                 int64_t n) {
+                                                 int64_t n, int64_t chunk) {
   s.reset();
-  auto lg = s.forward(prompt, 0);
+  Result<std::span<const float>> lg = make_error("greedy: empty prompt");
+  for (size_t b = 0; b < prompt.size(); b += size_t(chunk)) {
+    lg = s.append(
+        std::span<const int32_t>(prompt).subspan(b, std::min(size_t(chunk), prompt.size() - b)));
+    if (!lg.ok()) return lg.take_error();
+  }
   if (!lg.ok()) return lg.take_error();
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n; ++i) {
@@ -104,7 +110,7 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
   const int64_t need = std::max(context_needed(ref, q), int64_t(greedy_prompt.size()) + q.n_tokens);
   FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, q.reference, need));
   if (!greedy_prompt.empty()) {
-    FISH_ASSIGN_OR_RETURN(auto gen, greedy_continuation(*sess, greedy_prompt, q.n_tokens));
+    FISH_ASSIGN_OR_RETURN(auto gen, greedy_continuation(*sess, greedy_prompt, q.n_tokens, q.chunk));
     ref.first_scored = int64_t(greedy_prompt.size()) - 1;
     ref.text_tokens = std::move(greedy_prompt);
     ref.text_tokens.insert(ref.text_tokens.end(), gen.begin(), gen.end());
@@ -114,15 +120,18 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
     const size_t n_pos = ref.text_tokens.size() - 1 - first;
     ref.logprobs.resize(n_pos * size_t(n_vocab));
     ref.top1.resize(n_pos);
-    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
-      if (size_t(t) < first || size_t(t) - first >= n_pos) return;
-      const size_t i = size_t(t) - first;
-      ref.top1[i] = log_softmax(lg, ref.logprobs.data() + i * size_t(n_vocab));
-    });
+    Status st = sess->teacher_force(
+        ref.text_tokens,
+        [&](int64_t t, std::span<const float> lg) {
+          if (size_t(t) < first || size_t(t) - first >= n_pos) return;
+          const size_t i = size_t(t) - first;
+          ref.top1[i] = log_softmax(lg, ref.logprobs.data() + i * size_t(n_vocab));
+        },
+        q.chunk);
     FISH_TRY(st);
   }
   for (const auto& p : ref.prompts) {
-    FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, p, q.greedy_tokens));
+    FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, p, q.greedy_tokens, q.chunk));
     ref.greedy.push_back(std::move(g));
   }
   return ref;
@@ -142,17 +151,20 @@ Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const
     std::vector<double> kl(n_pos);
     int64_t same = 0;
     double nll = 0;
-    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
-      if (size_t(t) < first || size_t(t) - first >= n_pos) return;
-      const size_t k = size_t(t) - first;
-      const int32_t top = log_softmax(lg, lp.data());
-      same += top == ref.top1[k];
-      nll -= lp[size_t(ref.text_tokens[size_t(t) + 1])];
-      const float* r = ref.logprobs.data() + k * n_vocab;
-      double d = 0;
-      for (size_t i = 0; i < n_vocab; ++i) d += std::exp(double(r[i])) * double(r[i] - lp[i]);
-      kl[k] = std::max(d, 0.0);  // rounding can leave a tiny negative
-    });
+    Status st = sess->teacher_force(
+        ref.text_tokens,
+        [&](int64_t t, std::span<const float> lg) {
+          if (size_t(t) < first || size_t(t) - first >= n_pos) return;
+          const size_t k = size_t(t) - first;
+          const int32_t top = log_softmax(lg, lp.data());
+          same += top == ref.top1[k];
+          nll -= lp[size_t(ref.text_tokens[size_t(t) + 1])];
+          const float* r = ref.logprobs.data() + k * n_vocab;
+          double d = 0;
+          for (size_t i = 0; i < n_vocab; ++i) d += std::exp(double(r[i])) * double(r[i] - lp[i]);
+          kl[k] = std::max(d, 0.0);  // rounding can leave a tiny negative
+        },
+        q.chunk);
     FISH_TRY(st);
     if (q.wants("top1")) m.top1 = double(same) / double(n_pos);
     if (q.wants("ppl")) m.ppl = std::exp(nll / double(n_pos));
@@ -170,7 +182,8 @@ Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const
   if (q.wants("greedy_exact")) {
     int64_t n = 0;
     for (size_t i = 0; i < ref.prompts.size(); ++i) {
-      FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, ref.prompts[i], q.greedy_tokens));
+      FISH_ASSIGN_OR_RETURN(auto g,
+                            greedy_continuation(*sess, ref.prompts[i], q.greedy_tokens, q.chunk));
       n += g == ref.greedy[i];
     }
     m.greedy_n = n;
