@@ -134,8 +134,8 @@ std::span<const FieldSpec<QualitySpec>> quality_fields() {
        4096},
       {"chunk",
        &QualitySpec::chunk,
-       "tokens per teacher-forced forward of top1/kl/ppl (a GPU runs <= 4 through its matvec "
-       "kernels: on lavapipe much faster than the tiled ones)",
+       "tokens per teacher-forced forward of top1/kl/ppl and per prompt chunk of the greedy "
+       "runs (<= 4: a GPU placement runs its matvec kernels, not the tiled ones)",
        {},
        1,
        4096},

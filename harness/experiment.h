@@ -66,7 +66,7 @@ struct QualitySpec {
   int64_t n_tokens = 128;
   std::string prompt_file = "experiments/prompts/greedy12.txt";
   int64_t greedy_tokens = 16;
-  int64_t chunk = 64;  // tokens per teacher-forced forward (<= 4: the GPU's matvec kernels)
+  int64_t chunk = 64;  // tokens per forward of the quality runs (<= 4: the GPU's matvec kernels)
   Config reference;    // defaults + quality.reference (set by parse_experiment)
   bool wants(std::string_view metric) const;
 };
