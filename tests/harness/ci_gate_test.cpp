@@ -84,12 +84,14 @@ TEST(CiGate, TheBaselineCoversBothModelsOnBothPathsWithEveryGatedMetric) {
                       "gemma-3-270m-q4_k_m.gguf/cpu", "gemma-3-270m-q4_k_m.gguf/gpu"}));
 }
 
-TEST(CiGate, TheRulesGateNoAbsoluteSpeed) {
-  // Absolute tok/s of a CI machine says nothing against the machine the baseline came from.
+TEST(CiGate, TheRulesGateOnlyPairedWithinRunSpeedRatios) {
+  // Absolute tok/s of a CI machine says nothing against the machine the baseline came from; %
+  // of the stream measured once per run moved 2x between two runs of the same build on the
+  // loaded dev machine (its stream read 2.7 vs 5.2 GB/s), so only the paired gpu/cpu ratios gate.
   for (const GateRule& r : committed_rules().rules) {
-    EXPECT_NE(r.metric, "decode_tok_s");
-    EXPECT_NE(r.metric, "prefill_tok_s");
-    EXPECT_NE(r.metric, "weight_GBps");
+    for (const char* m : {"decode_tok_s", "prefill_tok_s", "weight_GBps", "weight_GBps_pct_stream",
+                          "decode_pct_stream", "prefill_pct_stream"})
+      EXPECT_NE(r.metric, m);
   }
 }
 
