@@ -276,7 +276,9 @@ bool Session::gpu_matmul_group(std::initializer_list<MatmulOp> ops, const float*
     if (h == 0) return false;
     gops[i++] = {h, op.y};
   }
-  return opt_.gpu->backend().matmul_group({gops, i}, x, n).ok();
+  if (opt_.gpu->backend().matmul_group({gops, i}, x, n).ok()) return true;
+  ++gpu_fallbacks_;
+  return false;
 }
 
 void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, int64_t n) {

@@ -95,6 +95,8 @@ class Session {
   // The weight path this session runs (never automatic) and its packed weights (w4a8 / w4a16).
   WeightPath weight_path() const { return weight_path_; }
   const Int4Weights* int4_weights() const { return int4_.get(); }
+  // GPU calls that failed and ran on the CPU instead, since creation (a row's cpu_fallback flag).
+  uint64_t gpu_fallbacks() const { return gpu_fallbacks_; }
 
  private:
   Session(std::shared_ptr<const Model> model, const SessionOptions& opt);
@@ -156,6 +158,7 @@ class Session {
   // act_valid_ says buffer i holds the current matmul input.
   std::vector<uint8_t> act_[3];
   unsigned act_valid_ = 0;
+  uint64_t gpu_fallbacks_ = 0;  // see gpu_fallbacks()
   // RoPE: per variant (0 global, 1 sliding) the inverse frequencies (n_rot / 2) and, for the
   // current batch, cos/sin pairs per token (n_batch x n_rot).
   std::vector<double> inv_freq_[2];

@@ -110,12 +110,32 @@ std::span<const FieldSpec<QualitySpec>> quality_fields() {
        "top1, kl (mean/p99/max of KL(ref, cell) in nats) and ppl: teacher-forced over the text; "
        "greedy_exact: prompts whose greedy continuation equals the reference's",
        {"top1", "kl", "ppl", "greedy_exact"}},
-      {"text", &QualitySpec::text, "text for top1, kl and ppl", {}},
-      {"n_tokens", &QualitySpec::n_tokens, "tokens of the text scored", {}, 2, 1 << 20},
-      {"prompt_file", &QualitySpec::prompt_file, "one prompt per line, for greedy_exact", {}},
+      {"source",
+       &QualitySpec::source,
+       "what top1, kl and ppl teacher-force: text (the first n_tokens tokens of text) or greedy "
+       "(the reference's greedy continuation of n_tokens tokens after prompt_file's first line)",
+       {"text", "greedy"}},
+      {"text", &QualitySpec::text, "text for top1, kl and ppl (source text)", {}},
+      {"n_tokens",
+       &QualitySpec::n_tokens,
+       "tokens scored: of the text, or generated (source greedy)",
+       {},
+       2,
+       1 << 20},
+      {"prompt_file",
+       &QualitySpec::prompt_file,
+       "one prompt per line, for greedy_exact (and source greedy: the first)",
+       {}},
       {"greedy_tokens",
        &QualitySpec::greedy_tokens,
        "greedy tokens compared per prompt",
+       {},
+       1,
+       4096},
+      {"chunk",
+       &QualitySpec::chunk,
+       "tokens per teacher-forced forward of top1/kl/ppl and per prompt chunk of the greedy "
+       "runs (<= 4: a GPU placement runs its matvec kernels, not the tiled ones)",
        {},
        1,
        4096},
@@ -604,6 +624,8 @@ nlohmann::json workload_json(const Workload& w) {
 nlohmann::json quality_json(const QualitySpec& q) {
   if (q.metrics.empty()) return nullptr;
   json j = fields_to_json(q, quality_fields());
+  if (q.source == "text") j.erase("source");
+  if (q.chunk == QualitySpec{}.chunk) j.erase("chunk");
   j["reference"] = fields_to_json(q.reference, config_fields());
   return j;
 }

@@ -59,11 +59,15 @@ std::span<const FieldSpec<MeasureSpec>> measure_fields();
 
 struct QualitySpec {
   std::vector<std::string> metrics;  // empty: no quality metrics
+  // What top1/kl/ppl teacher-force: "text" (the first n_tokens tokens of `text`) or "greedy"
+  // (the reference's greedy continuation of n_tokens tokens after prompt_file's first line).
+  std::string source = "text";
   std::string text = "/usr/share/common-licenses/GPL-3";
   int64_t n_tokens = 128;
   std::string prompt_file = "experiments/prompts/greedy12.txt";
   int64_t greedy_tokens = 16;
-  Config reference;  // defaults + quality.reference (set by parse_experiment)
+  int64_t chunk = 64;  // tokens per forward of the quality runs (<= 4: the GPU's matvec kernels)
+  Config reference;    // defaults + quality.reference (set by parse_experiment)
   bool wants(std::string_view metric) const;
 };
 std::span<const FieldSpec<QualitySpec>> quality_fields();
@@ -140,7 +144,8 @@ Result<std::vector<int64_t>> parse_range(std::string_view s);
 
 // {"n_prompt","n_gen","seed","prompt_source"} as results rows carry it.
 nlohmann::json workload_json(const Workload& w);
-// The quality spec as hashed into cell ids (null when no metrics are asked for).
+// The quality spec as hashed into cell ids (null when no metrics are asked for; `source` and
+// `chunk` only when not the default, so ids from before those keys existed stay).
 nlohmann::json quality_json(const QualitySpec& q);
 // First 16 hex digits of sha256 over the canonical JSON (sorted keys, no spaces) of
 // {"harness_version","model_sha256","config","workload","quality"}.

@@ -91,6 +91,25 @@ std::vector<std::string> validity_flags(const PathSamples& p, double max_cv) {
   return v;
 }
 
+std::vector<std::string> gpu_validity_flags(uint64_t gpu_fallbacks, const GpuPlacement* placement) {
+  std::vector<std::string> v;
+  if (gpu_fallbacks > 0) v.push_back("cpu_fallback");
+  if (!placement || (placement->n_gpu_layers() == 0 && !placement->output_on_gpu()))
+    v.push_back("nothing_on_gpu");
+  return v;
+}
+
+std::vector<double> paired_ratios(std::span<const double> a, std::span<const double> b,
+                                  double scale) {
+  std::vector<double> out;
+  if (a.empty() || a.size() != b.size()) return out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (b[i] == 0) return {};
+    out.push_back(scale * a[i] / b[i]);
+  }
+  return out;
+}
+
 Result<std::vector<int32_t>> workload_prompt(const Workload& w, const Tokenizer* tok,
                                              int64_t n_vocab) {
   std::vector<int32_t> out;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/result.h"
+#include "engine/gpu_placement.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
 #include "harness/experiment.h"
@@ -53,6 +54,18 @@ nlohmann::json speed_metric_json(std::span<const double> samples);
 // Validity flags of a row: "few_repetitions" (fewer than 6 samples: no order-statistic pair of
 // the median reaches 95% coverage), "noisy" (a speed metric's CV above max_cv).
 std::vector<std::string> validity_flags(const PathSamples& p, double max_cv);
+
+// Validity flags of a gpu-path row: "cpu_fallback" when GPU calls of the cell's sessions failed
+// and ran on the CPU (gpu_fallbacks > 0: Session::gpu_fallbacks() summed over the speed and
+// quality sessions), "nothing_on_gpu" when the placement is null or holds no layer and not the
+// output (the row then measured the CPU).
+std::vector<std::string> gpu_validity_flags(uint64_t gpu_fallbacks, const GpuPlacement* placement);
+
+// Per-repetition ratios scale * a[i] / b[i] of two paths' samples of the same repetitions (the
+// within-run speed ratios: a gpu row's speed over its cell's cpu row, a path's weight GB/s over
+// the run's stream bandwidth). Empty when the counts differ, a side is empty or a b[i] is 0.
+std::vector<double> paired_ratios(std::span<const double> a, std::span<const double> b,
+                                  double scale = 1.0);
 
 // The prompt a workload measures with: random ids in [0, n_vocab) from the seed (splitmix64), or
 // the first n_prompt tokens of the text file (BOS as the vocabulary says; the tokens repeat when

@@ -42,10 +42,16 @@ Result<std::unique_ptr<Session>> quality_session(
   return Session::create(std::move(model), opt);
 }
 
+// The prompt goes in chunks of `chunk` tokens (QualitySpec::chunk), then one token per step.
 Result<std::vector<int32_t>> greedy_continuation(Session& s, const std::vector<int32_t>& prompt,
-                                                 int64_t n) {
+                                                 int64_t n, int64_t chunk) {
   s.reset();
-  auto lg = s.forward(prompt, 0);
+  Result<std::span<const float>> lg = make_error("greedy: empty prompt");
+  for (size_t b = 0; b < prompt.size(); b += size_t(chunk)) {
+    lg = s.append(
+        std::span<const int32_t>(prompt).subspan(b, std::min(size_t(chunk), prompt.size() - b)));
+    if (!lg.ok()) return lg.take_error();
+  }
   if (!lg.ok()) return lg.take_error();
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n; ++i) {
@@ -69,7 +75,19 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
                                                  const Tokenizer& tok, const QualitySpec& q) {
   QualityReference ref;
   const int64_t n_vocab = model->params().n_vocab;
-  if (q.wants("top1") || q.wants("kl") || q.wants("ppl")) {
+  const bool scores_tokens = q.wants("top1") || q.wants("kl") || q.wants("ppl");
+  std::vector<int32_t> greedy_prompt;  // source greedy: what the reference continues
+  if (scores_tokens && q.source == "greedy") {
+    FISH_ASSIGN_OR_RETURN(std::string text, read_text(q.prompt_file, "prompt_file"));
+    std::istringstream lines(text);
+    std::string line;
+    while (greedy_prompt.empty() && std::getline(lines, line))
+      if (!line.empty())
+        greedy_prompt = tok.encode(line, /*add_special=*/true, /*parse_special=*/false);
+    if (greedy_prompt.empty())
+      return make_error("quality.prompt_file: {}: no prompt for source greedy (one per line)",
+                        q.prompt_file);
+  } else if (scores_tokens) {
     FISH_ASSIGN_OR_RETURN(std::string text, read_text(q.text, "text"));
     std::vector<int32_t> t = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
     if (int64_t(t.size()) < q.n_tokens)
@@ -89,19 +107,31 @@ Result<QualityReference> build_quality_reference(std::shared_ptr<const Model> mo
     if (ref.prompts.empty())
       return make_error("quality.prompt_file: {}: no prompts (one per line)", q.prompt_file);
   }
-  FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, q.reference, context_needed(ref, q)));
+  const int64_t need = std::max(context_needed(ref, q), int64_t(greedy_prompt.size()) + q.n_tokens);
+  FISH_ASSIGN_OR_RETURN(auto sess, quality_session(model, q.reference, need));
+  if (!greedy_prompt.empty()) {
+    FISH_ASSIGN_OR_RETURN(auto gen, greedy_continuation(*sess, greedy_prompt, q.n_tokens, q.chunk));
+    ref.first_scored = int64_t(greedy_prompt.size()) - 1;
+    ref.text_tokens = std::move(greedy_prompt);
+    ref.text_tokens.insert(ref.text_tokens.end(), gen.begin(), gen.end());
+  }
   if (!ref.text_tokens.empty()) {
-    const size_t n_pos = ref.text_tokens.size() - 1;
+    const size_t first = size_t(ref.first_scored);
+    const size_t n_pos = ref.text_tokens.size() - 1 - first;
     ref.logprobs.resize(n_pos * size_t(n_vocab));
     ref.top1.resize(n_pos);
-    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
-      if (size_t(t) >= n_pos) return;
-      ref.top1[size_t(t)] = log_softmax(lg, ref.logprobs.data() + size_t(t) * size_t(n_vocab));
-    });
+    Status st = sess->teacher_force(
+        ref.text_tokens,
+        [&](int64_t t, std::span<const float> lg) {
+          if (size_t(t) < first || size_t(t) - first >= n_pos) return;
+          const size_t i = size_t(t) - first;
+          ref.top1[i] = log_softmax(lg, ref.logprobs.data() + i * size_t(n_vocab));
+        },
+        q.chunk);
     FISH_TRY(st);
   }
   for (const auto& p : ref.prompts) {
-    FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, p, q.greedy_tokens));
+    FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, p, q.greedy_tokens, q.chunk));
     ref.greedy.push_back(std::move(g));
   }
   return ref;
@@ -115,21 +145,26 @@ Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const
   FISH_ASSIGN_OR_RETURN(auto sess,
                         quality_session(model, config, context_needed(ref, q), std::move(gpu)));
   if (!ref.text_tokens.empty()) {
-    const size_t n_pos = ref.text_tokens.size() - 1;
+    const size_t first = size_t(ref.first_scored);
+    const size_t n_pos = ref.text_tokens.size() - 1 - first;
     std::vector<float> lp(n_vocab);
     std::vector<double> kl(n_pos);
     int64_t same = 0;
     double nll = 0;
-    Status st = sess->teacher_force(ref.text_tokens, [&](int64_t t, std::span<const float> lg) {
-      if (size_t(t) >= n_pos) return;
-      const int32_t top = log_softmax(lg, lp.data());
-      same += top == ref.top1[size_t(t)];
-      nll -= lp[size_t(ref.text_tokens[size_t(t) + 1])];
-      const float* r = ref.logprobs.data() + size_t(t) * n_vocab;
-      double d = 0;
-      for (size_t i = 0; i < n_vocab; ++i) d += std::exp(double(r[i])) * double(r[i] - lp[i]);
-      kl[size_t(t)] = std::max(d, 0.0);  // rounding can leave a tiny negative
-    });
+    Status st = sess->teacher_force(
+        ref.text_tokens,
+        [&](int64_t t, std::span<const float> lg) {
+          if (size_t(t) < first || size_t(t) - first >= n_pos) return;
+          const size_t k = size_t(t) - first;
+          const int32_t top = log_softmax(lg, lp.data());
+          same += top == ref.top1[k];
+          nll -= lp[size_t(ref.text_tokens[size_t(t) + 1])];
+          const float* r = ref.logprobs.data() + k * n_vocab;
+          double d = 0;
+          for (size_t i = 0; i < n_vocab; ++i) d += std::exp(double(r[i])) * double(r[i] - lp[i]);
+          kl[k] = std::max(d, 0.0);  // rounding can leave a tiny negative
+        },
+        q.chunk);
     FISH_TRY(st);
     if (q.wants("top1")) m.top1 = double(same) / double(n_pos);
     if (q.wants("ppl")) m.ppl = std::exp(nll / double(n_pos));
@@ -147,12 +182,14 @@ Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const
   if (q.wants("greedy_exact")) {
     int64_t n = 0;
     for (size_t i = 0; i < ref.prompts.size(); ++i) {
-      FISH_ASSIGN_OR_RETURN(auto g, greedy_continuation(*sess, ref.prompts[i], q.greedy_tokens));
+      FISH_ASSIGN_OR_RETURN(auto g,
+                            greedy_continuation(*sess, ref.prompts[i], q.greedy_tokens, q.chunk));
       n += g == ref.greedy[i];
     }
     m.greedy_n = n;
     m.greedy_of = int64_t(ref.prompts.size());
   }
+  m.gpu_fallbacks = sess->gpu_fallbacks();
   return m;
 }
 

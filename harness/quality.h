@@ -7,6 +7,10 @@
 //             greedy_tokens tokens equals the reference's token for token.
 // top1/kl/ppl are teacher-forced over the first n_tokens tokens of quality.text (BOS as the
 // vocabulary says): every position t < n_tokens - 1 is scored on the distribution of token t+1.
+// With quality.source "greedy" they are teacher-forced over the reference's own greedy run:
+// prompt_file's first line, then n_tokens greedy tokens of the reference; the n_tokens
+// positions that predicted a generated token are scored (the seed's GPU quality check: the
+// reference's argmax there is the token that follows).
 // The reference keeps its log-probabilities in memory: (n_tokens - 1) x n_vocab floats (128
 // tokens of Gemma 3's 262144-token vocabulary: 133 MB).
 #pragma once
@@ -27,8 +31,9 @@
 namespace fish {
 
 struct QualityReference {
-  std::vector<int32_t> text_tokens;           // n_tokens
-  std::vector<float> logprobs;                // (n_tokens - 1) x n_vocab, log-softmax
+  std::vector<int32_t> text_tokens;           // teacher-forced tokens
+  int64_t first_scored = 0;                   // positions [first_scored, size - 1) are scored
+  std::vector<float> logprobs;                // scored positions x n_vocab, log-softmax
   std::vector<int32_t> top1;                  // argmax per scored position
   std::vector<std::vector<int32_t>> prompts;  // tokenized prompt lines
   std::vector<std::vector<int32_t>> greedy;   // reference continuation per prompt
@@ -37,6 +42,7 @@ struct QualityReference {
 struct QualityMetrics {
   std::optional<double> top1, kl_mean, kl_p99, kl_max, ppl;
   std::optional<int64_t> greedy_n, greedy_of;
+  uint64_t gpu_fallbacks = 0;  // Session::gpu_fallbacks() of the scoring session
 };
 
 // Runs the reference configuration (q.reference) for what q.metrics needs.

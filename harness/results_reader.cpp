@@ -132,7 +132,9 @@ std::vector<std::pair<std::string, nlohmann::json>> ResultRow::params() const {
 }
 
 const std::vector<std::string>& speed_metric_names() {
-  static const std::vector<std::string> names{"prefill_tok_s", "decode_tok_s"};
+  static const std::vector<std::string> names{"prefill_tok_s",      "decode_tok_s",
+                                              "prefill_pct_stream", "decode_pct_stream",
+                                              "prefill_vs_cpu",     "decode_vs_cpu"};
   return names;
 }
 

@@ -193,7 +193,8 @@ json row_base(const std::string& run_id, const Experiment& e, const Cell& c, con
   r["workload"] = workload_json(e.workload);
   r["placement"] = {{"gpu_layers", 0}, {"gpu_detail", ""}};
   json m;
-  for (const char* k : {"prefill_tok_s", "decode_tok_s", "weight_GBps", "weight_GBps_pct_stream",
+  for (const char* k : {"prefill_tok_s", "decode_tok_s", "prefill_pct_stream", "decode_pct_stream",
+                        "prefill_vs_cpu", "decode_vs_cpu", "weight_GBps", "weight_GBps_pct_stream",
                         "bits_per_weight", "rss_peak_MB", "vram_peak_MB", "rel_rms", "top1",
                         "kl_mean", "kl_p99", "kl_max", "ppl", "greedy_exact"})
     m[k] = nullptr;
@@ -518,9 +519,16 @@ int run_experiment(const RunOptions& o) {
       }
       const std::vector<PathSamples> samples = measure_paths(e.measure, fns);
       const std::optional<double> rss_speed = peak_rss_MB();
+      // The cell's cpu path: the gpu rows' speeds are also given relative to it (same run).
+      const PathSamples* cpu_samples = nullptr;
+      for (size_t p = 0; p < runs.size(); ++p)
+        if (runs[p].row["path"] == "cpu" && !samples[p].error) cpu_samples = &samples[p];
       for (size_t p = 0; p < runs.size(); ++p) {
         json& row = runs[p].row;
         const DecodeWeights dw = decode_weights(*runs[p].session, runs[p].gpu.get());
+        // config.n_threads stays as given (0: the default); what it resolved to is recorded here.
+        row["n_threads_resolved"] = runs[p].session->n_threads();
+        uint64_t gpu_fallbacks = runs[p].session->gpu_fallbacks();
         // vram_peak_MB: placement plus the matmul scratch the runs allocated (kept until the
         // last weight goes).
         if (runs[p].gpu)
@@ -549,6 +557,23 @@ int run_experiment(const RunOptions& o) {
         m["bits_per_weight"] = dw.bits_per_weight();
         m["weight_GBps_pct_stream"] =
             stream_median > 0 ? json(100.0 * gbps / stream_median) : json();
+        // Machine-normalised speeds for the CI gate (never absolute tok/s across machines):
+        // per repetition, tok/s x weight bytes per token as % of this run's stream bandwidth
+        // (prefill exceeds 100%: a batch reads each weight once), and a gpu row over its cell's
+        // cpu row in the same repetition.
+        if (stream_median > 0 && dw.bytes_per_token > 0) {
+          const std::vector<double> bw(ps.decode_tok_s.size(), stream_median * 1e9 / 100.0);
+          m["prefill_pct_stream"] =
+              speed_metric_json(paired_ratios(ps.prefill_tok_s, bw, dw.bytes_per_token));
+          m["decode_pct_stream"] =
+              speed_metric_json(paired_ratios(ps.decode_tok_s, bw, dw.bytes_per_token));
+        }
+        if (runs[p].gpu && cpu_samples) {
+          m["prefill_vs_cpu"] =
+              speed_metric_json(paired_ratios(ps.prefill_tok_s, cpu_samples->prefill_tok_s));
+          m["decode_vs_cpu"] =
+              speed_metric_json(paired_ratios(ps.decode_tok_s, cpu_samples->decode_tok_s));
+        }
         if (rss_speed) m["rss_peak_MB"] = *rss_speed;
         row["validity"] = validity_flags(ps, e.measure.max_cv);
         if (!e.quality.metrics.empty()) {
@@ -568,9 +593,15 @@ int run_experiment(const RunOptions& o) {
               row["error"] = "quality: " + q.error().message;
             } else {
               quality_metrics_json(q.value(), m);
+              gpu_fallbacks += q.value().gpu_fallbacks;
             }
           }
           if (auto rss = peak_rss_MB()) m["rss_peak_MB"] = *rss;
+        }
+        if (runs[p].gpu) {
+          row["placement"]["gpu_fallbacks"] = gpu_fallbacks;
+          for (const std::string& f : gpu_validity_flags(gpu_fallbacks, placement.get()))
+            row["validity"].push_back(f);
         }
         if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
       }

@@ -6,7 +6,8 @@
 
 The one generator is `fish report` (harness/report.cpp); this script only lists its inputs, so
 the document and its --check are the same code path:
-  results/**/*.jsonl      experiment results (fish-results/1: `fish run`, `fish merge`)
+  results/**/*.jsonl      experiment results (fish-results/1: `fish run`, `fish merge`), except
+                          results/ci/ (the CI gate's baseline: a test input, not a benchmark)
   results/bench/*.json    google-benchmark JSON written by scripts/run_bench.sh
   results/runs/*/         captured command runs (context.txt + outputs)
 Paths are passed relative to the checkout, so the output does not depend on where it lives.
@@ -23,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def inputs():
     rel = lambda p: os.path.relpath(p, ROOT)
     results = sorted(rel(p) for p in glob.glob(os.path.join(ROOT, "results", "**", "*.jsonl"),
-                                               recursive=True))
+                                               recursive=True)
+                     if not rel(p).startswith(os.path.join("results", "ci") + os.sep))
     bench = sorted(rel(p) for p in glob.glob(os.path.join(ROOT, "results", "bench", "*.json")))
     runs = sorted(rel(d) for d in glob.glob(os.path.join(ROOT, "results", "runs", "*"))
                   if os.path.isdir(d))

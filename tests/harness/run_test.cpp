@@ -183,6 +183,29 @@ TEST_F(RunCommand, QualityAgainstTheReferenceIsPerfectForTheReferenceItself) {
   EXPECT_LE(q["top1"].get<double>(), 1.0);
 }
 
+TEST_F(RunCommand, QualityOverTheReferencesOwnGreedyRunIsPerfectForTheReference) {
+  const std::string prompts = dir_.file("prompts.txt");
+  std::ofstream(prompts) << "one two three\n";
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "g", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"act": ["f32", "int8"]},
+    "workload": {"n_prompt": 8, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4},
+    "quality": {"metrics": ["top1", "kl"], "reference": {"act": "f32"}, "source": "greedy",
+                "n_tokens": 20, "prompt_file": ")" +
+                                    prompts + R"("}})");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/g.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["metrics"]["top1"], 1.0);  // the reference predicts its own greedy tokens
+  EXPECT_EQ(rows[0]["metrics"]["kl_max"], 0.0);
+  const double top1 = rows[1]["metrics"]["top1"].get<double>();
+  // 20 scored positions (the generated tokens): top-1 moves in steps of 1/20.
+  EXPECT_NEAR(top1 * 20, std::round(top1 * 20), 1e-9);
+  EXPECT_GE(rows[1]["metrics"]["kl_mean"].get<double>(), 0.0);
+}
+
 // Rows of `path` in cell order.
 std::vector<json> rows_for(const std::vector<json>& rows, const std::string& path) {
   std::vector<json> out;
@@ -283,6 +306,14 @@ TEST_F(RunCommand, TheGpuPathOnLavapipePlacesEachCellAndReleasesItAfter) {
     EXPECT_EQ(r["metrics"]["decode_tok_s"]["samples"].size(), 2u);
     EXPECT_EQ(r["metrics"]["bits_per_weight"], 8.5);
     EXPECT_EQ(r["cell_id"], cpu[size_t(i)]["cell_id"]);
+    // Valid gpu rows: nothing fell back, something ran on the device; speeds within the run.
+    EXPECT_EQ(r["placement"]["gpu_fallbacks"], 0);
+    EXPECT_EQ(r["validity"].dump().find("cpu_fallback"), std::string::npos) << r.dump();
+    EXPECT_EQ(r["validity"].dump().find("nothing_on_gpu"), std::string::npos) << r.dump();
+    EXPECT_EQ(r["metrics"]["decode_vs_cpu"]["samples"].size(), 2u);
+    EXPECT_EQ(r["metrics"]["prefill_vs_cpu"]["samples"].size(), 2u);
+    EXPECT_EQ(r["metrics"]["decode_pct_stream"]["samples"].size(), 2u);
+    EXPECT_TRUE(cpu[size_t(i)]["metrics"]["decode_vs_cpu"].is_null());
     // The cpu path: the same config, no placement.
     EXPECT_EQ(cpu[size_t(i)]["status"], "ok");
     EXPECT_EQ(cpu[size_t(i)]["placement"]["gpu_layers"], 0);
@@ -296,7 +327,43 @@ TEST_F(RunCommand, TheGpuPathOnLavapipePlacesEachCellAndReleasesItAfter) {
   EXPECT_THAT(gpu[2]["error"].get<std::string>(), HasSubstr("bf16"));
   EXPECT_EQ(cpu[2]["status"], "ok");
 }
+
+TEST_F(RunCommand, AGpuRowWithNothingPlacedIsFlagged) {
+  const std::string exp =
+      write_exp(R"({"schema_version": 1, "name": "g0", "model": ")" + model_ +
+                R"(", "defaults": {"n_ctx": 64, "n_threads": 1, "gpu_layers": 0},
+    "workload": {"n_prompt": 4, "n_gen": 2},
+    "measure": {"paths": ["gpu"], "warmup": 0, "repetitions": 1, "stream_MiB": 4}})");
+  ASSERT_EQ(
+      run_shell("FISH_GPU=cpu " + fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")),
+      kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("out/g0.jsonl"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["status"], "ok");
+  EXPECT_EQ(rows[0]["placement"]["gpu_layers"], 0);
+  EXPECT_THAT(rows[0]["validity"].dump(), HasSubstr("nothing_on_gpu"));
+  EXPECT_TRUE(rows[0]["metrics"]["decode_vs_cpu"].is_null());  // no cpu path in this cell
+}
 #endif
+
+TEST_F(RunCommand, ThreadsZeroStaysZeroInTheConfigAndTheResolvedCountIsRecorded) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "t0", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64},
+    "sweep": {"n_threads": [0, 1]},
+    "workload": {"n_prompt": 4, "n_gen": 2},
+    "measure": {"warmup": 0, "repetitions": 1, "stream_MiB": 4}})");
+  ASSERT_EQ(
+      run_shell("FISH_THREADS=3 " + fish_run(exp + " --out " + dir_.file("out")), dir_.file("log")),
+      kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_for(rows_of(dir_.file("out/t0.jsonl")), "cpu");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["config"]["n_threads"], 0);  // as given: the cell is "the default"
+  EXPECT_EQ(rows[0]["n_threads_resolved"], 3);   // what it ran with (FISH_THREADS here)
+  EXPECT_EQ(rows[1]["config"]["n_threads"], 1);
+  EXPECT_EQ(rows[1]["n_threads_resolved"], 1);
+}
 
 TEST_F(RunCommand, EveryCommittedExperimentPassesTheDryRun) {
   int n = 0;
