@@ -25,18 +25,24 @@ bool is_linear_weight(std::string_view name) {
 }
 
 // Packs rows of `src` (any decodable type) into fish_i4 rows (pack_row_fish_i4: exact where the
-// source allows, else dequantised and fitted), rows split across the pool.
+// source allows, else dequantised and fitted), rows split across the pool; adds the repack error
+// (the packed rows decoded against the source's f32) to *err.
 Status pack_rows(const GgufTensorInfo& src, const QuantizeW4Options& opt, ThreadPool& pool,
-                 std::span<uint8_t> out) {
+                 std::span<uint8_t> out, QuantizeW4TypeError* err) {
+  const GgmlType out_type = fish_i4_type(opt.fmt);
   const int64_t n_in = src.dims[0];
   const int64_t n_rows = src.n_rows();
   const size_t in_row = src.row_bytes();
-  const size_t out_row = row_bytes(fish_i4_type(opt.fmt), n_in);
+  const size_t out_row = row_bytes(out_type, n_in);
   std::vector<std::vector<float>> scratch(size_t(pool.size()));
+  std::vector<std::vector<float>> back(size_t(pool.size()));
   std::vector<Status> status(size_t(pool.size()), Status::success());
+  std::vector<double> err_sq(size_t(pool.size()), 0.0), ref_sq(size_t(pool.size()), 0.0);
   pool.parallel_for(n_rows, [&](int64_t b, int64_t e, int slice) {
     std::vector<float>& f = scratch[size_t(slice)];
+    std::vector<float>& fb = back[size_t(slice)];
     f.resize(size_t(n_in));
+    fb.resize(size_t(n_in));
     for (int64_t r = b; r < e; ++r) {
       const uint8_t* row = src.data + size_t(r) * in_row;
       // Decodes once with the checked dequantiser (non-finite values are an error naming the
@@ -46,9 +52,22 @@ Status pack_rows(const GgufTensorInfo& src, const QuantizeW4Options& opt, Thread
         status[size_t(slice)] = std::move(st);
         return;
       }
-      pack_row_fish_i4(src.type, row, n_in, opt.fmt, out.data() + size_t(r) * out_row, f.data());
+      uint8_t* dst = out.data() + size_t(r) * out_row;
+      pack_row_fish_i4(src.type, row, n_in, opt.fmt, dst, f.data());
+      // f holds the source row's f32 either way (the fit decodes the same values into it).
+      type_info(out_type).dequantize_row(dst, fb.data(), n_in);
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double d = double(fb[size_t(i)]) - double(f[size_t(i)]);
+        err_sq[size_t(slice)] += d * d;
+        ref_sq[size_t(slice)] += double(f[size_t(i)]) * f[size_t(i)];
+      }
     }
   });
+  ++err->tensors;
+  for (size_t i = 0; i < err_sq.size(); ++i) {
+    err->err_sq += err_sq[i];
+    err->ref_sq += ref_sq[i];
+  }
   for (Status& st : status) {
     if (!st.ok()) return std::move(st);
   }
@@ -92,8 +111,9 @@ Result<QuantizeW4Summary> quantize_w4_gguf(const std::string& in_path, const std
     }
     if (int4_repack_is_exact(t.type, opt.fmt)) ++sum.tensors_exact;
     const GgufTensorInfo* src = &t;
-    w.add_tensor(name, out_type, t.dims, [src, file, pool, opt](std::span<uint8_t> out) {
-      return pack_rows(*src, opt, *pool, out);
+    QuantizeW4TypeError* err = &sum.error_by_type[t.type];  // map nodes are stable
+    w.add_tensor(name, out_type, t.dims, [src, file, pool, opt, err](std::span<uint8_t> out) {
+      return pack_rows(*src, opt, *pool, out, err);
     });
     ++sum.tensors_packed;
     sum.bytes_packed_in += t.n_bytes;

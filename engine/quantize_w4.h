@@ -14,7 +14,9 @@
 // is an error naming it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "base/result.h"
@@ -30,6 +32,16 @@ struct QuantizeW4Options {
   int n_threads = 0;  // 0: default_thread_count()
 };
 
+// The repack error of the packed tensors of one source type: sum of squared (int4 - source)
+// and of squared source values over all their weights (rel RMS = sqrt(err_sq / ref_sq); 0 for an
+// exact bit-for-bit repack).
+struct QuantizeW4TypeError {
+  int64_t tensors = 0;
+  double err_sq = 0.0;
+  double ref_sq = 0.0;
+  double rel_rms() const { return ref_sq > 0.0 ? std::sqrt(err_sq / ref_sq) : 0.0; }
+};
+
 struct QuantizeW4Summary {
   int64_t tensors_packed = 0;
   int64_t tensors_copied = 0;
@@ -37,6 +49,7 @@ struct QuantizeW4Summary {
   uint64_t bytes_packed_out = 0;  // their bytes as fish_i4
   int64_t tensors_exact = 0;      // packed tensors repacked exactly (every row), no re-fit
   bool untied_head = false;
+  std::map<GgmlType, QuantizeW4TypeError> error_by_type;  // by source type
 };
 
 // Errors: the input cannot be opened or parsed (the GGUF reader's message), a selected tensor is

@@ -71,6 +71,11 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
                  std::string(type_name(fish_i4_type(opt.fmt))).c_str(), (long long)s.tensors_exact,
                  double(s.bytes_packed_in) / 1e6, double(s.bytes_packed_out) / 1e6,
                  s.untied_head ? ", head untied" : "", (long long)s.tensors_copied, secs);
+    for (const auto& [type, e] : s.error_by_type) {
+      std::fprintf(stderr, "  from %s: %lld tensors, rel RMS %.3g%s\n",
+                   std::string(type_name(type)).c_str(), (long long)e.tensors, e.rel_rms(),
+                   int4_repack_is_exact(type, opt.fmt) ? " (exact repack)" : " (fitted)");
+    }
     *exit_code = kExitOk;
   });
 }
