@@ -125,6 +125,7 @@ Result<std::unique_ptr<Int4Weights>> Int4Weights::build(const Model& model, Weig
     } else {
       W4A16Weights packed = make_w4a16_weights(std::move(b), w16);
       bytes = packed.bytes();
+      if (packed.duplicate) w->duplicate_bytes_ += packed.duplicate->bytes();
       w->bytes_per_token_ += packed.packed.bytes();
       w->by_data_.emplace(m.data, std::move(packed));
     }
@@ -242,10 +243,11 @@ std::string Int4Weights::describe() const {
   const std::string isa = path_ == WeightPath::w4a8 ? std::string(w4a8_isa_name(w4a8_best_isa()))
                                                     : std::string(w4a16_isa_name(w4a16_best_isa()));
   return fmt::format(
-      "{} ({}) g{} {}, head {}, embedding {}, {:.1f} MB packed, {}/{} matrices repacked exactly",
+      "{} ({}) g{} {}, head {}, embedding {}, {:.1f} MB packed ({:.1f} MB row-major duplicates), "
+      "{}/{} matrices repacked exactly",
       weight_path_name(path_), isa, opt_.fmt.group_size, int4_zero_point_name(opt_.fmt.zero_point),
       head_packed_ ? "int4" : "gguf", embedding_.empty() ? "gguf" : "int4",
-      double(packed_bytes_) / 1e6, exact_matrices_, matrices_);
+      double(packed_bytes_) / 1e6, double(duplicate_bytes_) / 1e6, exact_matrices_, matrices_);
 }
 
 }  // namespace fish

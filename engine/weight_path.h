@@ -74,11 +74,12 @@ class Int4Weights {
 
   WeightPath path() const { return path_; }
   const WeightPathOptions& options() const { return opt_; }
-  size_t packed_bytes() const { return packed_bytes_; }  // all packed copies (+ duplicates)
+  size_t packed_bytes() const { return packed_bytes_; }        // all packed copies (+ duplicates)
+  size_t duplicate_bytes() const { return duplicate_bytes_; }  // w4a16 row-major duplicates
   // Bytes one decode step reads: packed layer matrices and head, or the GGUF head when unpacked.
   uint64_t bytes_per_token() const { return bytes_per_token_; }
-  // One line for stats: "w4a16 (avx2) g32 fp, head int4, embedding gguf, 52.1 MB packed, 211/211
-  // matrices repacked exactly".
+  // One line for stats: "w4a16 (avx2) g32 fp, head int4, embedding gguf, 52.1 MB packed (0.0 MB
+  // row-major duplicates), 211/211 matrices repacked exactly".
   std::string describe() const;
   int exact_matrices() const { return exact_matrices_; }  // packed without a re-fit
   int matrices() const { return matrices_; }              // packed (distinct data)
@@ -95,6 +96,7 @@ class Int4Weights {
   int64_t n_embd_ = 0;
   float embd_scale_ = 1.0f;
   size_t packed_bytes_ = 0;
+  size_t duplicate_bytes_ = 0;
   uint64_t bytes_per_token_ = 0;
   int matrices_ = 0;
   int exact_matrices_ = 0;

@@ -3,7 +3,8 @@
 # model, path (gguf, w4a8, w4a16) and int4 setting (group size x zero point), how many of the 12
 # greedy continuations (N tokens) equal the f32 reference's (--weight-path ref) token for token.
 # zero point fp at group 32 also runs with --quantize-head false ("head gguf": the head stays on
-# the file's own kernel), since a tied q8_0 head is the one matrix fp cannot repack exactly.
+# the file's own kernel), since a tied q8_0 head is the one matrix fp cannot repack exactly, and
+# once more with --act f32 (that head then multiplies f32 activations, as the reference does).
 # Each line: model, setting, greedy-exact, bits per weight of the packed layer matrices.
 # Usage: scripts/w4_greedy12.sh FISH_BIN MODEL.gguf [N=24] [GROUP_SIZES="32 64 128"]
 #        [ZERO_POINTS="sym asym fp"]
@@ -27,7 +28,7 @@ exact() { paste -d'\t' "$tmp/ref" "$tmp/$1" | awk -F'\t' '$1 == $2' | wc -l; }
 bpw() { awk -v g="$1" -v zp="$2" 'BEGIN { e = zp == "sym" ? 0 : zp == "asym" ? 8 : 16;
   printf "%.3f", 4 + (16 + e) / g }'; }
 stats() { grep -o 'matrices repacked exactly' "$tmp/$1.err" >/dev/null &&
-  sed -n 's/.*packed, \([0-9]*\/[0-9]*\) matrices repacked exactly.*/\1 exact/p' "$tmp/$1.err" |
+  sed -n 's/.*, \([0-9]*\/[0-9]*\) matrices repacked exactly.*/\1 exact/p' "$tmp/$1.err" |
   tail -1 || true; }
 run ref --weight-path ref
 run gguf --weight-path gguf
@@ -44,6 +45,12 @@ for path in w4a8 w4a16; do
           --quantize-head false; then
         echo "$(basename "$model") $path g$g $zp head gguf: $(exact "$path-$g-$zp-hg")/12," \
           "$(bpw "$g" "$zp") bits/weight (layers), $(stats "$path-$g-$zp-hg")"
+      fi
+      if [ "$zp" = fp ] && [ "$g" = 32 ] &&
+        run "$path-$g-$zp-hf" --weight-path "$path" --group-size "$g" --zero-point "$zp" \
+          --quantize-head false --act f32; then
+        echo "$(basename "$model") $path g$g $zp head gguf act f32: $(exact "$path-$g-$zp-hf")/12," \
+          "$(bpw "$g" "$zp") bits/weight (layers), $(stats "$path-$g-$zp-hf")"
       fi
     done
   done
