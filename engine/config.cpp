@@ -60,8 +60,9 @@ std::span<const FieldSpec<Config>> config_fields() {
        {"32", "64", "128"}},
       {"zero_point",
        &Config::zero_point,
-       "w4a8/w4a16 repacking: sym (zero point 8) or asym (per group)",
-       {"sym", "asym"}},
+       "w4a8/w4a16 repacking: sym (zero point 8), asym (integer zero per group) or fp (f16 offset "
+       "per group: q4_0/q4_1/q4_k repack exactly at group_size 32)",
+       {"sym", "asym", "fp"}},
       {"quantize_head",
        &Config::quantize_head,
        "w4a8/w4a16: int4 output head (false keeps it on the gguf path)",
@@ -150,7 +151,7 @@ Result<SessionOptions> session_options(const Config& c) {
         c.weight_path);
   const std::optional<Int4ZeroPoint> zp = parse_int4_zero_point(c.zero_point);
   if (!zp)
-    return make_error("config: zero_point \"{}\" is not allowed (allowed: sym, asym)",
+    return make_error("config: zero_point \"{}\" is not allowed (allowed: sym, asym, fp)",
                       c.zero_point);
   if (c.group_size != 32 && c.group_size != 64 && c.group_size != 128)
     return make_error("config: group_size {} is not allowed (allowed: 32, 64, 128)", c.group_size);

@@ -38,7 +38,7 @@ struct Config {
   // CPU weight path and its int4 knobs (engine/weight_path.h: WeightPathOptions).
   std::string weight_path = "auto";  // auto | gguf | w4a8 | w4a16 | ref
   int64_t group_size = 64;           // int4 group: 32 | 64 | 128
-  std::string zero_point = "asym";   // sym | asym
+  std::string zero_point = "asym";   // sym | asym | fp
   bool quantize_head = true;
   bool quantize_embedding = false;
   bool prefill_dequant = true;

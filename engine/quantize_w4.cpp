@@ -24,41 +24,50 @@ bool is_linear_weight(std::string_view name) {
   return false;
 }
 
-// Packs rows of `src` (any decodable type) into fish_i4 rows, rows split across the pool.
+// Packs rows of `src` (any decodable type) into fish_i4 rows (pack_row_fish_i4: exact where the
+// source allows, else dequantised and fitted), rows split across the pool; adds the repack error
+// (the packed rows decoded against the source's f32) to *err.
 Status pack_rows(const GgufTensorInfo& src, const QuantizeW4Options& opt, ThreadPool& pool,
-                 std::span<uint8_t> out) {
+                 std::span<uint8_t> out, QuantizeW4TypeError* err) {
+  const GgmlType out_type = fish_i4_type(opt.fmt);
   const int64_t n_in = src.dims[0];
   const int64_t n_rows = src.n_rows();
   const size_t in_row = src.row_bytes();
-  const size_t out_row = row_bytes(fish_i4_type(opt.fmt.group_size), n_in);
+  const size_t out_row = row_bytes(out_type, n_in);
   std::vector<std::vector<float>> scratch(size_t(pool.size()));
+  std::vector<std::vector<float>> back(size_t(pool.size()));
   std::vector<Status> status(size_t(pool.size()), Status::success());
+  std::vector<double> err_sq(size_t(pool.size()), 0.0), ref_sq(size_t(pool.size()), 0.0);
   pool.parallel_for(n_rows, [&](int64_t b, int64_t e, int slice) {
     std::vector<float>& f = scratch[size_t(slice)];
+    std::vector<float>& fb = back[size_t(slice)];
     f.resize(size_t(n_in));
+    fb.resize(size_t(n_in));
     for (int64_t r = b; r < e; ++r) {
-      Status st =
-          dequantize_row_checked(src.type, src.data + size_t(r) * in_row, f.data(), n_in, src.name);
+      const uint8_t* row = src.data + size_t(r) * in_row;
+      // Decodes once with the checked dequantiser (non-finite values are an error naming the
+      // tensor); the fit below decodes again into the same scratch.
+      Status st = dequantize_row_checked(src.type, row, f.data(), n_in, src.name);
       if (!st.ok()) {
         status[size_t(slice)] = std::move(st);
         return;
       }
       uint8_t* dst = out.data() + size_t(r) * out_row;
-      switch (opt.fmt.group_size) {
-        case 32:
-          quantize_row_fish_i4_fit<32>(f.data(), reinterpret_cast<BlockFishI4<32>*>(dst), n_in,
-                                       opt.fmt.zero_point);
-          break;
-        case 64:
-          quantize_row_fish_i4_fit<64>(f.data(), reinterpret_cast<BlockFishI4<64>*>(dst), n_in,
-                                       opt.fmt.zero_point);
-          break;
-        default:
-          quantize_row_fish_i4_fit<128>(f.data(), reinterpret_cast<BlockFishI4<128>*>(dst), n_in,
-                                        opt.fmt.zero_point);
+      pack_row_fish_i4(src.type, row, n_in, opt.fmt, dst, f.data());
+      // f holds the source row's f32 either way (the fit decodes the same values into it).
+      type_info(out_type).dequantize_row(dst, fb.data(), n_in);
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double d = double(fb[size_t(i)]) - double(f[size_t(i)]);
+        err_sq[size_t(slice)] += d * d;
+        ref_sq[size_t(slice)] += double(f[size_t(i)]) * f[size_t(i)];
       }
     }
   });
+  ++err->tensors;
+  for (size_t i = 0; i < err_sq.size(); ++i) {
+    err->err_sq += err_sq[i];
+    err->ref_sq += ref_sq[i];
+  }
   for (Status& st : status) {
     if (!st.ok()) return std::move(st);
   }
@@ -66,12 +75,6 @@ Status pack_rows(const GgufTensorInfo& src, const QuantizeW4Options& opt, Thread
 }
 
 }  // namespace
-
-GgmlType fish_i4_type(int group_size) {
-  return group_size == 32   ? GgmlType::fish_i4_g32
-         : group_size == 64 ? GgmlType::fish_i4_g64
-                            : GgmlType::fish_i4_g128;
-}
 
 Result<QuantizeW4Summary> quantize_w4_gguf(const std::string& in_path, const std::string& out_path,
                                            const QuantizeW4Options& opt) {
@@ -81,7 +84,7 @@ Result<QuantizeW4Summary> quantize_w4_gguf(const std::string& in_path, const std
   FISH_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(in_path));
   auto file = std::make_shared<GgufFile>(std::move(in));
   auto pool = std::make_shared<ThreadPool>(opt.n_threads);
-  const GgmlType out_type = fish_i4_type(opt.fmt.group_size);
+  const GgmlType out_type = fish_i4_type(opt.fmt);
 
   GgufWriter w(file->alignment());
   for (const GgufKv& kv : file->metadata()) w.set(kv.key, kv.value);
@@ -106,9 +109,11 @@ Result<QuantizeW4Summary> quantize_w4_gguf(const std::string& in_path, const std
       return make_error("quantize-w4: {}: tensor {} has type {}, which FISH cannot decode", in_path,
                         t.name, type_name(t.type));
     }
+    if (int4_repack_is_exact(t.type, opt.fmt)) ++sum.tensors_exact;
     const GgufTensorInfo* src = &t;
-    w.add_tensor(name, out_type, t.dims, [src, file, pool, opt](std::span<uint8_t> out) {
-      return pack_rows(*src, opt, *pool, out);
+    QuantizeW4TypeError* err = &sum.error_by_type[t.type];  // map nodes are stable
+    w.add_tensor(name, out_type, t.dims, [src, file, pool, opt, err](std::span<uint8_t> out) {
+      return pack_rows(*src, opt, *pool, out, err);
     });
     ++sum.tensors_packed;
     sum.bytes_packed_in += t.n_bytes;

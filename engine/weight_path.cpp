@@ -13,11 +13,14 @@ namespace {
 
 constexpr std::string_view kNames[] = {"auto", "gguf", "w4a8", "w4a16", "ref"};
 
-// n_out fish_i4 rows of m (fitted with fmt, or m's own rows when it is fish_i4 already).
-Result<std::vector<uint8_t>> fish_i4_rows(const MatrixView& m, Int4Format fmt, ThreadPool& pool) {
-  const GgmlType t = fish_i4_type(fmt.group_size);
+// n_out rows of fish_i4_type(fmt) from m: m's own rows when it is that type already, an exact
+// repack where int4_repack_is_exact (*exact set true when every row was), else fitted.
+Result<std::vector<uint8_t>> fish_i4_rows(const MatrixView& m, Int4Format fmt, ThreadPool& pool,
+                                          bool* exact) {
+  const GgmlType t = fish_i4_type(fmt);
   const size_t out_row = row_bytes(t, m.n_in);
   const auto* src = static_cast<const uint8_t*>(m.data);
+  *exact = m.type == t;
   if (m.type == t) return std::vector<uint8_t>(src, src + out_row * size_t(m.n_out));
   const TypeInfo& ti = type_info(m.type);
   if (ti.dequantize_row == nullptr) {
@@ -26,31 +29,20 @@ Result<std::vector<uint8_t>> fish_i4_rows(const MatrixView& m, Int4Format fmt, T
   }
   const size_t in_row = row_bytes(m.type, m.n_in);
   std::vector<uint8_t> out(out_row * size_t(m.n_out));
+  std::vector<uint8_t> row_exact(size_t(m.n_out), 0);
   pool.parallel_for(m.n_out, [&](int64_t b, int64_t e, int) {
     std::vector<float> f(static_cast<size_t>(m.n_in));
     for (int64_t r = b; r < e; ++r) {
-      ti.dequantize_row(src + size_t(r) * in_row, f.data(), m.n_in);
-      uint8_t* dst = out.data() + size_t(r) * out_row;
-      switch (fmt.group_size) {
-        case 32:
-          quantize_row_fish_i4_fit<32>(f.data(), reinterpret_cast<BlockFishI4<32>*>(dst), m.n_in,
-                                       fmt.zero_point);
-          break;
-        case 64:
-          quantize_row_fish_i4_fit<64>(f.data(), reinterpret_cast<BlockFishI4<64>*>(dst), m.n_in,
-                                       fmt.zero_point);
-          break;
-        default:
-          quantize_row_fish_i4_fit<128>(f.data(), reinterpret_cast<BlockFishI4<128>*>(dst), m.n_in,
-                                        fmt.zero_point);
-      }
+      row_exact[size_t(r)] = pack_row_fish_i4(m.type, src + size_t(r) * in_row, m.n_in, fmt,
+                                              out.data() + size_t(r) * out_row, f.data());
     }
   });
+  *exact = std::all_of(row_exact.begin(), row_exact.end(), [](uint8_t v) { return v != 0; });
   return out;
 }
 
-// The format a matrix packs with: a fish_i4 tensor's own group size and the file's zero point;
-// otherwise the options'.
+// The format a matrix packs with: a fish_i4 tensor's own group size and zero point (fp from the
+// fish_i4fp types, else the file's fish.int4.zero_point); otherwise the options'.
 Result<Int4Format> format_for(const MatrixView& m, const Model& model, Int4Format want) {
   if (!is_fish_i4_type(m.type)) {
     if (m.n_in % want.group_size != 0) {
@@ -62,6 +54,10 @@ Result<Int4Format> format_for(const MatrixView& m, const Model& model, Int4Forma
   }
   Int4Format f;
   f.group_size = int(type_info(m.type).block_elems);
+  if (is_fish_i4fp_type(m.type)) {
+    f.zero_point = Int4ZeroPoint::fp;
+    return f;
+  }
   const GgufValue* zp = model.gguf().find("fish.int4.zero_point");
   const std::string* s = zp != nullptr ? zp->as_string() : nullptr;
   f.zero_point = s != nullptr && *s == "sym" ? Int4ZeroPoint::sym : Int4ZeroPoint::asym;
@@ -110,7 +106,10 @@ Result<std::unique_ptr<Int4Weights>> Int4Weights::build(const Model& model, Weig
   auto pack = [&](const MatrixView& m) -> Status {
     if (w->by_data_.count(m.data) != 0) return Status::success();
     FISH_ASSIGN_OR_RETURN(const Int4Format fmt, format_for(m, model, opt.fmt));
-    FISH_ASSIGN_OR_RETURN(std::vector<uint8_t> rows, fish_i4_rows(m, fmt, pool));
+    bool exact = false;
+    FISH_ASSIGN_OR_RETURN(std::vector<uint8_t> rows, fish_i4_rows(m, fmt, pool, &exact));
+    ++w->matrices_;
+    if (exact) ++w->exact_matrices_;
     Int4Vnni16 v;
     Int4Blocks64 b;
     const bool a8 = path == WeightPath::w4a8;
@@ -126,6 +125,7 @@ Result<std::unique_ptr<Int4Weights>> Int4Weights::build(const Model& model, Weig
     } else {
       W4A16Weights packed = make_w4a16_weights(std::move(b), w16);
       bytes = packed.bytes();
+      if (packed.duplicate) w->duplicate_bytes_ += packed.duplicate->bytes();
       w->bytes_per_token_ += packed.packed.bytes();
       w->by_data_.emplace(m.data, std::move(packed));
     }
@@ -147,8 +147,9 @@ Result<std::unique_ptr<Int4Weights>> Int4Weights::build(const Model& model, Weig
   const MatrixView& e = model.token_embd();
   if (opt.quantize_embedding && !is_fish_i4_type(e.type)) {
     FISH_ASSIGN_OR_RETURN(const Int4Format fmt, format_for(e, model, opt.fmt));
-    FISH_ASSIGN_OR_RETURN(w->embedding_, fish_i4_rows(e, fmt, pool));
-    w->embedding_type_ = fish_i4_type(fmt.group_size);
+    bool exact = false;
+    FISH_ASSIGN_OR_RETURN(w->embedding_, fish_i4_rows(e, fmt, pool, &exact));
+    w->embedding_type_ = fish_i4_type(fmt);
     w->n_embd_ = e.n_in;
     w->embd_scale_ = model.params().embd_scale;
     w->packed_bytes_ += w->embedding_.size();
@@ -241,10 +242,12 @@ bool Int4Weights::embed(int32_t token, float* out) const {
 std::string Int4Weights::describe() const {
   const std::string isa = path_ == WeightPath::w4a8 ? std::string(w4a8_isa_name(w4a8_best_isa()))
                                                     : std::string(w4a16_isa_name(w4a16_best_isa()));
-  return fmt::format("{} ({}) g{} {}, head {}, embedding {}, {:.1f} MB packed",
-                     weight_path_name(path_), isa, opt_.fmt.group_size,
-                     int4_zero_point_name(opt_.fmt.zero_point), head_packed_ ? "int4" : "gguf",
-                     embedding_.empty() ? "gguf" : "int4", double(packed_bytes_) / 1e6);
+  return fmt::format(
+      "{} ({}) g{} {}, head {}, embedding {}, {:.1f} MB packed ({:.1f} MB row-major duplicates), "
+      "{}/{} matrices repacked exactly",
+      weight_path_name(path_), isa, opt_.fmt.group_size, int4_zero_point_name(opt_.fmt.zero_point),
+      head_packed_ ? "int4" : "gguf", embedding_.empty() ? "gguf" : "int4",
+      double(packed_bytes_) / 1e6, double(duplicate_bytes_) / 1e6, exact_matrices_, matrices_);
 }
 
 }  // namespace fish

@@ -6,11 +6,12 @@
 //   ref    f32 weights and activations (the dequantised GGUF weights: ActMode::f32);
 //   auto   a documented rule over the model and a hardware probe (resolve_weight_path).
 // For w4a8 / w4a16, every layer matrix (and the head when quantize_head) is packed once at session
-// creation: fish_i4 tensors (written by `fish quantize-w4`) convert exactly, any other type is
-// dequantised to f32 and fitted with group_size / zero_point. quantize_head false leaves the head
-// on the gguf path (for a tied model: the 16-bit or q8 embedding matrix — the seed's "LM-head
-// trap": that one matrix can cost more per step than the whole 4-bit saving). quantize_embedding
-// also serves embedding rows from an int4 copy.
+// creation: fish_i4 tensors (written by `fish quantize-w4`) convert exactly, and so do q4_0 (g32)
+// and q4_1 / q4_k (g32, zero_point fp) tensors (int4_repack_is_exact: their own codes, scales and
+// offsets); any other type is dequantised to f32 and fitted with group_size / zero_point.
+// quantize_head false leaves the head on the gguf path (for a tied model: the 16-bit or q8
+// embedding matrix — the seed's "LM-head trap": that one matrix can cost more per step than the
+// whole 4-bit saving). quantize_embedding also serves embedding rows from an int4 copy.
 #pragma once
 
 #include <cstdint>
@@ -73,11 +74,15 @@ class Int4Weights {
 
   WeightPath path() const { return path_; }
   const WeightPathOptions& options() const { return opt_; }
-  size_t packed_bytes() const { return packed_bytes_; }  // all packed copies (+ duplicates)
+  size_t packed_bytes() const { return packed_bytes_; }        // all packed copies (+ duplicates)
+  size_t duplicate_bytes() const { return duplicate_bytes_; }  // w4a16 row-major duplicates
   // Bytes one decode step reads: packed layer matrices and head, or the GGUF head when unpacked.
   uint64_t bytes_per_token() const { return bytes_per_token_; }
-  // One line for stats: "w4a16 g64 asym, head int4, 52.1 MB packed".
+  // One line for stats: "w4a16 (avx2) g32 fp, head int4, embedding gguf, 52.1 MB packed (0.0 MB
+  // row-major duplicates), 211/211 matrices repacked exactly".
   std::string describe() const;
+  int exact_matrices() const { return exact_matrices_; }  // packed without a re-fit
+  int matrices() const { return matrices_; }              // packed (distinct data)
 
  private:
   using Packed = std::variant<Int4Vnni16, W4A16Weights>;
@@ -91,7 +96,10 @@ class Int4Weights {
   int64_t n_embd_ = 0;
   float embd_scale_ = 1.0f;
   size_t packed_bytes_ = 0;
+  size_t duplicate_bytes_ = 0;
   uint64_t bytes_per_token_ = 0;
+  int matrices_ = 0;
+  int exact_matrices_ = 0;
 };
 
 }  // namespace fish

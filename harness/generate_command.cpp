@@ -150,8 +150,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--group-size", a->group_size, "w4a8/w4a16 repacking: int4 group size 32|64|128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
-  cmd->add_option("--zero-point", a->zero_point, "w4a8/w4a16 repacking: sym or asym")
-      ->check(CLI::IsMember({"sym", "asym"}))
+  cmd->add_option("--zero-point", a->zero_point,
+                  "w4a8/w4a16 repacking: sym, asym or fp (float offset per group: q4_0/q4_1/q4_k "
+                  "weights repack exactly at --group-size 32)")
+      ->check(CLI::IsMember({"sym", "asym", "fp"}))
       ->capture_default_str();
   cmd->add_option("--quantize-head", a->w.quantize_head,
                   "w4a8/w4a16: int4 output head (false keeps it on the gguf path)")

@@ -23,13 +23,16 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "quantize-w4",
       "Rewrite a GGUF with its linear layers (and the output head) as FISH packed int4 "
-      "(tensor types fish_i4_g32/64/128), for the CPU W4A8 / W4A16 paths.");
+      "(tensor types fish_i4_g32/64/128, fish_i4fp_g32/64/128 for --zero-point fp), for the CPU "
+      "W4A8 / W4A16 paths.");
   cmd->add_option("in", args->in, "Input GGUF")->required();
   cmd->add_option("out", args->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
   cmd->add_option("--group-size", args->group_size, "Weights per int4 group: 32, 64 or 128")
       ->capture_default_str();
-  cmd->add_option("--zero-point", args->zero_point,
-                  "sym (constant zero point 8) or asym (per-group zero point)")
+  cmd->add_option(
+         "--zero-point", args->zero_point,
+         "sym (constant zero point 8), asym (per-group integer zero point) or fp (per-group "
+         "f16 offset: q4_0/q4_1/q4_k tensors repack exactly at --group-size 32)")
       ->capture_default_str();
   cmd->add_option("--quantize-head", args->quantize_head,
                   "Quantise the output head (a tied embedding is untied); false keeps it as is")
@@ -44,7 +47,7 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
     opt.fmt.group_size = args->group_size;
     const auto zp = parse_int4_zero_point(args->zero_point);
     if (!zp) {
-      std::fprintf(stderr, "fish quantize-w4: --zero-point '%s' is not sym or asym\n",
+      std::fprintf(stderr, "fish quantize-w4: --zero-point '%s' is not sym, asym or fp\n",
                    args->zero_point.c_str());
       return;
     }
@@ -62,12 +65,17 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr,
-                 "fish quantize-w4: wrote %s: %lld tensors as %s (%.1f -> %.1f MB%s), %lld "
-                 "copied, %.1f s\n",
+                 "fish quantize-w4: wrote %s: %lld tensors as %s (%lld repacked exactly; %.1f -> "
+                 "%.1f MB%s), %lld copied, %.1f s\n",
                  args->out.c_str(), (long long)s.tensors_packed,
-                 std::string(type_name(fish_i4_type(opt.fmt.group_size))).c_str(),
+                 std::string(type_name(fish_i4_type(opt.fmt))).c_str(), (long long)s.tensors_exact,
                  double(s.bytes_packed_in) / 1e6, double(s.bytes_packed_out) / 1e6,
                  s.untied_head ? ", head untied" : "", (long long)s.tensors_copied, secs);
+    for (const auto& [type, e] : s.error_by_type) {
+      std::fprintf(stderr, "  from %s: %lld tensors, rel RMS %.3g%s\n",
+                   std::string(type_name(type)).c_str(), (long long)e.tensors, e.rel_rms(),
+                   int4_repack_is_exact(type, opt.fmt) ? " (exact repack)" : " (fitted)");
+    }
     *exit_code = kExitOk;
   });
 }

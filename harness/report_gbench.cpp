@@ -166,10 +166,15 @@ Result<std::string> render_command_runs_section(const std::string& dir) {
     out += "Context: " + line + ".\n\n";
   }
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
+  std::vector<std::string> tables;  // *.md but README.md: result tables, included as they are
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() == ".txt") files.push_back(e.path().string());
+    if (e.path().extension() == ".md" && e.path().filename() != "README.md")
+      tables.push_back(e.path().string());
+  }
   std::sort(files.begin(), files.end());
-  out += "```\n";
+  std::sort(tables.begin(), tables.end());
+  std::string lines;
   for (const std::string& f : files) {
     const std::string name = fs::path(f).filename().string();
     if (name == "context.txt" || name == "machine.txt") continue;
@@ -178,10 +183,18 @@ Result<std::string> render_command_runs_section(const std::string& dir) {
     while (std::getline(in, l)) {
       if (l.rfind("fish ", 0) != 0 && l.find("Elapsed") == std::string::npos) continue;
       const size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
-      out += name + ": " + (b == std::string::npos ? "" : l.substr(b, e - b + 1)) + "\n";
+      lines += name + ": " + (b == std::string::npos ? "" : l.substr(b, e - b + 1)) + "\n";
     }
   }
-  out += "```\n\n";
+  if (!lines.empty() || tables.empty()) out += "```\n" + lines + "```\n\n";
+  for (const std::string& t : tables) {
+    std::ifstream in(t);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string body = text.str();
+    while (!body.empty() && (body.back() == '\n' || body.back() == ' ')) body.pop_back();
+    out += body + "\n\n";
+  }
   return out;
 }
 

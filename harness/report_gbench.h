@@ -15,8 +15,9 @@ namespace fish {
 // benchmarks are listed below the table. Errors: unreadable file, not JSON, no "benchmarks".
 Result<std::string> render_gbench_section(const std::string& path);
 
-// "### <folder name>", the context line from context.txt, and the `fish ...` stats lines and
-// `Elapsed` lines of every *.txt in name order (context.txt and machine.txt excepted).
+// "### <folder name>", the context line from context.txt, the `fish ...` stats lines and
+// `Elapsed` lines of every *.txt in name order (context.txt and machine.txt excepted), then every
+// *.md but README.md in name order as it is (result tables written by scripts).
 // Errors: not a readable folder.
 Result<std::string> render_command_runs_section(const std::string& dir);
 

@@ -67,6 +67,18 @@ const Row kRows[] = {
      GgmlType::q8_0,
      {vec_dot_fish_i4_g128_q8_0_ref, nullptr, nullptr},
      kQ8_0},
+    {GgmlType::fish_i4fp_g32,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4fp_g32_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
+    {GgmlType::fish_i4fp_g64,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4fp_g64_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
+    {GgmlType::fish_i4fp_g128,
+     GgmlType::q8_0,
+     {vec_dot_fish_i4fp_g128_q8_0_ref, nullptr, nullptr},
+     kQ8_0},
 };
 #undef FISH_DOTS
 #undef FISH_DOTS4

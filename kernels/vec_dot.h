@@ -62,6 +62,9 @@ float vec_dot_bf16_f32_ref(int64_t n, const void* w, const void* x);
 float vec_dot_fish_i4_g32_q8_0_ref(int64_t n, const void* w, const void* x);
 float vec_dot_fish_i4_g64_q8_0_ref(int64_t n, const void* w, const void* x);
 float vec_dot_fish_i4_g128_q8_0_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fish_i4fp_g32_q8_0_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fish_i4fp_g64_q8_0_ref(int64_t n, const void* w, const void* x);
+float vec_dot_fish_i4fp_g128_q8_0_ref(int64_t n, const void* w, const void* x);
 
 // ---- AVX2 + FMA + F16C (vec_dot_avx2.cpp, vec_dot_k_avx2.cpp) ----
 float vec_dot_q4_0_q8_0_avx2(int64_t n, const void* w, const void* x);

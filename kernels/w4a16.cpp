@@ -30,7 +30,11 @@ void w4a16_tail_ref(const Int4Blocks64& w, const float* x_f32, const float* x_gs
       }
       const float s = f16_to_f32(w.scales[size_t(g * w.n_out + c0 + c)]);
       acc += s * gsum;
-      acc -= (s * float(w.zero(g, c0 + c))) * x_gsum[g];
+      if (!w.mins.empty()) {
+        acc += f16_to_f32(w.mins[size_t(g * w.n_out + c0 + c)]) * x_gsum[g];
+      } else {
+        acc -= (s * float(w.zero(g, c0 + c))) * x_gsum[g];
+      }
     }
     out[c] = acc;
   }
@@ -77,8 +81,9 @@ void prepare_w4a16_acts(const float* x, int64_t n_tok, int64_t n_in, int group_s
 }
 
 void w4a16_block_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                     const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                     const float* x_f32, const float* x_gsum, float* out64) {
+                     const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                     const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                     float* out64) {
   (void)x_bf16;
   for (int c = 0; c < kInt4BlockChannels; ++c) {
     float acc = 0.0f;
@@ -89,8 +94,12 @@ void w4a16_block_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint
         gsum += float(c < 32 ? byte & 0xF : byte >> 4) * x_f32[k];
       }
       const float s = f16_to_f32(scales[g * scale_stride + c]);
-      const int z = zeros != nullptr ? zeros[g * scale_stride + c] : kInt4SymZero;
       acc += s * gsum;
+      if (mins != nullptr) {
+        acc += f16_to_f32(mins[g * scale_stride + c]) * x_gsum[g];
+        continue;
+      }
+      const int z = zeros != nullptr ? zeros[g * scale_stride + c] : kInt4SymZero;
       acc -= (s * float(z)) * x_gsum[g];
     }
     out64[c] = acc;
@@ -173,16 +182,24 @@ void dequantize_w4a16_panel_direct(const Int4Blocks64& w, int64_t c0, int64_t n,
   const int gs = w.fmt.group_size;
   const uint8_t* qs = w.block(c0 / kInt4BlockChannels);
   float s[kInt4BlockChannels];
-  float z[kInt4BlockChannels];
+  float z[kInt4BlockChannels];  // zero points, or the fp offsets m
+  const bool fp = !w.mins.empty();
   for (int64_t g = 0; g < w.n_in / gs; ++g) {
     for (int c = 0; c < kInt4BlockChannels; ++c) {
       s[c] = f16_to_f32(w.scales[size_t(g * w.n_out + c0 + c)]);
-      z[c] = float(w.zero(g, c0 + c));
+      z[c] = fp ? f16_to_f32(w.mins[size_t(g * w.n_out + c0 + c)]) : float(w.zero(g, c0 + c));
     }
     // The deinterleave: byte d of k holds channel d (low nibble) and d + 32 (high nibble).
     for (int64_t k = g * gs; k < (g + 1) * gs; ++k) {
       const uint8_t* row = qs + k * 32;
       float* out = panel + k * kInt4BlockChannels;
+      if (fp) {
+        for (int d = 0; d < 32; ++d) {
+          out[d] = float(row[d] & 0xF) * s[d] + z[d];
+          out[d + 32] = float(row[d] >> 4) * s[d + 32] + z[d + 32];
+        }
+        continue;
+      }
       for (int d = 0; d < 32; ++d) {
         out[d] = s[d] * (float(row[d] & 0xF) - z[d]);
         out[d + 32] = s[d + 32] * (float(row[d] >> 4) - z[d + 32]);
@@ -198,6 +215,17 @@ void dequantize_w4a16_panel_rows(const Int4Rows& w, int64_t c0, int64_t n, float
     const uint8_t* q = w.qs.data() + o * w.n_in / 2;
     for (int64_t g = 0; g < groups; ++g) {
       const float s = f16_to_f32(w.scales[size_t(o * groups + g)]);
+      if (!w.mins.empty()) {
+        const float m = f16_to_f32(w.mins[size_t(o * groups + g)]);
+        for (int64_t k = g * gs; k < (g + 1) * gs; k += 32) {
+          const uint8_t* chunk = q + k / 2;
+          for (int j = 0; j < 16; ++j) {
+            panel[k + j] = float(chunk[j] & 0xF) * s + m;
+            panel[k + j + 16] = float(chunk[j] >> 4) * s + m;
+          }
+        }
+        continue;
+      }
       const float z = float(w.zero(o, g));
       for (int64_t k = g * gs; k < (g + 1) * gs; k += 32) {
         const uint8_t* chunk = q + k / 2;
@@ -259,6 +287,7 @@ void w4a16_blocks(const Int4Blocks64& p, const W4A16Acts& acts, int64_t b0, int6
   const int64_t groups = n_in / p.fmt.group_size;
   const W4A16BlockFn block_fn = w4a16_block_kernel(isa);
   const uint8_t* zeros = p.zeros.empty() ? nullptr : p.zeros.data();
+  const uint16_t* mins = p.mins.empty() ? nullptr : p.mins.data();
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t c0 = b * kInt4BlockChannels;
     for (int64_t t = 0; t < acts.n_tok; ++t) {
@@ -267,8 +296,8 @@ void w4a16_blocks(const Int4Blocks64& p, const W4A16Acts& acts, int64_t b0, int6
       float out[kInt4BlockChannels];
       if (b < p.full_blocks()) {
         block_fn(n_in, p.fmt.group_size, p.block(b), p.scales.data() + c0,
-                 zeros != nullptr ? zeros + c0 : nullptr, n_out, acts.bf16.data() + t * n_in, xf,
-                 xs, out);
+                 zeros != nullptr ? zeros + c0 : nullptr, mins != nullptr ? mins + c0 : nullptr,
+                 n_out, acts.bf16.data() + t * n_in, xf, xs, out);
         std::copy(out, out + kInt4BlockChannels, y + t * n_out + c0);
       } else {
         w4a16_tail_ref(p, xf, xs, out);

@@ -5,7 +5,8 @@
 // Decode dequantises in registers: per 64-channel block, k by k, codes q (0..15) times x in f32
 // lanes (avx2, avx512: FMA) or, with AVX512_BF16, code pairs (k, k+1) as bf16 x activation pairs
 // (vdpbf16ps); per group the sums get the channel's scale, and the zero point folds in once per
-// group through the activations' group sum:  y += s * sum(q x) - (s z) * sum(x). The tail channels
+// group through the activations' group sum:  y += s * sum(q x) - (s z) * sum(x), or for the float
+// zero point (w = s q + m)  y += s * sum(q x) + m * sum(x). The tail channels
 // of an N that is not a multiple of 64 run the scalar reference in every variant.
 //
 // Prefill: more than dequant_threshold tokens dequantise the weights once per call, panel by
@@ -15,8 +16,8 @@
 // second copy); otherwise a row-major Int4Rows duplicate is kept and read (more memory, cheaper
 // dequantisation). Matrices whose N is not a multiple of 64 always keep the duplicate
 // (supports_direct_dequant). prefill_dequant false sends every token through the decode kernel.
-// Both dequantisers produce bit-identical panels (w = f32(s) * f32(q - z)), so direct and
-// duplicate prefill results are bit-identical.
+// Both dequantisers produce bit-identical panels (w = f32(s) * f32(q - z), fp: f32(q) * f32(s) +
+// f32(m)), so direct and duplicate prefill results are bit-identical.
 #pragma once
 
 #include <cstdint>
@@ -50,26 +51,30 @@ bool w4a16_isa_supported(W4A16Isa isa);  // only scalar under FISH_SCALAR_ONLY
 W4A16Isa w4a16_best_isa();               // highest supported at or below best_isa()
 
 // One full 64-channel block x one token: out64[c] = channel (64b + c) . x. qs = the block's
-// [n_in][32] bytes; scales / zeros point at channel 64b of group 0 and advance by scale_stride
-// (= n_out) per group; zeros nullptr for sym.
+// [n_in][32] bytes; scales / zeros / mins point at channel 64b of group 0 and advance by
+// scale_stride (= n_out) per group; zeros nullptr for sym and fp; mins (f16 offsets) non-null
+// only for fp, and then zeros is ignored.
 using W4A16BlockFn = void (*)(int64_t n_in, int group_size, const uint8_t* qs,
-                              const uint16_t* scales, const uint8_t* zeros, int64_t scale_stride,
-                              const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
-                              float* out64);
+                              const uint16_t* scales, const uint8_t* zeros, const uint16_t* mins,
+                              int64_t scale_stride, const uint16_t* x_bf16, const float* x_f32,
+                              const float* x_gsum, float* out64);
 W4A16BlockFn w4a16_block_kernel(W4A16Isa isa);  // precondition: w4a16_isa_supported(isa)
 
 void w4a16_block_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                     const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                     const float* x_f32, const float* x_gsum, float* out64);
+                     const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                     const uint16_t* x_bf16, const float* x_f32, const float* x_gsum, float* out64);
 void w4a16_block_avx2(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                      const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                      const float* x_f32, const float* x_gsum, float* out64);
+                      const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                      const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                      float* out64);
 void w4a16_block_avx512(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                        const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                        const float* x_f32, const float* x_gsum, float* out64);
+                        const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                        const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                        float* out64);
 void w4a16_block_avx512bf16(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                            const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                            const float* x_f32, const float* x_gsum, float* out64);
+                            const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                            const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                            float* out64);
 
 struct W4A16Options {
   bool prefill_dequant = true;    // false: batches run the decode kernel token by token

@@ -8,8 +8,9 @@
 namespace fish {
 
 void w4a16_block_avx2(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                      const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                      const float* x_f32, const float* x_gsum, float* out64) {
+                      const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                      const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                      float* out64) {
   (void)x_bf16;
   const __m256i mask = _mm256_set1_epi8(0x0F);
   __m256 acc[8];
@@ -36,6 +37,13 @@ void w4a16_block_avx2(int64_t n_in, int group_size, const uint8_t* qs, const uin
     for (int i = 0; i < 8; ++i) {
       const __m256 s = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + g * scale_stride + 8 * i)));
+      if (mins != nullptr) {  // fp: + m * sum(x)
+        const __m256 m = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + g * scale_stride + 8 * i)));
+        acc[i] = _mm256_fmadd_ps(s, gs[i], acc[i]);
+        acc[i] = _mm256_fmadd_ps(m, xs, acc[i]);
+        continue;
+      }
       const __m256 z =
           zeros != nullptr
               ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(

@@ -16,13 +16,21 @@
 namespace fish {
 namespace {
 
-// acc[i] (channels 16i..16i+15) += s * gs[i] - s * z * x_gsum, for group g.
-inline void apply_group(const uint16_t* scales, const uint8_t* zeros, int64_t scale_stride,
-                        int64_t g, float x_gsum, const __m512 gs[4], __m512 acc[4]) {
+// acc[i] (channels 16i..16i+15) += s * gs[i] - s * z * x_gsum (fp: + m * x_gsum), for group g.
+inline void apply_group(const uint16_t* scales, const uint8_t* zeros, const uint16_t* mins,
+                        int64_t scale_stride, int64_t g, float x_gsum, const __m512 gs[4],
+                        __m512 acc[4]) {
   const __m512 xs = _mm512_set1_ps(x_gsum);
   for (int i = 0; i < 4; ++i) {
     const __m512 s = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + g * scale_stride + 16 * i)));
+    if (mins != nullptr) {  // fp: + m * x_gsum
+      const __m512 m = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mins + g * scale_stride + 16 * i)));
+      acc[i] = _mm512_fmadd_ps(s, gs[i], acc[i]);
+      acc[i] = _mm512_fmadd_ps(m, xs, acc[i]);
+      continue;
+    }
     const __m512 z =
         zeros != nullptr
             ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
@@ -36,8 +44,9 @@ inline void apply_group(const uint16_t* scales, const uint8_t* zeros, int64_t sc
 }  // namespace
 
 void w4a16_block_avx512(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                        const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                        const float* x_f32, const float* x_gsum, float* out64) {
+                        const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                        const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                        float* out64) {
   (void)x_bf16;
   const __m256i mask = _mm256_set1_epi8(0x0F);
   __m512 acc[4];
@@ -56,14 +65,15 @@ void w4a16_block_avx512(int64_t n_in, int group_size, const uint8_t* qs, const u
         gs[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(parts[p])), xb, gs[p]);
       }
     }
-    apply_group(scales, zeros, scale_stride, g, x_gsum[g], gs, acc);
+    apply_group(scales, zeros, mins, scale_stride, g, x_gsum[g], gs, acc);
   }
   for (int i = 0; i < 4; ++i) _mm512_storeu_ps(out64 + 16 * i, acc[i]);
 }
 
 void w4a16_block_avx512bf16(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                            const uint8_t* zeros, int64_t scale_stride, const uint16_t* x_bf16,
-                            const float* x_f32, const float* x_gsum, float* out64) {
+                            const uint8_t* zeros, const uint16_t* mins, int64_t scale_stride,
+                            const uint16_t* x_bf16, const float* x_f32, const float* x_gsum,
+                            float* out64) {
   (void)x_f32;
   // Word j of the result: j even -> word j/2 of a (row k), j odd -> word j/2 of b (row k + 1);
   // idx_lo covers bytes d = 0..15 of the rows, idx_hi d = 16..31.
@@ -103,7 +113,7 @@ void w4a16_block_avx512bf16(int64_t n_in, int group_size, const uint8_t* qs, con
         gs[i] = _mm512_dpbf16_ps(gs[i], (__m512bh)_mm512_permutexvar_epi16(w[i], vlut), xv);
       }
     }
-    apply_group(scales, zeros, scale_stride, g, x_gsum[g], gs, acc);
+    apply_group(scales, zeros, mins, scale_stride, g, x_gsum[g], gs, acc);
   }
   for (int i = 0; i < 4; ++i) _mm512_storeu_ps(out64 + 16 * i, acc[i]);
 }

@@ -43,8 +43,8 @@ void quantize_w4a8_acts(const float* x, int64_t n_tok, int64_t n_in, int group_s
 }
 
 void w4a8_tile_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                   const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                   const float* a_sums, float* out16) {
+                   const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                   const float* a_scales, const float* a_sums, float* out16) {
   const int64_t groups = n_in / group_size;
   for (int r = 0; r < kInt4TileRows; ++r) {
     float acc = 0.0f;
@@ -58,8 +58,12 @@ void w4a8_tile_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint16
       }
       const size_t at = size_t(g * kInt4TileRows + r);
       const float s = f16_to_f32(scales[at]);
-      const int z = zeros != nullptr ? zeros[at] : kInt4SymZero;
       acc += (s * a_scales[g]) * float(idot);
+      if (mins != nullptr) {  // fp: w = s q + m
+        acc += f16_to_f32(mins[at]) * a_sums[g];
+        continue;
+      }
+      const int z = zeros != nullptr ? zeros[at] : kInt4SymZero;
       corr += (s * float(z)) * a_sums[g];
     }
     out16[r] = acc - corr;
@@ -144,7 +148,7 @@ void w4a8_tiles(const Int4Vnni16& w, const W4A8Acts& x, int64_t t0, int64_t t1, 
     for (int64_t tok = 0; tok < x.n_tok; ++tok) {
       float out[kInt4TileRows];
       tile_fn(w.n_in, w.fmt.group_size, w.tile_qs(t), w.tile_scales(t), w.tile_zeros(t),
-              x.qs.data() + tok * w.n_in, x.scales.data() + tok * groups,
+              w.tile_mins(t), x.qs.data() + tok * w.n_in, x.scales.data() + tok * groups,
               x.sums.data() + tok * groups, out);
       std::copy(out, out + rows, y + tok * w.n_out + t * kInt4TileRows);
     }
@@ -159,12 +163,13 @@ void matmul_w4a8_preq(const Int4Vnni16& w, const W4A8Acts& x, float* y, ThreadPo
   const int64_t n_tok = x.n_tok;
   if (isa == W4A8Isa::amx && n_tok > kW4A8AmxMinTokens) {
     const uint8_t* zeros = w.zeros.empty() ? nullptr : w.zeros.data();
+    const uint16_t* mins = w.mins.empty() ? nullptr : w.mins.data();
     thread_local std::vector<float> scratch;  // per thread: slices run on distinct threads
     pool.parallel_for(w.tiles(), [&](int64_t t0, int64_t t1, int) {
       if (scratch.size() < size_t(n_tok * kInt4TileRows))
         scratch.resize(size_t(n_tok * kInt4TileRows));
-      w4a8_tiles_amx(w.qs.data(), w.scales.data(), zeros, w.n_in, w.fmt.group_size, n_out, t0, t1,
-                     x.qs.data(), x.scales.data(), x.sums.data(), n_tok, y, scratch.data());
+      w4a8_tiles_amx(w.qs.data(), w.scales.data(), zeros, mins, w.n_in, w.fmt.group_size, n_out, t0,
+                     t1, x.qs.data(), x.scales.data(), x.sums.data(), n_tok, y, scratch.data());
     });
     return;
   }

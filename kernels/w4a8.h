@@ -5,10 +5,11 @@
 // a = round(x / a_scale) in -127..127, and a_sum = a_scale * sum(a) per group. For one weight
 // row and group g (w = s (q - z)), with idot = sum q * a exact in int32:
 //   y += (s * a_scale) * idot  -  (s * z) * a_sum
-// so the zero point (8 for sym, per group for asym) folds in once per group, outside the inner
-// loop; the codes q (0..15) are the unsigned operand of u8 x s8 products (vpdpbusd, or AVX2
-// pmaddubsw where 2 * 15 * 127 cannot saturate int16: activations are never the unsigned side).
-// Variants differ only by float summation order (integer sums are exact everywhere):
+// and for the float zero point (w = s q + m):  y += (s * a_scale) * idot  +  m * a_sum,
+// so the zero point (8 for sym, per group for asym, f16 m for fp) folds in once per group, outside
+// the inner loop; the codes q (0..15) are the unsigned operand of u8 x s8 products (vpdpbusd, or
+// AVX2 pmaddubsw where 2 * 15 * 127 cannot saturate int16: activations are never the unsigned
+// side). Variants differ only by float summation order (integer sums are exact everywhere):
 //   scalar       the reference (w4a8.cpp)
 //   avx2         pmaddubsw + pmaddwd, 8 rows per ymm (w4a8_avx2.cpp)
 //   avx_vnni     VEX vpdpbusd ymm (w4a8_avxvnni.cpp)
@@ -54,36 +55,37 @@ bool w4a8_isa_supported(W4A8Isa isa);
 // avx_vnni, avx2, scalar.
 W4A8Isa w4a8_best_isa();
 
-// One 16-row tile x one token: out[r] = row (16t + r) . activation row. qs / scales / zeros are
-// the tile's (Int4Vnni16 tile_qs / tile_scales / tile_zeros, zeros nullptr for sym); aq, a_scales,
-// a_sums the token's row of W4A8Acts.
+// One 16-row tile x one token: out[r] = row (16t + r) . activation row. qs / scales / zeros / mins
+// are the tile's (Int4Vnni16 tile_qs / tile_scales / tile_zeros / tile_mins; zeros nullptr for sym
+// and fp, mins non-null only for fp, then zeros is ignored); aq, a_scales, a_sums the token's row
+// of W4A8Acts.
 using W4A8TileFn = void (*)(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                            const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                            const float* a_sums, float* out16);
+                            const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                            const float* a_scales, const float* a_sums, float* out16);
 // Precondition: w4a8_isa_supported(isa); amx gives its decode kernel (avx512_vnni).
 W4A8TileFn w4a8_tile_kernel(W4A8Isa isa);
 
 void w4a8_tile_ref(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                   const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                   const float* a_sums, float* out16);
+                   const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                   const float* a_scales, const float* a_sums, float* out16);
 void w4a8_tile_avx2(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                    const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                    const float* a_sums, float* out16);
+                    const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                    const float* a_scales, const float* a_sums, float* out16);
 void w4a8_tile_avxvnni(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                       const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                       const float* a_sums, float* out16);
+                       const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                       const float* a_scales, const float* a_sums, float* out16);
 void w4a8_tile_avx512(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                      const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                      const float* a_sums, float* out16);
+                      const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                      const float* a_scales, const float* a_sums, float* out16);
 
 // AMX: tiles [t_begin, t_end) x all n_tok tokens; y[t][o] for o < n_out only. aq has n_tok
 // rounded up to 16 rows (W4A8Acts::qs); acc_scratch holds n_tok * 16 floats. Precondition:
 // amx_int8_usable(). Loads its tile configuration on entry (so on every thread that calls it) and
 // releases the tiles on return.
-void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* zeros, int64_t n_in,
-                    int group_size, int64_t n_out, int64_t t_begin, int64_t t_end, const int8_t* aq,
-                    const float* a_scales, const float* a_sums, int64_t n_tok, float* y,
-                    float* acc_scratch);
+void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* zeros,
+                    const uint16_t* mins, int64_t n_in, int group_size, int64_t n_out,
+                    int64_t t_begin, int64_t t_end, const int8_t* aq, const float* a_scales,
+                    const float* a_sums, int64_t n_tok, float* y, float* acc_scratch);
 
 // Tiles [t0, t1) of w x every token of x through the tile kernel of `isa` (not AMX), into y
 // (n_tok rows of w.n_out). The unit of work matmul_w4a8_preq splits across threads; callers that

@@ -29,10 +29,10 @@ static_assert(sizeof(TileConfig) == 64);
 
 }  // namespace
 
-void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* zeros, int64_t n_in,
-                    int group_size, int64_t n_out, int64_t t_begin, int64_t t_end, const int8_t* aq,
-                    const float* a_scales, const float* a_sums, int64_t n_tok, float* y,
-                    float* acc_scratch) {
+void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* zeros,
+                    const uint16_t* mins, int64_t n_in, int group_size, int64_t n_out,
+                    int64_t t_begin, int64_t t_end, const int8_t* aq, const float* a_scales,
+                    const float* a_sums, int64_t n_tok, float* y, float* acc_scratch) {
   const int kstep = group_size < 64 ? group_size : 64;
   const int chunks = group_size / kstep;  // 1 or 2
   TileConfig cfg;
@@ -57,6 +57,7 @@ void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* ze
     const uint8_t* tq = qs + t * n_in * 8;
     const uint16_t* ts = scales + t * groups * 16;
     const uint8_t* tz = zeros != nullptr ? zeros + t * groups * 16 : nullptr;
+    const uint16_t* tm = mins != nullptr ? mins + t * groups * 16 : nullptr;
     std::memset(acc_scratch, 0, size_t(n_tok) * 16 * sizeof(float));
     for (int64_t g = 0; g < groups; ++g) {
       const uint8_t* gq = tq + g * octets * 64;
@@ -73,7 +74,11 @@ void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* ze
       const __m512 z = tz != nullptr ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
                                            reinterpret_cast<const __m128i*>(tz + g * 16))))
                                      : _mm512_set1_ps(8.0f);
-      const __m512 sz = _mm512_mul_ps(s, z);
+      // The per-group offset term, added as off * a_sum: -(s z), or the fp offset m.
+      const __m512 off =
+          tm != nullptr
+              ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tm + g * 16)))
+              : _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(s, z));
       for (int64_t m0 = 0; m0 < n_tok; m0 += 16) {
         const int8_t* a = aq + m0 * n_in + g * group_size;
         _tile_zero(0);
@@ -92,7 +97,7 @@ void w4a8_tiles_amx(const uint8_t* qs, const uint16_t* scales, const uint8_t* ze
           const __m512i c = _mm512_load_si512(cbuf + r * 16);
           va = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c),
                                _mm512_mul_ps(s, _mm512_set1_ps(a_scales[m * groups + g])), va);
-          va = _mm512_fnmadd_ps(sz, _mm512_set1_ps(a_sums[m * groups + g]), va);
+          va = _mm512_fmadd_ps(off, _mm512_set1_ps(a_sums[m * groups + g]), va);
           _mm512_storeu_ps(acc, va);
         }
       }

@@ -14,8 +14,8 @@
 namespace fish {
 
 void w4a8_tile_avx512(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                      const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                      const float* a_sums, float* out16) {
+                      const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                      const float* a_scales, const float* a_sums, float* out16) {
   const __m512i mask = _mm512_set1_epi8(0x0F);
   __m512 acc = _mm512_setzero_ps();
   const int64_t groups = n_in / group_size;
@@ -34,11 +34,17 @@ void w4a8_tile_avx512(int64_t n_in, int group_size, const uint8_t* qs, const uin
     }
     const __m512 s =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + g * 16)));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)),
+                          _mm512_mul_ps(s, _mm512_set1_ps(a_scales[g])), acc);
+    if (mins != nullptr) {  // fp: + m * a_sum
+      const __m512 m =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mins + g * 16)));
+      acc = _mm512_fmadd_ps(m, _mm512_set1_ps(a_sums[g]), acc);
+      continue;
+    }
     const __m512 z = zeros != nullptr ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
                                             reinterpret_cast<const __m128i*>(zeros + g * 16))))
                                       : _mm512_set1_ps(8.0f);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(ia, ib)),
-                          _mm512_mul_ps(s, _mm512_set1_ps(a_scales[g])), acc);
     acc = _mm512_fnmadd_ps(_mm512_mul_ps(s, z), _mm512_set1_ps(a_sums[g]), acc);
   }
   _mm512_storeu_ps(out16, acc);

@@ -29,8 +29,8 @@ inline __m256 zeros_f32x8(const uint8_t* zeros) {
 
 template <typename Dot>
 inline void w4a8_tile_ymm(int64_t n_in, int group_size, const uint8_t* qs, const uint16_t* scales,
-                          const uint8_t* zeros, const int8_t* aq, const float* a_scales,
-                          const float* a_sums, float* out16, Dot dot) {
+                          const uint8_t* zeros, const uint16_t* mins, const int8_t* aq,
+                          const float* a_scales, const float* a_sums, float* out16, Dot dot) {
   const __m256i mask = _mm256_set1_epi8(0x0F);
   __m256 acc0 = _mm256_setzero_ps();  // rows 0..7
   __m256 acc1 = _mm256_setzero_ps();  // rows 8..15
@@ -54,13 +54,19 @@ inline void w4a8_tile_ymm(int64_t n_in, int group_size, const uint8_t* qs, const
     const __m128i* sp = reinterpret_cast<const __m128i*>(scales + g * 16);
     const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128(sp));
     const __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128(sp + 1));
-    const uint8_t* zg = zeros != nullptr ? zeros + g * 16 : nullptr;
-    const __m256 z0 = zeros_f32x8(zg);
-    const __m256 z1 = zeros_f32x8(zg != nullptr ? zg + 8 : nullptr);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0a, i0b)), _mm256_mul_ps(s0, as),
                            acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i1a, i1b)), _mm256_mul_ps(s1, as),
                            acc1);
+    if (mins != nullptr) {  // fp: + m * a_sum
+      const __m128i* mp = reinterpret_cast<const __m128i*>(mins + g * 16);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mp)), am, acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(mp + 1)), am, acc1);
+      continue;
+    }
+    const uint8_t* zg = zeros != nullptr ? zeros + g * 16 : nullptr;
+    const __m256 z0 = zeros_f32x8(zg);
+    const __m256 z1 = zeros_f32x8(zg != nullptr ? zg + 8 : nullptr);
     acc0 = _mm256_fnmadd_ps(_mm256_mul_ps(s0, z0), am, acc0);
     acc1 = _mm256_fnmadd_ps(_mm256_mul_ps(s1, z1), am, acc1);
   }

@@ -86,6 +86,15 @@ constexpr TypeInfo kTypes[] = {
     {T::fish_i4_g128, "fish_i4_g128", 128, sizeof(BlockFishI4<128>),
      &dequant_erased<BlockFishI4<128>, &dequantize_row_fish_i4<128>>,
      &quant_erased<BlockFishI4<128>, &quantize_row_fish_i4_ref<128>>},
+    {T::fish_i4fp_g32, "fish_i4fp_g32", 32, sizeof(BlockFishI4Fp<32>),
+     &dequant_erased<BlockFishI4Fp<32>, &dequantize_row_fish_i4fp<32>>,
+     &quant_erased<BlockFishI4Fp<32>, &quantize_row_fish_i4fp_ref<32>>},
+    {T::fish_i4fp_g64, "fish_i4fp_g64", 64, sizeof(BlockFishI4Fp<64>),
+     &dequant_erased<BlockFishI4Fp<64>, &dequantize_row_fish_i4fp<64>>,
+     &quant_erased<BlockFishI4Fp<64>, &quantize_row_fish_i4fp_ref<64>>},
+    {T::fish_i4fp_g128, "fish_i4fp_g128", 128, sizeof(BlockFishI4Fp<128>),
+     &dequant_erased<BlockFishI4Fp<128>, &dequantize_row_fish_i4fp<128>>,
+     &quant_erased<BlockFishI4Fp<128>, &quantize_row_fish_i4fp_ref<128>>},
 };
 
 #undef FISH_DQ

@@ -55,15 +55,25 @@ enum class GgmlType : uint32_t {
   fish_i4_g32 = kFishTypeBase + 32,
   fish_i4_g64 = kFishTypeBase + 64,
   fish_i4_g128 = kFishTypeBase + 128,
+  fish_i4fp_g32 = kFishTypeBase + 256 + 32,  // float zero point: w = d * q + m (quant/int4.h)
+  fish_i4fp_g64 = kFishTypeBase + 256 + 64,
+  fish_i4fp_g128 = kFishTypeBase + 256 + 128,
 };
 
 // True for FISH's own formats (not GGML's; unknown to llama.cpp and the gguf package).
 inline constexpr bool is_fish_type(GgmlType t) {
   return uint32_t(t) >= kFishTypeBase;
 }
-// True for the packed int4 types (fish_i4_g32/64/128); fq3 is a FISH type but not one of them.
+// The packed int4 types with a float zero point (fish_i4fp_g32/64/128: w = d * q + m).
+inline constexpr bool is_fish_i4fp_type(GgmlType t) {
+  return t == GgmlType::fish_i4fp_g32 || t == GgmlType::fish_i4fp_g64 ||
+         t == GgmlType::fish_i4fp_g128;
+}
+// True for the packed int4 types (fish_i4_g32/64/128 and fish_i4fp_g32/64/128); fq3 is a FISH
+// type but not one of them.
 inline constexpr bool is_fish_i4_type(GgmlType t) {
-  return t == GgmlType::fish_i4_g32 || t == GgmlType::fish_i4_g64 || t == GgmlType::fish_i4_g128;
+  return t == GgmlType::fish_i4_g32 || t == GgmlType::fish_i4_g64 || t == GgmlType::fish_i4_g128 ||
+         is_fish_i4fp_type(t);
 }
 
 // Converts n values (n % block_elems == 0) from one packed row to f32.

@@ -1,6 +1,7 @@
 // fish quantize-w4 (engine/quantize_w4.h) on the real SmolLM2 model: which tensors become
 // fish_i4, that the file reads back through the GGUF reader and the model loader, that the int4
-// codes convert exactly into the kernels' layouts, and the errors for bad options.
+// codes convert exactly into the kernels' layouts, the exact fp repack of q4_1, and the errors
+// for bad options.
 #include "engine/quantize_w4.h"
 
 #include <gtest/gtest.h>
@@ -84,6 +85,38 @@ TEST(QuantizeW4, SymKeepsTheHeadWhenAskedAndWritesZeroPointEight) {
   ASSERT_EQ(t->type, GgmlType::fish_i4_g32);
   Int4Vnni16 v;
   EXPECT_TRUE(int4_from_fish_i4(t->data, t->n_rows(), t->dims[0], opt.fmt, &v, nullptr));
+}
+
+TEST(QuantizeW4, FpAtGroup32RepacksTheQ4_1LayersBitExactlyAndFitsTheQ8_0Head) {
+  test::TempDir dir;
+  const std::string out = dir.file("smol_fp.gguf");
+  QuantizeW4Options opt;
+  opt.fmt = {32, Int4ZeroPoint::fp};
+  auto r = quantize_w4_gguf(test::model_path(kSmol), out, opt);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().tensors_packed, 30 * 7 + 1);
+  EXPECT_EQ(r.value().tensors_exact, 30 * 7);  // the q8_0 head (untied embedding) is fitted
+  const auto& err = r.value().error_by_type;
+  ASSERT_EQ(err.count(GgmlType::q4_1), 1u);
+  ASSERT_EQ(err.count(GgmlType::q8_0), 1u);
+  EXPECT_EQ(err.at(GgmlType::q4_1).tensors, 30 * 7);
+  EXPECT_EQ(err.at(GgmlType::q4_1).err_sq, 0.0);
+  EXPECT_GT(err.at(GgmlType::q8_0).rel_rms(), 0.0);
+  EXPECT_LT(err.at(GgmlType::q8_0).rel_rms(), 0.15);
+
+  auto in = GgufFile::open(test::model_path(kSmol));
+  auto q = GgufFile::open(out);
+  ASSERT_TRUE(in.ok() && q.ok());
+  EXPECT_EQ(q.value().get_string("fish.int4.zero_point").value(), "fp");
+  const GgufTensorInfo* up_q = q.value().find_tensor("blk.3.ffn_up.weight");
+  const GgufTensorInfo* up = in.value().find_tensor("blk.3.ffn_up.weight");
+  ASSERT_EQ(up_q->type, GgmlType::fish_i4fp_g32);
+  EXPECT_EQ(dequant_all(*up_q), dequant_all(*up));  // the q4_1 blocks, unchanged
+  Int4Blocks64 b;
+  ASSERT_TRUE(int4_from_fish_i4(up_q->data, up_q->n_rows(), up_q->dims[0], opt.fmt, nullptr, &b));
+  std::vector<float> from_blocks(size_t(up_q->n_elems));
+  dequantize_int4_blocks64_ref(b, 0, b.n_out, from_blocks.data());
+  EXPECT_EQ(from_blocks, dequant_all(*up));
 }
 
 TEST(QuantizeW4, RejectsABadGroupSizeAndAMissingInput) {

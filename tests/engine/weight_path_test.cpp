@@ -144,6 +144,59 @@ TEST_F(WeightPathTest, DirectAndDuplicatePrefillGiveIdenticalLogits) {
   EXPECT_LT(rel_rms(direct, logits(i4, w)), 0.02);
 }
 
+TEST_F(WeightPathTest, FpAtGroup32PacksTheQ4_1LayersWithoutARefit) {
+  auto q41 = load(test::model_path(kSmol));
+  ASSERT_TRUE(q41);
+  SessionOptions opt;
+  opt.n_ctx = 8;
+  opt.weights.fmt = {32, Int4ZeroPoint::fp};
+  for (WeightPath p : {WeightPath::w4a8, WeightPath::w4a16}) {
+    opt.weights.weight_path = p;
+    opt.weights.quantize_head = true;
+    auto with_head = Session::create(q41, opt);
+    ASSERT_TRUE(with_head.ok()) << with_head.error().message;
+    const Int4Weights* w = with_head.value()->int4_weights();
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->matrices(), 30 * 7 + 1);
+    EXPECT_EQ(w->exact_matrices(), 30 * 7);  // the tied q8_0 head is fitted
+    opt.weights.quantize_head = false;
+    auto no_head = Session::create(q41, opt);
+    ASSERT_TRUE(no_head.ok());
+    EXPECT_EQ(no_head.value()->int4_weights()->exact_matrices(), 30 * 7);
+    EXPECT_EQ(no_head.value()->int4_weights()->matrices(), 30 * 7);
+  }
+  // Asym at group 32 re-fits every matrix.
+  opt.weights.fmt = {32, Int4ZeroPoint::asym};
+  auto asym = Session::create(q41, opt);
+  ASSERT_TRUE(asym.ok());
+  EXPECT_EQ(asym.value()->int4_weights()->exact_matrices(), 0);
+}
+
+TEST_F(WeightPathTest, FpWeightsTrackTheF32ReferenceOfTheOriginalFileCloserThanAsym) {
+  auto q41 = load(test::model_path(kSmol));
+  ASSERT_TRUE(q41);
+  WeightPathOptions w;
+  w.weight_path = WeightPath::ref;
+  const std::vector<float> ref = logits(q41, w);
+  w.weight_path = WeightPath::w4a16;
+  w.quantize_head = false;  // the head stays the file's q8_0 (the ref path's f32 copy of it)
+  w.fmt = {32, Int4ZeroPoint::fp};
+  const double fp = rel_rms(ref, logits(q41, w));
+  w.fmt = {32, Int4ZeroPoint::asym};
+  const double asym = rel_rms(ref, logits(q41, w));
+  std::printf("w4a16 g32 logits vs ref: fp rel RMS %.4f, asym %.4f\n", fp, asym);
+  // fp differs from ref only by activation rounding (bf16 layers, int8 for the q8_0 head).
+  EXPECT_LT(fp, 0.05);
+  EXPECT_LT(fp, asym / 2);
+  // Direct and duplicate prefill stay bit-identical with float offsets.
+  w.fmt = {32, Int4ZeroPoint::fp};
+  w.dequant_threshold = 4;
+  w.direct_dequant = true;
+  const std::vector<float> direct = logits(q41, w);
+  w.direct_dequant = false;
+  EXPECT_EQ(direct, logits(q41, w));
+}
+
 TEST_F(WeightPathTest, QuantizeHeadFalseLeavesTheTiedHeadOnTheGgufPath) {
   auto q41 = load(test::model_path(kSmol));
   ASSERT_TRUE(q41);

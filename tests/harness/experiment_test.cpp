@@ -108,7 +108,7 @@ TEST(ExperimentSchema, ValidatesTheRequantWeightPathAndGpuFields) {
   EXPECT_THAT(error_of(exp_text(R"("defaults": {"group_size": "64"})")),
               HasSubstr("defaults.group_size: wrong type: expected integer, found string"));
   EXPECT_THAT(error_of(exp_text(R"("defaults": {"zero_point": "none"})")),
-              HasSubstr("defaults.zero_point: \"none\" is not allowed (allowed: sym, asym)"));
+              HasSubstr("defaults.zero_point: \"none\" is not allowed (allowed: sym, asym, fp)"));
   EXPECT_THAT(error_of(exp_text(R"("defaults": {"quantize_head": 1})")),
               HasSubstr("defaults.quantize_head: wrong type: expected boolean, found 1"));
   EXPECT_THAT(error_of(exp_text(R"("defaults": {"dequant_threshold": -1})")),

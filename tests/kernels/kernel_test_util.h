@@ -110,6 +110,18 @@ inline void sanitize_scales(GgmlType t, uint8_t* data, int64_t n_blocks, std::mt
     case GgmlType::fish_i4_g128:
       put(sizeof(BlockFishI4<128>), offsetof(BlockFishI4<128>, d), false);
       break;
+    case GgmlType::fish_i4fp_g32:
+      put(sizeof(BlockFishI4Fp<32>), offsetof(BlockFishI4Fp<32>, d), false);
+      put(sizeof(BlockFishI4Fp<32>), offsetof(BlockFishI4Fp<32>, m), false);
+      break;
+    case GgmlType::fish_i4fp_g64:
+      put(sizeof(BlockFishI4Fp<64>), offsetof(BlockFishI4Fp<64>, d), false);
+      put(sizeof(BlockFishI4Fp<64>), offsetof(BlockFishI4Fp<64>, m), false);
+      break;
+    case GgmlType::fish_i4fp_g128:
+      put(sizeof(BlockFishI4Fp<128>), offsetof(BlockFishI4Fp<128>, d), false);
+      put(sizeof(BlockFishI4Fp<128>), offsetof(BlockFishI4Fp<128>, m), false);
+      break;
     default:
       break;
   }

@@ -24,7 +24,7 @@ using test::random_floats;
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int gs : {32, 64, 128}) {
-    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
+    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym, Int4ZeroPoint::fp}) {
       for (int64_t n_tok : {1, 3, 5, 37}) {
         out.push_back({150, 3 * gs, n_tok, {gs, zp}});  // 2 blocks + a 22-channel tail, 3 groups
       }
@@ -142,7 +142,7 @@ TEST(W4A16, PrefillThroughDequantisedPanelsMatchesTheDecodeReference) {
 TEST(W4A16, DirectAndDuplicatePrefillAreBitExact) {
   std::mt19937 rng(4);
   for (int gs : {32, 128}) {
-    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
+    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym, Int4ZeroPoint::fp}) {
       const int64_t n_out = 192, n_in = (gs == 128 ? 17 : 3) * gs, n_tok = 37;  // K up to 2176
       const std::vector<float> wf = random_floats(n_out * n_in, rng);
       const std::vector<float> x = random_floats(n_tok * n_in, rng);

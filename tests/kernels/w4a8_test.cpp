@@ -1,6 +1,6 @@
 // W4A8 (kernels/w4a8.h): the scalar reference against f64 math on the dequantised operands, and
 // every SIMD variant (AVX2, AVX-VNNI, AVX-512 VNNI, AMX) against the scalar reference on random
-// data: odd group counts, N not a multiple of 16 or 64, every group size, sym and asym, 1-37
+// data: odd group counts, N not a multiple of 16 or 64, every group size, sym, asym and fp, 1-37
 // tokens.
 #include "kernels/w4a8.h"
 
@@ -25,7 +25,7 @@ using test::random_floats;
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int gs : {32, 64, 128}) {
-    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
+    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym, Int4ZeroPoint::fp}) {
       for (int64_t n_tok : {1, 3, 5, 37}) {
         out.push_back({100, 3 * gs, n_tok, {gs, zp}});  // 3 groups; N = 6 tiles + 4 rows
       }
@@ -146,7 +146,7 @@ TEST(W4A8, AmxPrefillMatchesTheScalarReferenceWhenTheCpuHasIt) {
   }
   std::mt19937 rng(4);
   for (int gs : {32, 64, 128}) {
-    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym}) {
+    for (Int4ZeroPoint zp : {Int4ZeroPoint::sym, Int4ZeroPoint::asym, Int4ZeroPoint::fp}) {
       for (int64_t n_tok : {5, 16, 33}) {  // > kW4A8AmxMinTokens: the tile path
         const Case c{48, 5 * gs, n_tok, {gs, zp}};
         const std::vector<float> wf = random_floats(c.n_out * c.n_in, rng);

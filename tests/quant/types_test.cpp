@@ -19,7 +19,8 @@ TEST(QuantTypes, EveryGgmlEnumeratorIsRegisteredInIdOrder) {
   const std::vector<uint32_t> ids = {
       0,  1,  2,  3,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
       25, 26, 27, 28, 29, 30, 34, 35, 39, kFishTypeBase + 1, kFishTypeBase + 32, kFishTypeBase + 64,
-      kFishTypeBase + 128};  // + FISH's fq3, fish_i4_g32/64/128
+      kFishTypeBase + 128, kFishTypeBase + 288, kFishTypeBase + 320,
+      kFishTypeBase + 384};  // + FISH's fq3, fish_i4_g32/64/128, fish_i4fp_g32/64/128
   // clang-format on
   ASSERT_EQ(all_types().size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
