@@ -32,6 +32,22 @@ std::string gpu_path_unavailable() {
 #endif
 }
 
+std::vector<double> measure_gpu_copy_GBps(int passes) {
+  std::vector<double> v;
+#if FISH_HAVE_VULKAN
+  if (!gpu_path_unavailable().empty()) return v;
+  vk::VulkanBackend* b = registered_vulkan();
+  for (int i = 0; b != nullptr && i < passes; ++i) {
+    auto r = b->shader_copy_bytes_per_s(uint64_t(256) << 20, 10);
+    if (!r.ok()) return {};
+    v.push_back(r.value() / 1e9);
+  }
+#else
+  (void)passes;
+#endif
+  return v;
+}
+
 Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
                                                             const Config& config) {
   if (std::string why = gpu_path_unavailable(); !why.empty()) return make_error("gpu: {}", why);

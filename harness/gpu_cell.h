@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "engine/config.h"
@@ -20,6 +21,11 @@ namespace fish {
 // Empty when the gpu path can run (the registered backend's device opens); else why not:
 // vulkan_status() ("vulkan: off: disabled by FISH_GPU=0", ...), or that the build has no Vulkan.
 std::string gpu_path_unavailable();
+
+// The device's copy bandwidth in GB/s (bytes read + written by a compute shader, 256 MiB,
+// VulkanBackend::shader_copy_bytes_per_s), `passes` samples: the reference a gpu row's weight
+// GB/s is compared with. Empty when the gpu path cannot run or a measurement fails.
+std::vector<double> measure_gpu_copy_GBps(int passes);
 
 class CellPlacement {
  public:

@@ -46,6 +46,7 @@ struct MetricColumn {
 // Scalar metric columns in table order (speed metrics come first, with their CIs).
 const MetricColumn kScalarColumns[] = {{"weight_GBps", "weight GB/s"},
                                        {"weight_GBps_pct_stream", "% stream"},
+                                       {"weight_GBps_pct_gpu_copy", "% GPU copy"},
                                        {"bits_per_weight", "bits/weight"},
                                        {"rel_rms", "rel RMS"},
                                        {"top1", "top-1"},

@@ -172,6 +172,7 @@ std::string joined(const json& list) {
 
 constexpr const char* kScalarMetrics[] = {"weight_GBps",
                                           "weight_GBps_pct_stream",
+                                          "weight_GBps_pct_gpu_copy",
                                           "bits_per_weight",
                                           "rss_peak_MB",
                                           "vram_peak_MB",
@@ -271,8 +272,8 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
   std::vector<std::string> head = {"#"};
   if (models.size() > 1) head.emplace_back("model");
   for (const std::string& f : varying) head.push_back(f);
-  for (const char* h :
-       {"path", "status", "prefill tok/s", "decode tok/s", "weight GB/s (% stream)", "RSS MB"})
+  for (const char* h : {"path", "status", "prefill tok/s", "decode tok/s",
+                        "weight GB/s (% of stream / GPU copy)", "RSS MB"})
     head.emplace_back(h);
   for (const char* q : quality) head.emplace_back(q);
   head.emplace_back("validity / error");
@@ -295,7 +296,11 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
     v.push_back(speed(metric(*r, "decode_tok_s")));
     const json& gb = metric(*r, "weight_GBps");
     const json& pct = metric(*r, "weight_GBps_pct_stream");
-    v.push_back(gb.is_null() ? "" : num(gb, 3) + (pct.is_null() ? "" : " (" + num(pct, 3) + "%)"));
+    const json& pct_gpu = metric(*r, "weight_GBps_pct_gpu_copy");
+    std::string ref;
+    if (!pct.is_null()) ref = " (" + num(pct, 3) + "%)";
+    if (!pct_gpu.is_null()) ref = " (" + num(pct_gpu, 3) + "% of GPU copy)";
+    v.push_back(gb.is_null() ? "" : num(gb, 3) + ref);
     v.push_back(num(metric(*r, "rss_peak_MB"), 4));
     for (const char* q : quality)
       v.push_back(std::string(q) == "greedy_exact" ? greedy_text(metric(*r, q))

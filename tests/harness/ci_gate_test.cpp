@@ -1,6 +1,6 @@
 // The CI gate's committed pieces (results/ci/baseline.jsonl, experiments/gate_rules.json) catch
 // what they are for: the baseline against itself and against a copy with +-5% jitter passes; a
-// copy whose within-run speeds are 30% lower, or with top-1 dropped by 0.1, fails. And the
+// copy whose within-run speeds are halved, or with top-1 dropped by 0.1, fails. And the
 // baseline is what experiments/ci_gate.json measures: only machine-independent speed metrics.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,13 +106,14 @@ TEST(CiGate, TheBaselinePassesAgainstItselfAndAgainstFivePercentJitter) {
   EXPECT_TRUE(r.passed()) << render_gate(r, committed_rules());
 }
 
-TEST(CiGate, ThirtyPercentSlowerFails) {
-  // Every within-run speed 30% lower (what a real regression of the engine or the GPU path
-  // does to them): the gate fails, on the speed checks alone.
+TEST(CiGate, HalfSpeedFails) {
+  // Every within-run speed halved (what a real regression of the engine or the GPU path does to
+  // them; the rules' practical threshold is 40%, wide enough for lavapipe sharing the CPU's two
+  // cores with the CPU path): the gate fails, on the speed checks alone.
   test::TempDir dir;
   const ResultSet slower = edited_baseline(dir, [](json& row) {
     for (const std::string& m : speed_metric_names())
-      scale_speed(row["metrics"][m], [](size_t) { return 0.7; });
+      scale_speed(row["metrics"][m], [](size_t) { return 0.5; });
   });
   const GateResult r = gate_against_baseline(slower);
   EXPECT_FALSE(r.passed());
