@@ -7,7 +7,8 @@
 // One workgroup = one head x one token (grid x = heads, y = tokens), FISH_SPAN_ATTN_WG threads.
 // Latency-bound at decode (few workgroups), so keys go in tiles of tk = FISH_SPAN_ATTN_TILE (16
 // when a padded row of head_dim > 128 would not fit): all threads load the tile's K and V rows
-// into shared memory at once (consecutive words, every load issued before the first use), then
+// into shared memory at once (consecutive words, every load issued before the first use, the
+// next tile's while this one is computed), then
 // TPK threads score each key from shared memory, and an online softmax in f32 (running max and
 // sum, as flash attention) rescales the output; thread i owns output dims i and i + WG.
 // Works for any context length. CPU reference: attention_one_query_ref (kernels/ops.h).
@@ -29,6 +30,17 @@ shared uint v_s[CAP];
 shared float part[WG];                  // partial q.k of each scoring thread
 shared float p_s[FISH_SPAN_ATTN_TILE];  // the tile's scores
 
+// Loads keys [tile, tile + nk) of K and V (zeros past nk), WG consecutive words a round.
+void fetch(uint tile, uint nk, uint head_w, uint rw, out uint kr[ROUNDS], out uint vr[ROUNDS]) {
+  for (uint r = 0u; r < ROUNDS; ++r) {
+    const uint e = gl_LocalInvocationID.x + r * WG;
+    const uint key = e / rw, w = e % rw;
+    const uint src = (tile + key) * pc.kv_stride + head_w + w;
+    kr[r] = key < nk ? kv[pc.kv_k + src] : 0u;
+    vr[r] = key < nk ? kv[pc.kv_v + src] : 0u;
+  }
+}
+
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint n = pc.n, g = h / pc.n_rot, rw = n / 2u, rs = rw + 1u;
@@ -42,17 +54,12 @@ void main() {
   float acc0 = 0.0, acc1 = 0.0;
   const uint d0 = tid, d1 = tid + WG;
   const uint kk = tid / TPK, part_i = tid % TPK;  // scoring: key kk, words part_i, + TPK, ...
+  // Staging: element e = key e / rw, word e % rw of a tile; the next tile's loads are issued
+  // before this tile's compute, so only the first tile waits on global memory.
+  uint kr[ROUNDS], vr[ROUNDS];
+  fetch(begin, min(tk, pos + 1u - begin), head_w, rw, kr, vr);
   for (uint tile = begin; tile <= pos; tile += tk) {
     const uint nk = min(tk, pos + 1u - tile);
-    // Stage: element e = key e / rw, word e % rw; loads first, then the shared stores.
-    uint kr[ROUNDS], vr[ROUNDS];
-    for (uint r = 0u; r < ROUNDS; ++r) {
-      const uint e = tid + r * WG;
-      const uint key = e / rw, w = e % rw;
-      const uint src = (tile + key) * pc.kv_stride + head_w + w;
-      kr[r] = key < nk ? kv[pc.kv_k + src] : 0u;
-      vr[r] = key < nk ? kv[pc.kv_v + src] : 0u;
-    }
     for (uint r = 0u; r < ROUNDS; ++r) {
       const uint e = tid + r * WG;
       const uint key = e / rw, w = e % rw;
@@ -61,6 +68,7 @@ void main() {
         v_s[key * rs + w] = vr[r];
       }
     }
+    if (tile + tk <= pos) fetch(tile + tk, min(tk, pos + 1u - tile - tk), head_w, rw, kr, vr);
     barrier();
     float dot_qk = 0.0;
     if (kk < nk)
