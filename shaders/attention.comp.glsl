@@ -13,6 +13,7 @@
 // sum, as flash attention) rescales the output; thread i owns output dims i and i + WG.
 // Works for any context length. CPU reference: attention_one_query_ref (kernels/ops.h).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #include "fish_vk_span.h"
 #include "span_common.glsl"
@@ -32,7 +33,7 @@ shared float p_s[FISH_SPAN_ATTN_TILE];  // the tile's scores
 
 // Loads keys [tile, tile + nk) of K and V (zeros past nk), WG consecutive words a round.
 void fetch(uint tile, uint nk, uint head_w, uint rw, out uint kr[ROUNDS], out uint vr[ROUNDS]) {
-  for (uint r = 0u; r < ROUNDS; ++r) {
+  [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
     const uint e = gl_LocalInvocationID.x + r * WG;
     const uint key = e / rw, w = e % rw;
     const uint src = (tile + key) * pc.kv_stride + head_w + w;
@@ -60,7 +61,7 @@ void main() {
   fetch(begin, min(tk, pos + 1u - begin), head_w, rw, kr, vr);
   for (uint tile = begin; tile <= pos; tile += tk) {
     const uint nk = min(tk, pos + 1u - tile);
-    for (uint r = 0u; r < ROUNDS; ++r) {
+    [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
       const uint e = tid + r * WG;
       const uint key = e / rw, w = e % rw;
       if (key < tk) {

@@ -13,6 +13,7 @@
 // Sum of squares in f32 (subgroupAdd + shared). CPU reference: rmsnorm() in kernels/ops.h
 // (GGUF already folds gemma's 1 + w into w).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "fish_vk_span.h"
@@ -54,24 +55,24 @@ void main() {
   if (((pc.n | a | b | c | wo) & 3u) == 0u) {
     const uint n4 = pc.n / 4u, a4 = a / 4u, c4 = c / 4u, w4 = wo / 4u;
     vec4 x[NC];
-    for (uint k = 0u; k < NC; ++k) {
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
       const uint i = tid + k * WG;
       x[k] = i < n4 ? arena4[a4 + i] : vec4(0.0);
     }
 #ifdef FUSE_ADD
     vec4 y[NC];
-    for (uint k = 0u; k < NC; ++k) {
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
       const uint i = tid + k * WG;
       y[k] = i < n4 ? arena4[b / 4u + i] : vec4(0.0);
     }
-    for (uint k = 0u; k < NC; ++k) {
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
       const uint i = tid + k * WG;
       x[k] += y[k];
       if (i < n4) arena4[a4 + i] = x[k];
     }
 #endif
     float ss = 0.0;
-    for (uint k = 0u; k < NC; ++k) ss += dot(x[k], x[k]);
+    [[unroll]] for (uint k = 0u; k < NC; ++k) ss += dot(x[k], x[k]);
     for (uint i = tid + NC * WG; i < n4; i += WG) {  // rows longer than NC x WG vec4s
       vec4 v = arena4[a4 + i];
 #ifdef FUSE_ADD
@@ -81,11 +82,12 @@ void main() {
       ss += dot(v, v);
     }
     const float s = 1.0 / sqrt(wg_sum(ss) / float(pc.n) + pc.eps);
-    for (uint k = 0u; k < NC; ++k) {
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
       const uint i = tid + k * WG;
       if (i < n4) arena4[c4 + i] = x[k] * s * params4[w4 + i];
     }
-    for (uint i = tid + NC * WG; i < n4; i += WG) arena4[c4 + i] = arena4[a4 + i] * s * params4[w4 + i];
+    for (uint i = tid + NC * WG; i < n4; i += WG)
+      arena4[c4 + i] = arena4[a4 + i] * s * params4[w4 + i];
     return;
   }
   float ss = 0.0;
