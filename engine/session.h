@@ -81,6 +81,10 @@ class Session {
   void reset() { kv_truncate(0); }
   // Whether the GPU layer span runs this session's last layers (stage 2).
   bool span_active() const { return span_ != nullptr; }
+  // GPU calls that failed and ran on the CPU instead, since creation (a row's cpu_fallback
+  // flag): per-matmul calls that fell back for one matmul, and span forwards that made the
+  // session leave the span for good (replaying its KV on the CPU).
+  uint64_t gpu_fallbacks() const { return gpu_fallbacks_; }
   int64_t n_past() const { return kv_.n_past(); }
   int64_t n_ctx() const { return kv_.n_ctx(); }
 
@@ -93,9 +97,6 @@ class Session {
   // The weight path this session runs (never automatic) and its packed weights (w4a8 / w4a16).
   WeightPath weight_path() const { return weight_path_; }
   const Int4Weights* int4_weights() const { return int4_.get(); }
-  // GPU calls (or span forwards, which replay the KV) that failed and ran on the CPU instead,
-  // since creation (a row's cpu_fallback flag).
-  uint64_t gpu_fallbacks() const { return gpu_fallbacks_; }
 
  private:
   Session(std::shared_ptr<const Model> model, const SessionOptions& opt);
@@ -132,8 +133,8 @@ class Session {
   ThreadPool pool_;
   std::vector<std::unique_ptr<ThreadPool>> solo_;  // one inline (1-thread) pool per pool thread
   KvCache kv_;
-  LayerSpan* span_ = nullptr;     // claimed from opt_.gpu; runs layers [span_first_, n_layer)
-  int64_t span_first_ = 0;        // n_layer when there is no span
+  LayerSpan* span_ = nullptr;  // claimed from opt_.gpu; runs layers [span_first_, n_layer)
+  int64_t span_first_ = 0;     // n_layer when there is no span
   std::vector<int32_t> history_;  // tokens at positions [0, n_past()) while a span runs
   Isa kernel_isa_ = Isa::scalar;
   WeightPath weight_path_ = WeightPath::gguf;
