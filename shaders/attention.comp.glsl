@@ -5,72 +5,100 @@
 // q: head h of token t at a_off + t a_stride + h n (ARENA); out likewise at c_off / c_stride;
 // K/V: f16 pairs in KV (kv_store.comp.glsl), KV head g at word g n / 2 of a position.
 // One workgroup = one head x one token (grid x = heads, y = tokens), FISH_SPAN_ATTN_WG threads.
-// Keys in tiles of WG: thread i scores key tile + i, then an online softmax in f32 (running max
-// and sum, as flash attention), and thread i accumulates output dims i and i + WG over the tile.
+// Latency-bound at decode (few workgroups), so keys go in tiles of tk = FISH_SPAN_ATTN_TILE (16
+// when a padded row of head_dim > 128 would not fit): all threads load the tile's K and V rows
+// into shared memory at once (consecutive words, every load issued before the first use, the
+// next tile's while this one is computed), then
+// TPK threads score each key from shared memory, and an online softmax in f32 (running max and
+// sum, as flash attention) rescales the output; thread i owns output dims i and i + WG.
 // Works for any context length. CPU reference: attention_one_query_ref (kernels/ops.h).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "fish_vk_span.h"
 #include "span_common.glsl"
-layout(local_size_x = FISH_SPAN_ATTN_WG) in;
+#define WG FISH_SPAN_ATTN_WG
+#define TPK (WG / FISH_SPAN_ATTN_TILE)  // threads per key when scoring
+// Shared words per K (and per V) tile: rows padded to n / 2 + 1 words (no bank conflicts
+// between keys), a multiple of WG so the staging loop has a constant trip count.
+#define ROUNDS ((FISH_SPAN_ATTN_TILE * (FISH_SPAN_MAX_HEAD / 4 + 1) + WG - 1) / WG)
+#define CAP (ROUNDS * WG)
+layout(local_size_x = WG) in;
 
 shared float q_s[FISH_SPAN_MAX_HEAD];
-shared float p_s[FISH_SPAN_ATTN_WG];
-shared float red[FISH_SPAN_ATTN_WG];
+shared uint k_s[CAP];
+shared uint v_s[CAP];
+shared float part[WG];                  // partial q.k of each scoring thread
+shared float p_s[FISH_SPAN_ATTN_TILE];  // the tile's scores
 
-// Max (is_max) or sum over the workgroup; every thread gets the result.
-float wg_reduce(float v, bool is_max) {
-  v = is_max ? subgroupMax(v) : subgroupAdd(v);
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float r = red[0];
-  for (uint g = 1u; g < gl_NumSubgroups; ++g) r = is_max ? max(r, red[g]) : r + red[g];
-  barrier();  // red is reused by the next call
-  return r;
+// Loads keys [tile, tile + nk) of K and V (zeros past nk), WG consecutive words a round.
+void fetch(uint tile, uint nk, uint head_w, uint rw, out uint kr[ROUNDS], out uint vr[ROUNDS]) {
+  [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
+    const uint e = gl_LocalInvocationID.x + r * WG;
+    const uint key = e / rw, w = e % rw;
+    const uint src = (tile + key) * pc.kv_stride + head_w + w;
+    kr[r] = key < nk ? kv[pc.kv_k + src] : 0u;
+    vr[r] = key < nk ? kv[pc.kv_v + src] : 0u;
+  }
 }
 
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
-  const uint n = pc.n, g = h / pc.n_rot;
+  const uint n = pc.n, g = h / pc.n_rot, rw = n / 2u, rs = rw + 1u;
+  const uint tk = min(uint(FISH_SPAN_ATTN_TILE), uint(CAP) / rs);
   const uint qa = pc.a_off + t * pc.a_stride + h * n;
-  for (uint d = tid; d < n; d += FISH_SPAN_ATTN_WG) q_s[d] = arena[qa + d];
-  barrier();
+  for (uint d = tid; d < n; d += WG) q_s[d] = arena[qa + d];
   const uint pos = pc.pos0 + t;
   const uint begin = (pc.window > 0u && pos + 1u > pc.window) ? pos + 1u - pc.window : 0u;
-  const uint head_w = g * (n / 2u);
+  const uint head_w = g * rw;
   float m = -1.0e30, l = 0.0;
   float acc0 = 0.0, acc1 = 0.0;
-  const uint d0 = tid, d1 = tid + FISH_SPAN_ATTN_WG;
-  for (uint tile = begin; tile <= pos; tile += FISH_SPAN_ATTN_WG) {
-    const uint p = tile + tid;
-    float s = -1.0e30;
-    if (p <= pos) {
-      const uint kb = pc.kv_k + p * pc.kv_stride + head_w;
-      float dot_qk = 0.0;
-      for (uint j = 0u; j < n / 2u; ++j) {
-        const vec2 k2 = unpackHalf2x16(kv[kb + j]);
-        dot_qk += q_s[2u * j] * k2.x + q_s[2u * j + 1u] * k2.y;
+  const uint d0 = tid, d1 = tid + WG;
+  const uint kk = tid / TPK, part_i = tid % TPK;  // scoring: key kk, words part_i, + TPK, ...
+  // Staging: element e = key e / rw, word e % rw of a tile; the next tile's loads are issued
+  // before this tile's compute, so only the first tile waits on global memory.
+  uint kr[ROUNDS], vr[ROUNDS];
+  fetch(begin, min(tk, pos + 1u - begin), head_w, rw, kr, vr);
+  for (uint tile = begin; tile <= pos; tile += tk) {
+    const uint nk = min(tk, pos + 1u - tile);
+    [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
+      const uint e = tid + r * WG;
+      const uint key = e / rw, w = e % rw;
+      if (key < tk) {
+        k_s[key * rs + w] = kr[r];
+        v_s[key * rs + w] = vr[r];
       }
-      s = pc.scale * dot_qk;
     }
-    const float m_new = max(m, wg_reduce(s, true));
-    const float e = p <= pos ? exp(s - m_new) : 0.0;
-    const float corr = exp(m - m_new);
-    l = l * corr + wg_reduce(e, false);
-    p_s[tid] = e;
+    if (tile + tk <= pos) fetch(tile + tk, min(tk, pos + 1u - tile - tk), head_w, rw, kr, vr);
     barrier();
+    float dot_qk = 0.0;
+    if (kk < nk)
+      for (uint w = part_i; w < rw; w += TPK) {
+        const vec2 k2 = unpackHalf2x16(k_s[kk * rs + w]);
+        dot_qk += q_s[2u * w] * k2.x + q_s[2u * w + 1u] * k2.y;
+      }
+    part[tid] = dot_qk;
+    barrier();
+    if (tid < nk) {
+      float s = 0.0;
+      for (uint i = 0u; i < TPK; ++i) s += part[tid * TPK + i];
+      p_s[tid] = pc.scale * s;
+    }
+    barrier();
+    float m_new = m;
+    for (uint j = 0u; j < nk; ++j) m_new = max(m_new, p_s[j]);
+    const float corr = exp(m - m_new);
+    l *= corr;
     acc0 *= corr;
     acc1 *= corr;
-    const uint n_keys = min(uint(FISH_SPAN_ATTN_WG), pos + 1u - tile);
-    for (uint j = 0u; j < n_keys; ++j) {
-      const uint vb = pc.kv_v + (tile + j) * pc.kv_stride + head_w;
-      const float pj = p_s[j];
-      if (d0 < n) acc0 += pj * unpackHalf2x16(kv[vb + d0 / 2u])[d0 & 1u];
-      if (d1 < n) acc1 += pj * unpackHalf2x16(kv[vb + d1 / 2u])[d1 & 1u];
+    for (uint j = 0u; j < nk; ++j) {
+      const float e = exp(p_s[j] - m_new);
+      l += e;
+      if (d0 < n) acc0 += e * unpackHalf2x16(v_s[j * rs + d0 / 2u])[d0 & 1u];
+      if (d1 < n) acc1 += e * unpackHalf2x16(v_s[j * rs + d1 / 2u])[d1 & 1u];
     }
     m = m_new;
-    barrier();  // p_s is rewritten by the next tile
+    barrier();  // k_s, v_s, part, p_s are rewritten by the next tile
   }
   const uint oc = pc.c_off + t * pc.c_stride + h * n;
   if (d0 < n) arena[oc + d0] = acc0 / l;

@@ -5,36 +5,98 @@
 // Row r: token t = r / rows_per_tok, head j = r % rows_per_tok, A at a_off + t a_stride + j n.
 // FUSE_ADD (span_add_rmsnorm): first A[row] += B[row] (the residual add, B at b_off + t b_stride),
 // then the norm of the sum: one dispatch and one barrier fewer per residual.
-// One workgroup = one row, FISH_SPAN_WG threads; sum of squares in f32 (subgroupAdd + shared).
-// CPU reference: rmsnorm() in kernels/ops.h (GGUF already folds gemma's 1 + w into w).
+// One workgroup = one row: FISH_SPAN_NORM_WG threads (span_rmsnorm, span_add_rmsnorm, a whole
+// n_embd row), or FISH_SPAN_HEAD_NORM_WG with HEAD_NORM (span_head_rmsnorm, a 64..256-float
+// head). The op is latency-bound for one token: when n and every row offset are multiples of 4
+// the row is read as vec4s, each thread's first FISH_SPAN_NORM_CACHE vec4s all loaded before
+// use and kept in registers for the scaling pass; otherwise scalar loads (the same result).
+// Sum of squares in f32 (subgroupAdd + shared). CPU reference: rmsnorm() in kernels/ops.h
+// (GGUF already folds gemma's 1 + w into w).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "fish_vk_span.h"
 #include "span_common.glsl"
-layout(local_size_x = FISH_SPAN_WG) in;
-shared float partial[FISH_SPAN_WG];
+// vec4 views of the same ARENA / PARAMS bindings (indices in vec4s).
+layout(std430, binding = FISH_SPAN_ARENA) buffer ArenaBuf4 { vec4 arena4[]; };
+layout(std430, binding = FISH_SPAN_PARAMS) readonly buffer ParamsBuf4 { vec4 params4[]; };
+#ifdef HEAD_NORM
+#define WG FISH_SPAN_HEAD_NORM_WG
+#else
+#define WG FISH_SPAN_NORM_WG
+#endif
+#define NC FISH_SPAN_NORM_CACHE
+layout(local_size_x = WG) in;
+shared float partial[WG];
+
+// Sum over the workgroup; every thread gets the result.
+float wg_sum(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) partial[gl_SubgroupID] = v;
+  barrier();
+  float tot = 0.0;
+  for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += partial[g];
+  return tot;
+}
 
 void main() {
-  const uint r = gl_WorkGroupID.x;
+  const uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint t = r / pc.rows_per_tok, j = r % pc.rows_per_tok;
   const uint a = pc.a_off + t * pc.a_stride + j * pc.n;
   const uint c = pc.c_off + t * pc.c_stride + j * pc.n;
   const uint wo = j < pc.split ? pc.w_off0 : pc.w_off1;
-  float ss = 0.0;
-  for (uint i = gl_LocalInvocationID.x; i < pc.n; i += FISH_SPAN_WG) {
 #ifdef FUSE_ADD
-    // Each invocation re-reads only the elements it wrote: no barrier needed.
-    arena[a + i] += arena[pc.b_off + t * pc.b_stride + i];
+  const uint b = pc.b_off + t * pc.b_stride;
+#else
+  const uint b = 0u;
+#endif
+  // Each invocation re-reads / overwrites only the elements it read: no barrier between passes.
+  if (((pc.n | a | b | c | wo) & 3u) == 0u) {
+    const uint n4 = pc.n / 4u, a4 = a / 4u, c4 = c / 4u, w4 = wo / 4u;
+    vec4 x[NC];
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
+      const uint i = tid + k * WG;
+      x[k] = i < n4 ? arena4[a4 + i] : vec4(0.0);
+    }
+#ifdef FUSE_ADD
+    vec4 y[NC];
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
+      const uint i = tid + k * WG;
+      y[k] = i < n4 ? arena4[b / 4u + i] : vec4(0.0);
+    }
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
+      const uint i = tid + k * WG;
+      x[k] += y[k];
+      if (i < n4) arena4[a4 + i] = x[k];
+    }
+#endif
+    float ss = 0.0;
+    [[unroll]] for (uint k = 0u; k < NC; ++k) ss += dot(x[k], x[k]);
+    for (uint i = tid + NC * WG; i < n4; i += WG) {  // rows longer than NC x WG vec4s
+      vec4 v = arena4[a4 + i];
+#ifdef FUSE_ADD
+      v += arena4[b / 4u + i];
+      arena4[a4 + i] = v;
+#endif
+      ss += dot(v, v);
+    }
+    const float s = 1.0 / sqrt(wg_sum(ss) / float(pc.n) + pc.eps);
+    [[unroll]] for (uint k = 0u; k < NC; ++k) {
+      const uint i = tid + k * WG;
+      if (i < n4) arena4[c4 + i] = x[k] * s * params4[w4 + i];
+    }
+    for (uint i = tid + NC * WG; i < n4; i += WG)
+      arena4[c4 + i] = arena4[a4 + i] * s * params4[w4 + i];
+    return;
+  }
+  float ss = 0.0;
+  for (uint i = tid; i < pc.n; i += WG) {
+#ifdef FUSE_ADD
+    arena[a + i] += arena[b + i];
 #endif
     ss += arena[a + i] * arena[a + i];
   }
-  ss = subgroupAdd(ss);
-  if (subgroupElect()) partial[gl_SubgroupID] = ss;
-  barrier();
-  float tot = 0.0;
-  for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += partial[g];
-  const float s = 1.0 / sqrt(tot / float(pc.n) + pc.eps);
-  for (uint i = gl_LocalInvocationID.x; i < pc.n; i += FISH_SPAN_WG)
-    arena[c + i] = arena[a + i] * s * params[wo + i];
+  const float s = 1.0 / sqrt(wg_sum(ss) / float(pc.n) + pc.eps);
+  for (uint i = tid; i < pc.n; i += WG) arena[c + i] = arena[a + i] * s * params[wo + i];
 }

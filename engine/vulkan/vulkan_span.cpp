@@ -108,9 +108,10 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   std::map<std::string, VkPipeline> pipelines_;
-  VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE,
-             kv_store_ = VK_NULL_HANDLE, attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE,
-             bias_ = VK_NULL_HANDLE, act_ = VK_NULL_HANDLE;
+  VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE,
+             head_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE, kv_store_ = VK_NULL_HANDLE,
+             attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE, bias_ = VK_NULL_HANDLE,
+             act_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
@@ -281,6 +282,7 @@ Status VulkanSpan::init() {
   // PARAMS layout and contents.
   std::vector<float> prm;
   auto put = [&](const std::vector<float>& v) {
+    prm.resize(align_up(prm.size(), 4));  // 16-byte aligned: rmsnorm's vec4 path reads w
     const uint32_t o = uint32_t(prm.size());
     prm.insert(prm.end(), v.begin(), v.end());
     return o;
@@ -438,6 +440,7 @@ Status VulkanSpan::init() {
 
   FISH_ASSIGN_OR_RETURN(rmsnorm_, op_pipeline("span_rmsnorm"));
   FISH_ASSIGN_OR_RETURN(add_rmsnorm_, op_pipeline("span_add_rmsnorm"));
+  FISH_ASSIGN_OR_RETURN(head_rmsnorm_, op_pipeline("span_head_rmsnorm"));
   FISH_ASSIGN_OR_RETURN(rope_, op_pipeline("span_rope"));
   FISH_ASSIGN_OR_RETURN(kv_store_, op_pipeline("span_kv_store"));
   FISH_ASSIGN_OR_RETURN(attention_, op_pipeline("span_attention"));
@@ -636,7 +639,7 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
       pc.w_off0 = L.q_norm;
       pc.w_off1 = L.k_norm;
       pc.eps = p_.norm_eps;
-      op(rmsnorm_, pc, n * heads, 1);
+      op(head_rmsnorm_, pc, n * heads, 1);
       barrier();
       stage_done(kRmsnorm);
     }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/vulkan/vulkan_backend.h"
@@ -47,81 +48,107 @@ uint32_t groups(uint64_t n) {
   return uint32_t((n + FISH_SPAN_WG - 1) / FISH_SPAN_WG);
 }
 
+// Row geometry of one rmsnorm case: offsets and strides in floats.
+struct NormCase {
+  uint32_t n, a_off, a_stride, c_off, w_off;
+  const char* what;
+};
+
+// Whole rows (span_rmsnorm, 512 threads a row): the scalar path (odd n, an offset not a multiple
+// of 4), the vec4 path (n and every offset multiples of 4), a row longer than the vec4s a thread
+// keeps in registers (FISH_SPAN_NORM_CACHE x FISH_SPAN_NORM_WG x 4 floats), and a weight offset
+// that forces the scalar path on an aligned row.
 TEST(VulkanSpanOps, RmsnormMatchesCpuOnStridedRows) {
-  std::mt19937 rng(1);
-  const uint32_t n = 1013, rows = 3, a_stride = 1040, c_off = 3500;
-  std::vector<float> arena = randn(c_off + rows * n + 7, rng);
-  const std::vector<float> params = randn(n + 5, rng);  // weight at offset 5
-  std::vector<uint32_t> kv(4);
-  std::vector<float> want(arena.begin() + c_off, arena.begin() + c_off + rows * n);
-  for (uint32_t t = 0; t < rows; ++t)
-    rmsnorm_ref(arena.data() + 11 + t * a_stride, params.data() + 5, want.data() + t * n, n, 1e-5f);
-  vk::SpanPush pc{};
-  pc.n = n;
-  pc.rows = rows;
-  pc.rows_per_tok = 1;
-  pc.split = 1;
-  pc.a_off = 11;
-  pc.a_stride = a_stride;
-  pc.c_off = c_off;
-  pc.c_stride = n;
-  pc.w_off0 = pc.w_off1 = 5;
-  pc.eps = 1e-5f;
-  ASSERT_TRUE(backend().run_span_op("span_rmsnorm", pc, rows, 1, arena, params, kv).ok());
-  expect_near_all(std::vector<float>(arena.begin() + c_off, arena.begin() + c_off + rows * n), want,
-                  1e-5, "rmsnorm");
-}
-
-// The residual add fused into the next norm: x += tmp, then xn = rmsnorm(x) * w.
-TEST(VulkanSpanOps, AddRmsnormUpdatesXAndNormsTheSum) {
-  std::mt19937 rng(7);
-  const uint32_t n = 777, rows = 3, b_off = 2400, c_off = 5000;
-  std::vector<float> arena = randn(c_off + rows * n, rng);
-  const std::vector<float> params = randn(n, rng);
-  std::vector<uint32_t> kv(4);
-  std::vector<float> want = arena;
-  for (uint32_t t = 0; t < rows; ++t) {
-    float* x = want.data() + t * n;
-    add(x, want.data() + b_off + t * n, x, n);
-    rmsnorm_ref(x, params.data(), want.data() + c_off + t * n, n, 1e-5f);
+  const uint32_t rows = 3, big = FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 12;
+  for (const NormCase& k : {NormCase{1013, 11, 1040, 3500, 5, "scalar, odd n"},
+                            NormCase{2052, 12, 2060, 6400, 8, "vec4"},
+                            NormCase{big, 4, big + 8, 3 * (big + 8) + 16, 4, "vec4, long row"},
+                            NormCase{2052, 12, 2060, 6400, 5, "scalar, unaligned weight"}}) {
+    std::mt19937 rng(k.n + k.w_off);
+    std::vector<float> arena = randn(k.c_off + rows * k.n + 7, rng);
+    const std::vector<float> params = randn(k.n + k.w_off, rng);
+    std::vector<uint32_t> kv(4);
+    std::vector<float> want(arena.begin() + k.c_off, arena.begin() + k.c_off + rows * k.n);
+    for (uint32_t t = 0; t < rows; ++t)
+      rmsnorm_ref(arena.data() + k.a_off + t * k.a_stride, params.data() + k.w_off,
+                  want.data() + t * k.n, k.n, 1e-5f);
+    vk::SpanPush pc{};
+    pc.n = k.n;
+    pc.rows = rows;
+    pc.rows_per_tok = 1;
+    pc.split = 1;
+    pc.a_off = k.a_off;
+    pc.a_stride = k.a_stride;
+    pc.c_off = k.c_off;
+    pc.c_stride = k.n;
+    pc.w_off0 = pc.w_off1 = k.w_off;
+    pc.eps = 1e-5f;
+    ASSERT_TRUE(backend().run_span_op("span_rmsnorm", pc, rows, 1, arena, params, kv).ok());
+    expect_near_all(
+        std::vector<float>(arena.begin() + k.c_off, arena.begin() + k.c_off + rows * k.n), want,
+        1e-5, k.what);
   }
-  vk::SpanPush pc{};
-  pc.n = n;
-  pc.rows = rows;
-  pc.rows_per_tok = 1;
-  pc.split = 1;
-  pc.a_stride = pc.b_stride = pc.c_stride = n;
-  pc.b_off = b_off;
-  pc.c_off = c_off;
-  pc.eps = 1e-5f;
-  ASSERT_TRUE(backend().run_span_op("span_add_rmsnorm", pc, rows, 1, arena, params, kv).ok());
-  expect_near_all(arena, want, 1e-5, "add + rmsnorm");
 }
 
-// Per-head q/k norm: 5 query heads (weight 0) and 2 key heads (weight 1) per token, in place.
-TEST(VulkanSpanOps, PerHeadNormUsesQAndKWeights) {
-  std::mt19937 rng(2);
-  const uint32_t hd = 40, heads = 7, split = 5, tok = 3, stride = heads * hd + 24;
-  std::vector<float> arena = randn(tok * stride, rng);
-  const std::vector<float> params = randn(2 * hd, rng);
-  std::vector<uint32_t> kv(4);
-  std::vector<float> want = arena;
-  for (uint32_t t = 0; t < tok; ++t)
-    for (uint32_t j = 0; j < heads; ++j) {
-      float* x = want.data() + t * stride + j * hd;
-      rmsnorm_ref(x, params.data() + (j < split ? 0 : hd), x, hd, 1e-6f);
+// The residual add fused into the next norm: x += tmp, then xn = rmsnorm(x) * w; scalar (odd
+// n), vec4, and a vec4 row longer than the register cache.
+TEST(VulkanSpanOps, AddRmsnormUpdatesXAndNormsTheSum) {
+  const uint32_t big = FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 20;
+  for (const uint32_t n : {777u, 4100u, big}) {
+    std::mt19937 rng(n);
+    const uint32_t rows = 3, b_off = rows * n + 4, c_off = b_off + rows * n + 8;
+    std::vector<float> arena = randn(c_off + rows * n, rng);
+    const std::vector<float> params = randn(n, rng);
+    std::vector<uint32_t> kv(4);
+    std::vector<float> want = arena;
+    for (uint32_t t = 0; t < rows; ++t) {
+      float* x = want.data() + t * n;
+      add(x, want.data() + b_off + t * n, x, n);
+      rmsnorm_ref(x, params.data(), want.data() + c_off + t * n, n, 1e-5f);
     }
-  vk::SpanPush pc{};
-  pc.n = hd;
-  pc.rows = tok;
-  pc.rows_per_tok = heads;
-  pc.split = split;
-  pc.a_stride = pc.c_stride = stride;
-  pc.w_off0 = 0;
-  pc.w_off1 = hd;
-  pc.eps = 1e-6f;
-  ASSERT_TRUE(backend().run_span_op("span_rmsnorm", pc, tok * heads, 1, arena, params, kv).ok());
-  expect_near_all(arena, want, 1e-5, "per-head norm");
+    vk::SpanPush pc{};
+    pc.n = n;
+    pc.rows = rows;
+    pc.rows_per_tok = 1;
+    pc.split = 1;
+    pc.a_stride = pc.b_stride = pc.c_stride = n;
+    pc.b_off = b_off;
+    pc.c_off = c_off;
+    pc.eps = 1e-5f;
+    ASSERT_TRUE(backend().run_span_op("span_add_rmsnorm", pc, rows, 1, arena, params, kv).ok());
+    expect_near_all(arena, want, 1e-5, "add + rmsnorm, n " + std::to_string(n));
+  }
+}
+
+// Per-head q/k norm: 5 query heads (weight 0) and 2 key heads (weight 1) per token, in place,
+// with span_head_rmsnorm (64 threads a head, what the span runs) and span_rmsnorm; head_dim 40
+// (a stride not a multiple of 4: scalar) and 64 / 128 / 256 (vec4).
+TEST(VulkanSpanOps, PerHeadNormUsesQAndKWeights) {
+  for (const char* op : {"span_head_rmsnorm", "span_rmsnorm"})
+    for (const uint32_t hd : {40u, 64u, 128u, 256u}) {
+      std::mt19937 rng(hd);
+      const uint32_t heads = 7, split = 5, tok = 3, stride = heads * hd + (hd == 40 ? 22 : 24);
+      std::vector<float> arena = randn(tok * stride, rng);
+      const std::vector<float> params = randn(2 * hd, rng);
+      std::vector<uint32_t> kv(4);
+      std::vector<float> want = arena;
+      for (uint32_t t = 0; t < tok; ++t)
+        for (uint32_t j = 0; j < heads; ++j) {
+          float* x = want.data() + t * stride + j * hd;
+          rmsnorm_ref(x, params.data() + (j < split ? 0 : hd), x, hd, 1e-6f);
+        }
+      vk::SpanPush pc{};
+      pc.n = hd;
+      pc.rows = tok;
+      pc.rows_per_tok = heads;
+      pc.split = split;
+      pc.a_stride = pc.c_stride = stride;
+      pc.w_off0 = 0;
+      pc.w_off1 = hd;
+      pc.eps = 1e-6f;
+      ASSERT_TRUE(backend().run_span_op(op, pc, tok * heads, 1, arena, params, kv).ok());
+      expect_near_all(arena, want, 1e-5, std::string(op) + ", head_dim " + std::to_string(hd));
+    }
 }
 
 // add, bias, SwiGLU, GeGLU on 3 rows of 1013 values (a partial last workgroup).
@@ -224,52 +251,59 @@ TEST(VulkanSpanOps, KvStoreWritesF16AtPositions) {
     EXPECT_EQ(kv[w], 0u) << "position < pos0 written";
 }
 
-// GQA (6 query heads on 2 KV heads, head_dim 40), 3 query tokens at positions 297..299 over 3
-// key tiles, causal, with and without a sliding window of 100, against the CPU reference on the
-// same f16-rounded keys and values.
+// GQA (6 query heads on 2 KV heads), 3 query tokens, causal, with and without a sliding window
+// of 100, against the CPU reference on the same f16-rounded keys and values: head_dim 40 / 64 /
+// 128 at positions 297..299 (many key tiles, a partial last one) and 256 (16-key tiles), and
+// head_dim 64 at positions 0..2 (one partial tile, the window longer than the context).
 TEST(VulkanSpanOps, AttentionMatchesCpuGqaCausalAndWindow) {
-  std::mt19937 rng(6);
-  const uint32_t hd = 40, n_head = 6, n_kv = 2, tok = 3, pos0 = 297, cap = 310;
-  const uint32_t kv_dim = n_kv * hd, q_stride = n_head * hd + 8, out_off = tok * q_stride;
-  std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
-  std::vector<uint32_t> kv(size_t(cap) * kv_dim, 0u);  // K then V, two halves a word
-  for (size_t i = 0; i < k.size(); i += 2) {
-    k[i] = f16_to_f32(f32_to_f16(k[i]));
-    k[i + 1] = f16_to_f32(f32_to_f16(k[i + 1]));
-    v[i] = f16_to_f32(f32_to_f16(v[i]));
-    v[i + 1] = f16_to_f32(f32_to_f16(v[i + 1]));
-    kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
-    kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
-  }
-  const float scale = 1.0f / std::sqrt(float(hd));
-  for (uint32_t window : {0u, 100u}) {
-    std::vector<float> arena = randn(out_off + tok * n_head * hd, rng);
-    const std::vector<float> params(4, 0.0f);
-    std::vector<float> want(tok * n_head * hd);
-    std::vector<float> scratch(n_head * cap);
-    for (uint32_t t = 0; t < tok; ++t) {
-      const int64_t pos = pos0 + t;
-      const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-      attention_one_query_ref(arena.data() + t * q_stride, k.data(), v.data(),
-                              AttentionShape{n_head, n_kv, hd, kv_dim}, begin, pos + 1, scale,
-                              want.data() + t * n_head * hd, scratch.data());
+  struct Case {
+    uint32_t hd, pos0;
+  };
+  for (const Case c : {Case{40, 297}, Case{64, 297}, Case{128, 297}, Case{256, 297}, Case{64, 0}}) {
+    std::mt19937 rng(6 + c.hd + c.pos0);
+    const uint32_t hd = c.hd, n_head = 6, n_kv = 2, tok = 3, pos0 = c.pos0, cap = pos0 + 13;
+    const uint32_t kv_dim = n_kv * hd, q_stride = n_head * hd + 8, out_off = tok * q_stride;
+    std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
+    std::vector<uint32_t> kv(size_t(cap) * kv_dim, 0u);  // K then V, two halves a word
+    for (size_t i = 0; i < k.size(); i += 2) {
+      k[i] = f16_to_f32(f32_to_f16(k[i]));
+      k[i + 1] = f16_to_f32(f32_to_f16(k[i + 1]));
+      v[i] = f16_to_f32(f32_to_f16(v[i]));
+      v[i + 1] = f16_to_f32(f32_to_f16(v[i + 1]));
+      kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
+      kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
     }
-    vk::SpanPush pc{};
-    pc.n = hd;
-    pc.rows = tok;
-    pc.a_stride = q_stride;
-    pc.c_off = out_off;
-    pc.c_stride = n_head * hd;
-    pc.pos0 = pos0;
-    pc.n_rot = n_head / n_kv;
-    pc.kv_k = 0;
-    pc.kv_v = cap * kv_dim / 2;
-    pc.kv_stride = kv_dim / 2;
-    pc.window = window;
-    pc.scale = scale;
-    ASSERT_TRUE(backend().run_span_op("span_attention", pc, n_head, tok, arena, params, kv).ok());
-    expect_near_all(std::vector<float>(arena.begin() + out_off, arena.end()), want, 1e-4,
-                    window ? "attention, window 100" : "attention, causal");
+    const float scale = 1.0f / std::sqrt(float(hd));
+    for (uint32_t window : {0u, 100u}) {
+      std::vector<float> arena = randn(out_off + tok * n_head * hd, rng);
+      const std::vector<float> params(4, 0.0f);
+      std::vector<float> want(tok * n_head * hd);
+      std::vector<float> scratch(n_head * cap);
+      for (uint32_t t = 0; t < tok; ++t) {
+        const int64_t pos = pos0 + t;
+        const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+        attention_one_query_ref(arena.data() + t * q_stride, k.data(), v.data(),
+                                AttentionShape{n_head, n_kv, hd, kv_dim}, begin, pos + 1, scale,
+                                want.data() + t * n_head * hd, scratch.data());
+      }
+      vk::SpanPush pc{};
+      pc.n = hd;
+      pc.rows = tok;
+      pc.a_stride = q_stride;
+      pc.c_off = out_off;
+      pc.c_stride = n_head * hd;
+      pc.pos0 = pos0;
+      pc.n_rot = n_head / n_kv;
+      pc.kv_k = 0;
+      pc.kv_v = cap * kv_dim / 2;
+      pc.kv_stride = kv_dim / 2;
+      pc.window = window;
+      pc.scale = scale;
+      ASSERT_TRUE(backend().run_span_op("span_attention", pc, n_head, tok, arena, params, kv).ok());
+      expect_near_all(std::vector<float>(arena.begin() + out_off, arena.end()), want, 1e-4,
+                      "attention, head_dim " + std::to_string(hd) + ", pos0 " +
+                          std::to_string(pos0) + (window ? ", window 100" : ", causal"));
+    }
   }
 }
 
