@@ -6,8 +6,9 @@
 #     synthetic Llama-1B/8B Q4_K_M: span, span with the generic matvec (FISH_VK_MATVEC=1),
 #     stage 1 (FISH_GPU_SPAN=0) and CPU, with FISH_GPU_PROFILE=2; the 8B under a 4 GB card;
 #     the GPU experiment files gpu_n_ctx, gpu_requant and gpu_placement_budget.
-#   PHASE=host: gpu_span_vs_matmul, then the 16-thread CPU experiments w4_host16 and
-#     w4_prefill_host16.
+#   PHASE=span: the span op tests on the real GPU, fish generate span vs stage 1 with the
+#     profile, and the gpu_span_vs_matmul experiment (span vs per-matmul vs CPU, pp512 + tg64).
+#   PHASE=host: the 16-thread CPU experiments w4_host16 and w4_prefill_host16.
 # Carried: .devcarry/{bin,lib,commit} built on the dev machine, .gl (libvulkan1 + glvnd .debs).
 # Run from the repo root there: PHASE=... bash scripts/device/h200_session.sh. Results go to
 # $OUT/h200-$PHASE.tar.gz.
@@ -73,10 +74,25 @@ if [ "$PHASE" = gpu ]; then
   run_exp gpu_n_ctx 90
   run_exp gpu_requant 110
   run_exp gpu_placement_budget 120
+elif [ "$PHASE" = span ]; then
+  stamp "span tests on the GPU"
+  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 120 $B/fish_test_vulkan \
+    --gtest_filter='VulkanSpanOps.*:VulkanSpan.*:PrebuiltShaders*:-*SmolLm2*:*Gemma3*' > $W/vulkan_tests.txt 2>&1
+  echo "rc=$?" >> $W/vulkan_tests.txt
+  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
+  P="The quick brown fox jumps over the lazy dog and then"
+  for s in llama-1b llama-8b; do
+    stamp "generate $s"
+    m=$(syn $s)
+    g() { timeout 90 $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos "$@"; }
+    FISH_GPU_PROFILE=2 g > $W/gen-$s-span.txt 2>&1
+    FISH_GPU_SPAN=0 g > $W/gen-$s-stage1.txt 2>&1
+    for v in span stage1; do grep -h "^fish generate:" $W/gen-$s-$v.txt | cut -c1-330; done
+  done
+  run_exp gpu_span_vs_matmul 280
 else
-  run_exp gpu_span_vs_matmul 260
-  run_exp w4_host16 150
-  run_exp w4_prefill_host16 120
+  run_exp w4_host16 200
+  run_exp w4_prefill_host16 200
 fi
 stamp done
 tar -C $OUT -czf $OUT/h200-$PHASE.tar.gz h200-$PHASE && rm -rf $W
