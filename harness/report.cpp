@@ -82,7 +82,9 @@ std::string context_text(const ResultContext& c) {
     return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string();
   };
   std::string commit = s("commit").substr(0, 12);
-  if (j.value("dirty", false)) commit += " (dirty)";
+  // dirty is null where the run had no git checkout (the GPU machine): unknown, not clean.
+  if (j.contains("dirty") && j["dirty"].is_boolean() && j["dirty"].get<bool>())
+    commit += " (dirty)";
   std::string out = fmt::format("commit {}; {} build, {}", commit.empty() ? "?" : commit,
                                 s("build_type"), s("compiler"));
   out += fmt::format("; cpu {}", s("cpu").empty() ? "?" : s("cpu"));

@@ -13,6 +13,7 @@
 
 #include "harness/report_svg.h"
 #include "results_fixture.h"
+#include "test_env.h"
 
 namespace fish {
 namespace {
@@ -237,6 +238,25 @@ TEST(Report, RejectsAnInputOfUnknownKind) {
   auto bad = render_report({test::results_fixture("bad.jsonl")}, {});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.error().message, HasSubstr("bad.jsonl:3: not valid JSON"));
+}
+
+TEST(Report, AContextWithoutGitStateRendersAsUnknownNotDirty) {
+  // Runs on a machine without a git checkout (the GPU machine) record "dirty": null.
+  test::TempDir dir;
+  std::ifstream in(test::results_fixture("sweep.jsonl"));
+  const std::string path = (dir.path() / "nogit.jsonl").string();
+  std::ofstream out(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string clean = "\"dirty\":false";
+    const size_t k = line.find(clean);
+    if (k != std::string::npos) line.replace(k, clean.size(), "\"dirty\":null");
+    out << line << "\n";
+  }
+  out.close();
+  auto files = render_report({path}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_THAT(files->markdown, Not(HasSubstr("(dirty)")));
 }
 
 TEST(Report, ShortNumbersKeepFourSignificantDigits) {
