@@ -36,6 +36,16 @@ syn() {  # syn SHAPE: the synthetic Q4_K_M file fish run would write (same name,
   [ -f $f ] || $B/fish make-model --shape $1 --type q4_k_m --seed 1 --threads 16 --out $f > /dev/null
   echo $f
 }
+P="The quick brown fox jumps over the lazy dog and then"
+gen() {  # gen SHAPE NAME [VAR=VALUE...]: fish generate (64 tokens) into $W/gen-SHAPE-NAME.txt
+  local s=$1 v=$2 m
+  shift 2
+  m=$(syn $s)
+  stamp "generate $s $v"
+  env "$@" timeout 90 $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos \
+    > $W/gen-$s-$v.txt 2>&1
+  grep -h "^fish generate:" $W/gen-$s-$v.txt | cut -c1-330
+}
 run_exp() {  # run_exp NAME TIMEOUT: a fish run experiment into $W/runs
   stamp "fish run $1"
   timeout $2 $B/fish run experiments/$1.json --out $W/runs > $W/run-$1.log 2>&1
@@ -58,16 +68,11 @@ if [ "$PHASE" = gpu ]; then
     -- --benchmark_filter='Copy|Matvec|Matmul.*/(12|14)/4096/4096/' > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
   grep -E "_median|rc=" $W/vulkan_bench.log | head -70
-  P="The quick brown fox jumps over the lazy dog and then"
   for s in llama-1b llama-8b; do
-    stamp "generate $s"
-    m=$(syn $s)
-    g() { timeout 90 $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos "$@"; }
-    FISH_GPU_PROFILE=2 g > $W/gen-$s-span.txt 2>&1
-    FISH_GPU_PROFILE=2 FISH_VK_MATVEC=1 g > $W/gen-$s-span-matvec1.txt 2>&1
-    FISH_GPU_SPAN=0 g > $W/gen-$s-stage1.txt 2>&1
-    FISH_GPU_LAYERS=0 g > $W/gen-$s-cpu.txt 2>&1
-    for v in span span-matvec1 stage1 cpu; do grep -h "^fish generate:" $W/gen-$s-$v.txt | cut -c1-200; done
+    gen $s span FISH_GPU_PROFILE=2
+    gen $s span-matvec1 FISH_GPU_PROFILE=2 FISH_VK_MATVEC=1
+    gen $s stage1 FISH_GPU_SPAN=0
+    gen $s cpu FISH_GPU_LAYERS=0
   done
   FISH_VRAM_BUDGET_MB=2800 timeout 90 $B/fish generate -m $(syn llama-8b) -p "$P" -n 32 --threads 16 --ignore-eos > $W/gen-llama-8b-4gb.txt 2>&1
   grep -h "^fish generate:" $W/gen-llama-8b-4gb.txt | cut -c1-300
@@ -80,14 +85,9 @@ elif [ "$PHASE" = span ]; then
     --gtest_filter='VulkanSpanOps.*:VulkanSpan.*:PrebuiltShaders*:-*SmolLm2*:*Gemma3*' > $W/vulkan_tests.txt 2>&1
   echo "rc=$?" >> $W/vulkan_tests.txt
   grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
-  P="The quick brown fox jumps over the lazy dog and then"
   for s in llama-1b llama-8b; do
-    stamp "generate $s"
-    m=$(syn $s)
-    g() { timeout 90 $B/fish generate -m $m -p "$P" -n 64 --threads 16 --ignore-eos "$@"; }
-    FISH_GPU_PROFILE=2 g > $W/gen-$s-span.txt 2>&1
-    FISH_GPU_SPAN=0 g > $W/gen-$s-stage1.txt 2>&1
-    for v in span stage1; do grep -h "^fish generate:" $W/gen-$s-$v.txt | cut -c1-330; done
+    gen $s span FISH_GPU_PROFILE=2
+    gen $s stage1 FISH_GPU_SPAN=0
   done
   run_exp gpu_span_vs_matmul 280
 else

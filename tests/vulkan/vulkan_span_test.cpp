@@ -17,6 +17,7 @@
 #include "engine/synthetic_model.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "test_env.h"
+#include "vulkan_test_util.h"
 
 namespace fish {
 namespace {
@@ -57,14 +58,7 @@ std::shared_ptr<const Model> synthetic_llama() {
                            8,           2,       64,
                            2048,        false,   512,
                            10000.0f,    1e-5f,   0};
-    const std::string path = (test::temp_dir() / "fish_span_3l_q4_k_m.gguf").string();
-    auto ft = parse_file_type("q4_k_m");
-    EXPECT_TRUE(ft.ok());
-    const Status s = write_synthetic_model(shape, ft.value(), {11, 3}, path);
-    EXPECT_TRUE(s.ok()) << s.error().message;
-    auto m = Model::load(path);
-    EXPECT_TRUE(m.ok()) << m.error().message;
-    return m.ok() ? m.value() : nullptr;
+    return test::synthetic_q4_k_m(shape, {11, 3}, "fish_span_3l_q4_k_m.gguf");
   }();
   return model;
 }

@@ -10,9 +10,26 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/synthetic_model.h"
 #include "quant/types.h"
+#include "test_env.h"
 
 namespace fish::test {
+
+// Writes a Q4_K_M synthetic model of `shape` under temp_dir() as `file` and loads it; null (with a
+// test failure recorded) when either step fails.
+inline std::shared_ptr<const Model> synthetic_q4_k_m(const ModelShape& shape,
+                                                     const SyntheticModelOptions& opt,
+                                                     const std::string& file) {
+  const std::string path = (temp_dir() / file).string();
+  auto ft = parse_file_type("q4_k_m");
+  EXPECT_TRUE(ft.ok());
+  const Status s = write_synthetic_model(shape, ft.value(), opt, path);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  return m.ok() ? m.value() : nullptr;
+}
 
 // n_out rows of n_in N(0,1) values through the type's reference quantiser.
 inline std::vector<uint8_t> random_weights(GgmlType t, int64_t n_out, int64_t n_in,
