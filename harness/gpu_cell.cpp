@@ -38,7 +38,7 @@ std::vector<double> measure_gpu_copy_GBps(int passes) {
   if (!gpu_path_unavailable().empty()) return v;
   vk::VulkanBackend* b = registered_vulkan();
   for (int i = 0; b != nullptr && i < passes; ++i) {
-    auto r = b->shader_copy_bytes_per_s(uint64_t(256) << 20, 10);
+    auto r = b->shader_copy_bytes_per_s(uint64_t(128) << 20, 10);
     if (!r.ok()) return {};
     v.push_back(r.value() / 1e9);
   }

@@ -22,7 +22,8 @@ namespace fish {
 // vulkan_status() ("vulkan: off: disabled by FISH_GPU=0", ...), or that the build has no Vulkan.
 std::string gpu_path_unavailable();
 
-// The device's copy bandwidth in GB/s (bytes read + written by a compute shader, 256 MiB,
+// The device's copy bandwidth in GB/s (bytes read + written by a compute shader over 128 MiB,
+// 2.5x the H200's L2 and within lavapipe's 128 MiB storage-buffer range;
 // VulkanBackend::shader_copy_bytes_per_s), `passes` samples: the reference a gpu row's weight
 // GB/s is compared with. Empty when the gpu path cannot run or a measurement fails.
 std::vector<double> measure_gpu_copy_GBps(int passes);

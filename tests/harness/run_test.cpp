@@ -314,6 +314,12 @@ TEST_F(RunCommand, TheGpuPathOnLavapipePlacesEachCellAndReleasesItAfter) {
     EXPECT_EQ(r["metrics"]["prefill_vs_cpu"]["samples"].size(), 2u);
     EXPECT_EQ(r["metrics"]["decode_pct_stream"]["samples"].size(), 2u);
     EXPECT_TRUE(cpu[size_t(i)]["metrics"]["decode_vs_cpu"].is_null());
+    // Weight GB/s: gpu rows against the device's shader copy measured at the run's start, cpu
+    // rows against the host stream.
+    EXPECT_GT(r["metrics"]["weight_GBps_pct_gpu_copy"].get<double>(), 0.0) << r.dump();
+    EXPECT_TRUE(r["metrics"].value("weight_GBps_pct_stream", json()).is_null());
+    EXPECT_GT(cpu[size_t(i)]["metrics"]["weight_GBps_pct_stream"].get<double>(), 0.0);
+    EXPECT_TRUE(cpu[size_t(i)]["metrics"].value("weight_GBps_pct_gpu_copy", json()).is_null());
     // The cpu path: the same config, no placement.
     EXPECT_EQ(cpu[size_t(i)]["status"], "ok");
     EXPECT_EQ(cpu[size_t(i)]["placement"]["gpu_layers"], 0);
