@@ -9,6 +9,8 @@
 #   PHASE=span: the span op tests on the real GPU, fish generate span vs stage 1 with the
 #     profile, and the gpu_span_vs_matmul experiment (span vs per-matmul vs CPU, pp512 + tg64).
 #   PHASE=host: the 16-thread CPU experiments w4_host16 and w4_prefill_host16.
+#   PHASE=budget: the placement experiments again (gpu_n_ctx, gpu_requant, gpu_placement_budget)
+#     and the 8B under a 4 GB card, without the tests and benches of PHASE=gpu.
 # Carried: .devcarry/{bin,lib,commit} built on the dev machine, .gl (libvulkan1 + glvnd .debs).
 # Run from the repo root there: PHASE=... bash scripts/device/h200_session.sh. Results go to
 # $OUT/h200-$PHASE.tar.gz.
@@ -74,6 +76,12 @@ if [ "$PHASE" = gpu ]; then
     gen $s stage1 FISH_GPU_SPAN=0
     gen $s cpu FISH_GPU_LAYERS=0
   done
+  FISH_VRAM_BUDGET_MB=2800 timeout 90 $B/fish generate -m $(syn llama-8b) -p "$P" -n 32 --threads 16 --ignore-eos > $W/gen-llama-8b-4gb.txt 2>&1
+  grep -h "^fish generate:" $W/gen-llama-8b-4gb.txt | cut -c1-300
+  run_exp gpu_n_ctx 90
+  run_exp gpu_requant 110
+  run_exp gpu_placement_budget 120
+elif [ "$PHASE" = budget ]; then
   FISH_VRAM_BUDGET_MB=2800 timeout 90 $B/fish generate -m $(syn llama-8b) -p "$P" -n 32 --threads 16 --ignore-eos > $W/gen-llama-8b-4gb.txt 2>&1
   grep -h "^fish generate:" $W/gen-llama-8b-4gb.txt | cut -c1-300
   run_exp gpu_n_ctx 90
