@@ -133,8 +133,8 @@ class Session {
   ThreadPool pool_;
   std::vector<std::unique_ptr<ThreadPool>> solo_;  // one inline (1-thread) pool per pool thread
   KvCache kv_;
-  LayerSpan* span_ = nullptr;  // claimed from opt_.gpu; runs layers [span_first_, n_layer)
-  int64_t span_first_ = 0;     // n_layer when there is no span
+  LayerSpan* span_ = nullptr;     // claimed from opt_.gpu; runs layers [span_first_, n_layer)
+  int64_t span_first_ = 0;        // n_layer when there is no span
   std::vector<int32_t> history_;  // tokens at positions [0, n_past()) while a span runs
   Isa kernel_isa_ = Isa::scalar;
   WeightPath weight_path_ = WeightPath::gguf;

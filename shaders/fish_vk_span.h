@@ -11,14 +11,14 @@
 #define FISH_SPAN_PARAMS 1
 #define FISH_SPAN_KV 2
 
-#define FISH_SPAN_WG 256        // elementwise, rope, kv_store workgroup size
-#define FISH_SPAN_NORM_WG 512   // rmsnorm of a whole row (n_embd): one workgroup = one row
+#define FISH_SPAN_WG 256           // elementwise, rope, kv_store workgroup size
+#define FISH_SPAN_NORM_WG 512      // rmsnorm of a whole row (n_embd): one workgroup = one row
 #define FISH_SPAN_HEAD_NORM_WG 64  // span_head_rmsnorm (per-head q/k norm): one row = one head
-#define FISH_SPAN_NORM_CACHE 4  // rmsnorm: vec4s per thread held in registers between passes
-#define FISH_SPAN_ATTN_WG 128   // attention: one workgroup = one head x one token
-#define FISH_SPAN_MAX_HEAD 256  // attention: head_dim <= 2 x FISH_SPAN_ATTN_WG
-#define FISH_SPAN_ATTN_TILE 32  // attention: keys per shared-memory tile (16 at head_dim > 128)
-#define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
+#define FISH_SPAN_NORM_CACHE 4     // rmsnorm: vec4s per thread held in registers between passes
+#define FISH_SPAN_ATTN_WG 128      // attention: one workgroup = one head x one token
+#define FISH_SPAN_MAX_HEAD 256     // attention: head_dim <= 2 x FISH_SPAN_ATTN_WG
+#define FISH_SPAN_ATTN_TILE 32     // attention: keys per shared-memory tile (16 at head_dim > 128)
+#define FISH_SPAN_CHUNK 64         // tokens per chunk: work buffers hold this many rows
 
 // clang-format off
 #ifdef __cplusplus
