@@ -201,9 +201,10 @@ TEST_F(Renderings, CsvHasEveryConfigFieldAndTheLatestRowPerCellInCellOrder) {
 TEST_F(Renderings, MarkdownShowsVaryingFieldsSpeedsWithCisAndQuality) {
   auto md = render_markdown(path_);
   ASSERT_TRUE(md.ok()) << md.error().message;
-  EXPECT_THAT(md.value(), HasSubstr("| # | act | path | status | prefill tok/s | decode tok/s | "
-                                    "weight GB/s (% stream) | RSS MB | top1 | greedy_exact | "
-                                    "validity / error |"));
+  EXPECT_THAT(md.value(),
+              HasSubstr("| # | act | path | status | prefill tok/s | decode tok/s | "
+                        "weight GB/s (% of stream / GPU copy) | RSS MB | top1 | greedy_exact | "
+                        "validity / error |"));
   EXPECT_THAT(md.value(),
               HasSubstr("| 0 | int8 | cpu | ok | 100 [99, 101] | 20 [19, 21] | 2 (20%) |  | 0.5 | "
                         "3/4 | few_repetitions |"));
