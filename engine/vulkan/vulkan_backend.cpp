@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/vulkan/compute_layout.h"
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vram_budget.h"
 #include "engine/vulkan/vulkan_device.h"
@@ -225,25 +226,11 @@ Status VulkanBackend::Impl::create_objects() {
   budget.heap_bytes = m.memoryHeaps[weight_heap].size;    // live_free() below needs it
   budget = VramBudget::at_open(m.memoryHeaps[weight_heap].size, live_free(), opt->budget_bytes);
 
-  VkDescriptorSetLayoutBinding b[3] = {};
-  for (uint32_t i = 0; i < 3; ++i) {
-    b[i].binding = i;  // FISH_BINDING_W, _X, _Y
-    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    b[i].descriptorCount = 1;
-    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-  }
   static_assert(FISH_BINDING_W == 0 && FISH_BINDING_X == 1 && FISH_BINDING_Y == 2);
-  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = 3;
-  dl.pBindings = b;
-  FISH_VK_CHECK(vk().vkCreateDescriptorSetLayout(dev->device, &dl, nullptr, &set_layout));
-  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(MatmulPush)};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pli.setLayoutCount = 1;
-  pli.pSetLayouts = &set_layout;
-  pli.pushConstantRangeCount = 1;
-  pli.pPushConstantRanges = &pcr;
-  FISH_VK_CHECK(vk().vkCreatePipelineLayout(dev->device, &pli, nullptr, &pipe_layout));
+  FISH_ASSIGN_OR_RETURN(const ComputeLayout cl,
+                        create_compute_layout(vk(), dev->device, 3, sizeof(MatmulPush)));
+  set_layout = cl.set;
+  pipe_layout = cl.pipeline;
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3 * kMaxSetsPerSubmit};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dpi.maxSets = kMaxSetsPerSubmit;

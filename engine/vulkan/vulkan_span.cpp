@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "engine/vulkan/compute_layout.h"
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vulkan_shaders.h"
 #include "fish_vk_layout.h"
@@ -383,26 +384,12 @@ Status VulkanSpan::init() {
     FISH_TRY(s);
   }
 
-  // Descriptor layout of the span ops, pool for every set of the span.
-  VkDescriptorSetLayoutBinding b[3] = {};
-  for (uint32_t i = 0; i < 3; ++i) {
-    b[i].binding = i;  // FISH_SPAN_ARENA, _PARAMS, _KV
-    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    b[i].descriptorCount = 1;
-    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-  }
+  // Descriptor layout of the span ops (FISH_SPAN_ARENA, _PARAMS, _KV), pool for every set.
   static_assert(FISH_SPAN_ARENA == 0 && FISH_SPAN_PARAMS == 1 && FISH_SPAN_KV == 2);
-  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = 3;
-  dl.pBindings = b;
-  FISH_VK_CHECK(vk().vkCreateDescriptorSetLayout(device(), &dl, nullptr, &ops_set_layout_));
-  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(SpanPush)};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pli.setLayoutCount = 1;
-  pli.pSetLayouts = &ops_set_layout_;
-  pli.pushConstantRangeCount = 1;
-  pli.pPushConstantRanges = &pcr;
-  FISH_VK_CHECK(vk().vkCreatePipelineLayout(device(), &pli, nullptr, &ops_layout_));
+  FISH_ASSIGN_OR_RETURN(const ComputeLayout cl,
+                        create_compute_layout(vk(), device(), 3, sizeof(SpanPush)));
+  ops_set_layout_ = cl.set;
+  ops_layout_ = cl.pipeline;
   uint32_t n_sets = 1;
   for (const SpanDesc::Layer& l : d_.layers)
     for (WeightHandle w : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down}) {
@@ -565,8 +552,9 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
     vk().vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ops_layout_, 0, 1, &ops_set_,
                                  0, nullptr);
   };
-  auto rmsnorm = [&](uint32_t a_off, uint32_t a_stride, uint32_t c_off, uint32_t c_stride,
-                     uint32_t w) {
+  // Whole-row norm of n rows of E: A at a_off (stride a_stride) -> C, weight at params[w].
+  auto norm_push = [&](uint32_t a_off, uint32_t a_stride, uint32_t c_off, uint32_t c_stride,
+                       uint32_t w) {
     SpanPush pc{};
     pc.n = E;
     pc.rows = n;
@@ -578,22 +566,16 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
     pc.c_stride = c_stride;
     pc.w_off0 = pc.w_off1 = w;
     pc.eps = p_.norm_eps;
-    op(rmsnorm_, pc, n, 1);
+    return pc;
+  };
+  auto rmsnorm = [&](uint32_t a_off, uint32_t a_stride, uint32_t c_off, uint32_t c_stride,
+                     uint32_t w) {
+    op(rmsnorm_, norm_push(a_off, a_stride, c_off, c_stride, w), n, 1);
   };
   auto add_rmsnorm = [&](uint32_t w) {  // x += tmp; xn = rmsnorm(x) * w
-    SpanPush pc{};
-    pc.n = E;
-    pc.rows = n;
-    pc.rows_per_tok = 1;
-    pc.split = 1;
-    pc.a_off = x_off;
-    pc.a_stride = E;
+    SpanPush pc = norm_push(x_off, E, off_xn_, E, w);
     pc.b_off = off_tmp_;
     pc.b_stride = E;
-    pc.c_off = off_xn_;
-    pc.c_stride = E;
-    pc.w_off0 = pc.w_off1 = w;
-    pc.eps = p_.norm_eps;
     op(add_rmsnorm_, pc, n, 1);
   };
   auto add_into_x = [&] {  // x += tmp
