@@ -1,6 +1,6 @@
 // Vulkan kernel throughput (the GPU backend, engine/vulkan) at Llama-3.1-8B shapes (attn 4096 x
 // 4096, FFN 14336 x 4096 and 4096 x 14336):
-//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/q6_k/q8_0/q4_0 (and fq3), the bandwidth-bound
+//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/fq3/q6_k/q8_0/q4_0, the bandwidth-bound
 //     matvec_<type> (variant "matvec") and the generic matvec1_<type> (variant "matvec1", a second
 //     backend opened with FISH_VK_MATVEC=1's option) in the same run; bytes/s of WEIGHTS read,
 //     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
@@ -257,14 +257,12 @@ BENCHMARK(BM_VulkanShaderCopy)
     ->Unit(benchmark::kMillisecond);
 
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
-  // fq3 (FISH_GPU_REQUANT's device copy) has one kernel (matvec_fq3 = matvec1_fq3): variant 0.
+  // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
       for (int64_t n_tok : {1, 2})
-        for (int64_t variant : {0, 1})
-          if (t != GgmlType::fq3 || variant == 0)
-            bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
+        for (int64_t variant : {0, 1}) bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

@@ -5,6 +5,7 @@
 // reruns StartupRegistration.* with FISH_GPU=0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -110,14 +111,30 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
 
 TEST(VulkanBackend, EveryKernelIsEmbedded) {
   for (const char* op : {"matvec", "matvec1", "matmul"})
-    for (GgmlType t :
-         {GgmlType::f32, GgmlType::f16, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
-          GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k}) {
+    for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
+                       GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k,
+                       GgmlType::q6_k, GgmlType::fq3}) {
       const auto code = vk::embedded_shader(fmt::format("{}_{}", op, type_name(t)));
       ASSERT_GT(code.size(), 5u) << op << " " << type_name(t);
       EXPECT_EQ(code[0], 0x07230203u) << "SPIR-V magic";
     }
   EXPECT_GT(vk::embedded_shader("copy_u4").size(), 5u);
+}
+
+// matvec_<type> is matvec_fast.comp.glsl (a module of its own, not the generic matvec1_<type>)
+// for the bandwidth-bound types (shaders/CMakeLists.txt FISH_VK_FAST_MATVEC_TYPES), so the
+// per-type matvec tests exercise the fast kernels; the others alias the generic source.
+TEST(VulkanBackend, FastMatvecTypesHaveTheirOwnKernel) {
+  auto same = [](GgmlType t) {
+    const auto fast = vk::embedded_shader(fmt::format("matvec_{}", type_name(t)));
+    const auto generic = vk::embedded_shader(fmt::format("matvec1_{}", type_name(t)));
+    return std::equal(fast.begin(), fast.end(), generic.begin(), generic.end());
+  };
+  for (GgmlType t : {GgmlType::f16, GgmlType::q4_0, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k,
+                     GgmlType::q6_k, GgmlType::fq3})
+    EXPECT_FALSE(same(t)) << type_name(t);
+  for (GgmlType t : {GgmlType::f32, GgmlType::q4_1, GgmlType::q5_0, GgmlType::q5_1})
+    EXPECT_TRUE(same(t)) << type_name(t);
 }
 
 TEST(VulkanBackend, OpensLavapipeWithFishGpuCpu) {
