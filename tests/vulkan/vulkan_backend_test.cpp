@@ -96,6 +96,20 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_TRUE(o->matvec1);
   }
+  for (auto [value, want] : {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"7", 7}}) {
+    ScopedEnv e("FISH_VK_ATTN_SPLIT", value);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->attn_split, want) << value;
+  }
+  for (const char* bad : {"65", "-1", "on"}) {
+    ScopedEnv e("FISH_VK_ATTN_SPLIT", bad);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.error().message.find(fmt::format("FISH_VK_ATTN_SPLIT='{}'", bad)),
+              std::string::npos)
+        << o.error().message;
+  }
   {
     ScopedEnv a("FISH_GPU", "cpu"), b("FISH_GPU_DEVICE", "2"), c("FISH_VRAM_BUDGET_MB", "300"),
         d("FISH_VK_QUEUE", "universal");
@@ -106,6 +120,7 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     EXPECT_EQ(o->budget_bytes, uint64_t(300) << 20);
     EXPECT_TRUE(o->universal_queue);
     EXPECT_FALSE(o->matvec1);
+    EXPECT_EQ(o->attn_split, -1);
   }
 }
 
