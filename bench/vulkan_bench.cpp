@@ -1,10 +1,14 @@
 // Vulkan kernel throughput (the GPU backend, engine/vulkan) at Llama-3.1-8B shapes (attn 4096 x
 // 4096, FFN 14336 x 4096 and 4096 x 14336):
-//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/q6_k/q8_0/q4_0 (and fq3), the bandwidth-bound
+//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/fq3/q6_k/q8_0/q4_0, the bandwidth-bound
 //     matvec_<type> (variant "matvec") and the generic matvec1_<type> (variant "matvec1", a second
 //     backend opened with FISH_VK_MATVEC=1's option) in the same run; bytes/s of WEIGHTS read,
 //     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
+//   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
+//     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
+//     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
+//     KVs as fill ~96 MiB (beyond the H200's L2); device time per layer and KV GB/s.
 //   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
 //     shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride) move, bytes read + written per s;
 //     the shader copy is what a kernel can reach, the reference for the matvec GB/s.
@@ -19,7 +23,9 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
@@ -28,6 +34,9 @@
 #include <vector>
 
 #include "engine/vulkan/vulkan_backend.h"
+#include "engine/vulkan/vulkan_span.h"
+#include "fish_vk_span.h"
+#include "quant/f16.h"
 #include "quant/types.h"
 
 namespace fish {
@@ -256,15 +265,95 @@ BENCHMARK(BM_VulkanShaderCopy)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// Args: heads shape (0: Llama-3.2-1B 32:8 x 64, 1: Llama-3.1-8B 32:8 x 128, 2: SmolLM2 9:3 x
+// 64), context (keys attended), variant (0: one-pass, 1: split-K with attention_splits' auto
+// count). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
+void BM_VulkanDecodeAttention(benchmark::State& state) {
+  struct Heads {
+    const char* name;
+    uint32_t n_head, n_kv, hd;
+  };
+  constexpr Heads kHeads[] = {
+      {"llama-1b", 32, 8, 64}, {"llama-8b", 32, 8, 128}, {"smollm2", 9, 3, 64}};
+  const Heads& sh = kHeads[state.range(0)];
+  const uint32_t ctx = uint32_t(state.range(1));
+  const bool split = state.range(2) != 0;
+  constexpr int kReps = 20;
+  vk::VulkanBackend* b = backend();
+  const uint32_t kv_words = ctx * sh.n_kv * sh.hd / 2;  // K (or V) of one layer
+  const uint64_t layer_bytes = uint64_t(kv_words) * 2 * 4;
+  const uint32_t n_layer =
+      uint32_t(std::clamp<uint64_t>((uint64_t(96) << 20) / layer_bytes, 1, 64));
+  const uint32_t parts_cap = sh.n_head * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  const uint32_t splits = split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap) : 0;
+  if (split && splits == 0) {
+    state.SkipWithError("the auto rule keeps the one-pass kernel at this shape");
+    return;
+  }
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint32_t> pattern(4099);  // random f16 pairs, tiled over the KV
+  for (uint32_t& w : pattern) w = f32_to_f16(dist(rng)) | uint32_t(f32_to_f16(dist(rng))) << 16;
+  std::vector<uint32_t> kv(size_t(n_layer) * 2 * kv_words);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = pattern[i % pattern.size()];
+  const uint32_t q_floats = sh.n_head * sh.hd;
+  std::vector<float> arena(2 * q_floats + size_t(parts_cap) * (sh.hd + 2));
+  for (uint32_t i = 0; i < q_floats; ++i) arena[i] = dist(rng);
+  const std::vector<float> params(4, 0.0f);
+  std::vector<vk::SpanDispatch> ds;
+  for (uint32_t l = 0; l < n_layer; ++l) {
+    vk::SpanPush pc{};
+    pc.n = sh.hd;
+    pc.rows = 1;
+    pc.a_stride = q_floats;
+    pc.c_off = q_floats;
+    pc.c_stride = q_floats;
+    pc.pos0 = ctx - 1;
+    pc.n_rot = sh.n_head / sh.n_kv;
+    pc.kv_k = 2 * l * kv_words;
+    pc.kv_v = pc.kv_k + kv_words;
+    pc.kv_stride = sh.n_kv * sh.hd / 2;
+    pc.scale = 1.0f / std::sqrt(float(sh.hd));
+    pc.split = splits;
+    pc.b_off = 2 * q_floats;
+    if (splits > 0) {
+      ds.push_back({"span_attention_split", pc, sh.n_head, 1, splits});
+      ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
+    } else {
+      ds.push_back({"span_attention", pc, sh.n_head, 1, 1});
+    }
+  }
+  double seconds = 0;
+  for (auto _ : state) {
+    auto r = b->run_span_ops(ds, kReps, arena, params, kv);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    state.SetIterationTime(r.value());
+    seconds += r.value();
+  }
+  const double passes = double(state.iterations()) * kReps * n_layer;
+  state.counters["us_per_layer"] = seconds / std::max(passes, 1.0) * 1e6;
+  state.counters["kv_GBps"] = passes * double(layer_bytes) / std::max(seconds, 1e-12) / 1e9;
+  state.counters["layers"] = n_layer;
+  state.counters["splits"] = splits;
+  state.SetLabel(fmt::format("{} ctx {} {}", sh.name, ctx,
+                             split ? fmt::format("split-K {}", splits) : "one-pass"));
+}
+BENCHMARK(BM_VulkanDecodeAttention)
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1}})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
-  // fq3 (FISH_GPU_REQUANT's device copy) has one kernel (matvec_fq3 = matvec1_fq3): variant 0.
+  // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
       for (int64_t n_tok : {1, 2})
-        for (int64_t variant : {0, 1})
-          if (t != GgmlType::fq3 || variant == 0)
-            bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
+        for (int64_t variant : {0, 1}) bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

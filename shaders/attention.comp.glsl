@@ -12,18 +12,53 @@
 // TPK threads score each key from shared memory, and an online softmax in f32 (running max and
 // sum, as flash attention) rescales the output; thread i owns output dims i and i + WG.
 // Works for any context length. CPU reference: attention_one_query_ref (kernels/ops.h).
+// SPLIT (span_attention_split, flash-decoding for short query batches): grid z = pc.split KV
+// splits; split s of a row walks positions [begin + s kps, begin + (s + 1) kps) up to pos, kps =
+// ceil(len / split) with len the last token's range (the longest), and writes its partial
+// (m: running max, l: sum of exp, acc[n]: unnormalised output) at ARENA b_off + ((t heads + h)
+// split + s)(n + 2); an empty range writes m = -1e30, l = 0, acc = 0. COMBINE
+// (span_attention_combine): one workgroup = one head x one token (grid as the one-pass kernel)
+// merges its row's partials exactly (log-sum-exp): M = max m_s, out = sum e^(m_s - M) acc_s /
+// sum e^(m_s - M) l_s, in split order (deterministic). Two passes rather than a last-workgroup
+// atomic: no cross-workgroup memory ordering (not guaranteed without the Vulkan memory model)
+// and no counter state; the cost is one small dispatch and barrier per layer.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #include "fish_vk_span.h"
 #include "span_common.glsl"
 #define WG FISH_SPAN_ATTN_WG
+layout(local_size_x = WG) in;
+
+// ARENA float of a partial: row (token t, head h) of heads, split s of splits, n + 2 floats each.
+uint partial_at(uint t, uint h, uint s, uint n) {
+  return pc.b_off + ((t * gl_NumWorkGroups.x + h) * pc.split + s) * (n + 2u);
+}
+
+#ifdef COMBINE
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint n = pc.n, d0 = tid, d1 = tid + WG;
+  float m = -1.0e30;
+  for (uint s = 0u; s < pc.split; ++s) m = max(m, arena[partial_at(t, h, s, n)]);
+  float l = 0.0, acc0 = 0.0, acc1 = 0.0;
+  for (uint s = 0u; s < pc.split; ++s) {
+    const uint p = partial_at(t, h, s, n);
+    const float e = exp(arena[p] - m);
+    l += e * arena[p + 1u];
+    if (d0 < n) acc0 += e * arena[p + 2u + d0];
+    if (d1 < n) acc1 += e * arena[p + 2u + d1];
+  }
+  const uint oc = pc.c_off + t * pc.c_stride + h * n;
+  if (d0 < n) arena[oc + d0] = acc0 / l;
+  if (d1 < n) arena[oc + d1] = acc1 / l;
+}
+#else
 #define TPK (WG / FISH_SPAN_ATTN_TILE)  // threads per key when scoring
 // Shared words per K (and per V) tile: rows padded to n / 2 + 1 words (no bank conflicts
 // between keys), a multiple of WG so the staging loop has a constant trip count.
 #define ROUNDS ((FISH_SPAN_ATTN_TILE * (FISH_SPAN_MAX_HEAD / 4 + 1) + WG - 1) / WG)
 #define CAP (ROUNDS * WG)
-layout(local_size_x = WG) in;
 
 shared float q_s[FISH_SPAN_MAX_HEAD];
 shared uint k_s[CAP];
@@ -54,13 +89,21 @@ void main() {
   float m = -1.0e30, l = 0.0;
   float acc0 = 0.0, acc1 = 0.0;
   const uint d0 = tid, d1 = tid + WG;
+#ifdef SPLIT
+  const uint last = pc.pos0 + pc.rows - 1u;  // the last token has the longest range
+  const uint len = pc.window > 0u ? min(pc.window, last + 1u) : last + 1u;
+  const uint kps = (len + pc.split - 1u) / pc.split, sp = gl_WorkGroupID.z;
+  const uint first = min(begin + sp * kps, pos + 1u), end = min(first + kps, pos + 1u);
+#else
+  const uint first = begin, end = pos + 1u;
+#endif
   const uint kk = tid / TPK, part_i = tid % TPK;  // scoring: key kk, words part_i, + TPK, ...
   // Staging: element e = key e / rw, word e % rw of a tile; the next tile's loads are issued
   // before this tile's compute, so only the first tile waits on global memory.
   uint kr[ROUNDS], vr[ROUNDS];
-  fetch(begin, min(tk, pos + 1u - begin), head_w, rw, kr, vr);
-  for (uint tile = begin; tile <= pos; tile += tk) {
-    const uint nk = min(tk, pos + 1u - tile);
+  if (first < end) fetch(first, min(tk, end - first), head_w, rw, kr, vr);
+  for (uint tile = first; tile < end; tile += tk) {
+    const uint nk = min(tk, end - tile);
     [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
       const uint e = tid + r * WG;
       const uint key = e / rw, w = e % rw;
@@ -69,7 +112,7 @@ void main() {
         v_s[key * rs + w] = vr[r];
       }
     }
-    if (tile + tk <= pos) fetch(tile + tk, min(tk, pos + 1u - tile - tk), head_w, rw, kr, vr);
+    if (tile + tk < end) fetch(tile + tk, min(tk, end - tile - tk), head_w, rw, kr, vr);
     barrier();
     float dot_qk = 0.0;
     if (kk < nk)
@@ -100,7 +143,18 @@ void main() {
     m = m_new;
     barrier();  // k_s, v_s, part, p_s are rewritten by the next tile
   }
+#ifdef SPLIT
+  const uint p = partial_at(t, h, sp, n);
+  if (tid == 0u) {
+    arena[p] = m;
+    arena[p + 1u] = l;
+  }
+  if (d0 < n) arena[p + 2u + d0] = acc0;
+  if (d1 < n) arena[p + 2u + d1] = acc1;
+#else
   const uint oc = pc.c_off + t * pc.c_stride + h * n;
   if (d0 < n) arena[oc + d0] = acc0 / l;
   if (d1 < n) arena[oc + d1] = acc1 / l;
+#endif
 }
+#endif  // COMBINE

@@ -18,6 +18,15 @@
 #define FISH_SPAN_ATTN_WG 128      // attention: one workgroup = one head x one token
 #define FISH_SPAN_MAX_HEAD 256     // attention: head_dim <= 2 x FISH_SPAN_ATTN_WG
 #define FISH_SPAN_ATTN_TILE 32     // attention: keys per shared-memory tile (16 at head_dim > 128)
+// Split-K attention (span_attention_split + span_attention_combine, attention.comp.glsl): a
+// query row's positions in up to FISH_SPAN_ATTN_MAX_SPLIT splits, one workgroup each, each
+// writing a partial of head_dim + 2 floats (m, l, acc[head_dim]) to ARENA. The span's partial
+// scratch holds n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT partials (more
+// tokens get fewer splits). Auto rule (attention_splits, vulkan_span.h): aim for
+// FISH_SPAN_ATTN_TARGET_WG workgroups (~2 per SM of a 132-SM H200) when heads x tokens are fewer.
+#define FISH_SPAN_ATTN_MAX_SPLIT 64
+#define FISH_SPAN_ATTN_SPLIT_TOK 4
+#define FISH_SPAN_ATTN_TARGET_WG 256
 #define FISH_SPAN_CHUNK 64         // tokens per chunk: work buffers hold this many rows
 
 // clang-format off
@@ -33,9 +42,10 @@ layout(push_constant) uniform SpanPush {
   FISH_U32 n;             // values per row (head_dim for per-head ops)
   FISH_U32 rows;          // tokens in this dispatch
   FISH_U32 rows_per_tok;  // rows (heads) per token
-  FISH_U32 split;         // rmsnorm: rows j < split use w_off0, the others w_off1
+  FISH_U32 split;         // rmsnorm: rows j < split use w_off0, the others w_off1; attention
+                          // split-K: KV splits per query row (grid z)
   FISH_U32 a_off, a_stride;  // operand A in ARENA: floats to row 0, floats between tokens
-  FISH_U32 b_off, b_stride;  // operand B in ARENA
+  FISH_U32 b_off, b_stride;  // operand B in ARENA (attention split-K: b_off = the partials)
   FISH_U32 c_off, c_stride;  // output C in ARENA
   FISH_U32 w_off0, w_off1;   // PARAMS floats (weights, bias, RoPE table)
   FISH_U32 pos0;          // position of token 0

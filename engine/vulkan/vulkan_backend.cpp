@@ -974,6 +974,14 @@ Status VulkanBackend::run_span_op(const std::string& name, const SpanPush& pc, u
   return vk::run_span_op(span_host(), name, pc, gx, gy, arena, params, kv);
 }
 
+Result<double> VulkanBackend::run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
+                                           std::vector<float>& arena,
+                                           const std::vector<float>& params,
+                                           std::vector<uint32_t>& kv) {
+  FISH_TRY(open());
+  return vk::run_span_ops(span_host(), dispatches, reps, arena, params, kv);
+}
+
 SpanHost VulkanBackend::span_host() {
   Impl& m = *impl_;
   SpanHost h;
@@ -1014,6 +1022,7 @@ SpanHost VulkanBackend::span_host() {
   };
   const char* prof = std::getenv("FISH_GPU_PROFILE");
   h.profile = prof && std::string_view(prof) == "2";
+  if (m.opt.ok()) h.attn_split = m.opt->attn_split;
   return h;
 }
 

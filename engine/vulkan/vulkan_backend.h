@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ namespace fish::vk {
 struct DeviceEntry;
 struct SpanHost;
 struct SpanPush;
+struct SpanDispatch;
 
 // What `fish gpu` prints: devices seen and the memory picture of the opened one.
 struct BackendInfo {
@@ -123,6 +125,11 @@ class VulkanBackend final : public ComputeBackend {
   Status run_span_op(const std::string& name, const SpanPush& pc, uint32_t gx, uint32_t gy,
                      std::vector<float>& arena, const std::vector<float>& params,
                      std::vector<uint32_t>& kv);
+  // A sequence of span-op dispatches, reps times, timed (vulkan_span.h run_span_ops; tests and
+  // the attention benchmark). Returns device seconds.
+  Result<double> run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
+                              std::vector<float>& arena, const std::vector<float>& params,
+                              std::vector<uint32_t>& kv);
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "fish_vk_span.h"
 #include "kernels/requant.h"
 
 namespace fish::vk {
@@ -63,6 +64,11 @@ Result<VulkanOptions> VulkanOptions::from_env() {
     const std::string_view v(m);
     if (v != "0" && v != "1") return make_error("FISH_VK_MATVEC='{}': expected 0 or 1", v);
     o.matvec1 = v == "1";
+  }
+  if (const char* a = std::getenv("FISH_VK_ATTN_SPLIT"); a && *a && lower(a) != "auto") {
+    FISH_ASSIGN_OR_RETURN(uint64_t n,
+                          parse_uint("FISH_VK_ATTN_SPLIT", a, FISH_SPAN_ATTN_MAX_SPLIT));
+    o.attn_split = int(n);
   }
   if (const char* b = std::getenv("FISH_VRAM_BUDGET_MB"); b && *b) {
     FISH_ASSIGN_OR_RETURN(uint64_t mb, parse_uint("FISH_VRAM_BUDGET_MB", b, uint64_t(1) << 30));

@@ -9,6 +9,9 @@
 //   FISH_VRAM_BUDGET_MB=<n>   FISH's own ceiling on device memory (default 85% of free at open)
 //   FISH_VK_MATVEC=1          decode with the generic matvec1_<type> kernels instead of the
 //                             bandwidth-bound matvec_<type> (old vs new side by side; 0: default)
+//   FISH_VK_ATTN_SPLIT=auto|0|N  span attention of short query batches in N KV splits
+//                             (split-K, 1..FISH_SPAN_ATTN_MAX_SPLIT); 0: always the one-pass
+//                             kernel; auto (default): attention_splits' rule (vulkan_span.h)
 //   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
 //                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
 #pragma once
@@ -30,6 +33,7 @@ struct VulkanOptions {
   bool verbose = false;                  // FISH_GPU_VERBOSE=1
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   bool matvec1 = false;                  // FISH_VK_MATVEC=1: matvec1_<type> kernels
+  int attn_split = -1;                   // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int requant = 0;                       // FISH_GPU_REQUANT: re-quantisation mode at upload
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.

@@ -90,7 +90,7 @@ class VulkanSpan final : public LayerSpan {
                       std::vector<MatmulStep>* out);
   void update_ops_set();
   void record_chunk(int64_t t0, int64_t nc, int64_t pos);
-  void op(VkPipeline p, const SpanPush& pc, uint32_t gx, uint32_t gy);
+  void op(VkPipeline p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok);
   void barrier();
   void stage_done(Stage s);
@@ -103,6 +103,8 @@ class VulkanSpan final : public LayerSpan {
   int64_t kv_cap_ = 0, kv_len_ = 0;
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
+  uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
+  uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim
   VkDescriptorSetLayout ops_set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout ops_layout_ = VK_NULL_HANDLE;
@@ -111,7 +113,8 @@ class VulkanSpan final : public LayerSpan {
   std::map<std::string, VkPipeline> pipelines_;
   VkPipeline rmsnorm_ = VK_NULL_HANDLE, add_rmsnorm_ = VK_NULL_HANDLE,
              head_rmsnorm_ = VK_NULL_HANDLE, rope_ = VK_NULL_HANDLE, kv_store_ = VK_NULL_HANDLE,
-             attention_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE, bias_ = VK_NULL_HANDLE,
+             attention_ = VK_NULL_HANDLE, attention_split_ = VK_NULL_HANDLE,
+             attention_combine_ = VK_NULL_HANDLE, add_ = VK_NULL_HANDLE, bias_ = VK_NULL_HANDLE,
              act_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
@@ -278,6 +281,8 @@ Status VulkanSpan::init() {
   off_att_ = region(uint64_t(kChunk * Q));
   off_tmp_ = region(uint64_t(kChunk * E));
   off_gu_ = region(uint64_t(kChunk * 2 * F));
+  parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   const uint64_t arena_bytes = cur * 4 + 16;
 
   // PARAMS layout and contents.
@@ -431,6 +436,8 @@ Status VulkanSpan::init() {
   FISH_ASSIGN_OR_RETURN(rope_, op_pipeline("span_rope"));
   FISH_ASSIGN_OR_RETURN(kv_store_, op_pipeline("span_kv_store"));
   FISH_ASSIGN_OR_RETURN(attention_, op_pipeline("span_attention"));
+  FISH_ASSIGN_OR_RETURN(attention_split_, op_pipeline("span_attention_split"));
+  FISH_ASSIGN_OR_RETURN(attention_combine_, op_pipeline("span_attention_combine"));
   FISH_ASSIGN_OR_RETURN(add_, op_pipeline("span_add"));
   FISH_ASSIGN_OR_RETURN(bias_, op_pipeline("span_bias"));
   FISH_ASSIGN_OR_RETURN(act_, op_pipeline(p_.arch == Arch::gemma3 ? "span_geglu" : "span_swiglu"));
@@ -508,10 +515,10 @@ void VulkanSpan::stage_done(Stage s) {
   stage_of_.push_back(s);
 }
 
-void VulkanSpan::op(VkPipeline p, const SpanPush& pc, uint32_t gx, uint32_t gy) {
+void VulkanSpan::op(VkPipeline p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz) {
   vk().vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vk().vkCmdPushConstants(cmd_, ops_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-  vk().vkCmdDispatch(cmd_, gx, gy, 1);
+  vk().vkCmdDispatch(cmd_, gx, gy, gz);
 }
 
 void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
@@ -673,7 +680,19 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
       pc.kv_stride = KV / 2;
       pc.window = L.window;
       pc.scale = p_.attn_scale;
-      op(attention_, pc, uint32_t(p_.n_head), n);
+      // Short query batches (decode, verify) fill the grid with KV splits (split-K), then
+      // merge the partials; prefill chunks keep the one-pass kernel.
+      const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
+      const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
+      pc.split = attention_splits(h_.attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
+      if (pc.split > 0) {
+        pc.b_off = off_parts_;
+        op(attention_split_, pc, uint32_t(p_.n_head), n, pc.split);
+        barrier();
+        op(attention_combine_, pc, uint32_t(p_.n_head), n);
+      } else {
+        op(attention_, pc, uint32_t(p_.n_head), n);
+      }
       barrier();
       stage_done(kAttention);
     }
@@ -805,6 +824,18 @@ std::string VulkanSpan::profile() const {
 }
 
 }  // namespace
+
+uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                          uint32_t parts_cap) {
+  const uint64_t rows = uint64_t(n_head) * n_tok;  // one-pass workgroups
+  if (forced == 0 || rows == 0) return 0;
+  const uint64_t fit = std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / rows);
+  if (forced > 0) return uint32_t(std::min<uint64_t>(uint64_t(forced), fit));
+  if (rows >= FISH_SPAN_ATTN_TARGET_WG) return 0;
+  const uint64_t want = (FISH_SPAN_ATTN_TARGET_WG + rows - 1) / rows;
+  const uint64_t s = std::min({want, uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
+  return s >= 2 ? uint32_t(s) : 0;
+}
 
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(SpanHost host, const SpanDesc& desc) {
   std::lock_guard lock(*host.mu);

@@ -14,12 +14,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/layer_span.h"
 #include "engine/vulkan/vulkan_device.h"
+#include "fish_vk_span.h"
 #include "quant/types.h"
 
 namespace fish::vk {
@@ -60,15 +62,38 @@ struct SpanHost {
   std::function<void(const std::string& why)> failed;         // a device error in a forward
   std::function<void(const LayerSpan*, bool live)> registry;  // for describe()
   bool profile = false;  // FISH_GPU_PROFILE=2: timestamp queries around each stage
+  int attn_split = -1;   // FISH_VK_ATTN_SPLIT: -1 auto (attention_splits), 0 off, N forced
 };
+
+// KV splits of one attention dispatch (n_tok query tokens x n_head heads, the longest query's
+// position range len_max keys) for split-K attention; 0 selects the one-pass kernel.
+// Auto (forced < 0): 0 when n_head x n_tok >= FISH_SPAN_ATTN_TARGET_WG (prefill chunks fill the
+// grid already), else S = min(ceil(TARGET / (n_head n_tok)), len_max / FISH_SPAN_ATTN_TILE (a
+// split gets at least one full key tile), FISH_SPAN_ATTN_MAX_SPLIT, the scratch's share
+// parts_cap / (n_head n_tok)), and 0 unless S >= 2. Forced N >= 1: min(N, MAX_SPLIT, that
+// share) even where splits come out empty (testing, A/B runs); 0 when no split fits.
+uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                          uint32_t parts_cap);
 
 // Errors: as ComputeBackend::span_create.
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(SpanHost host, const SpanDesc& desc);
 
-struct SpanPush;
-// One dispatch (gx x gy workgroups) of the span op `name` ("span_rmsnorm", ...) over copies of
-// ARENA, PARAMS and KV in host-visible buffers; arena and kv are read back. For the op tests
-// (each shader against its CPU reference). Errors: unknown op, budget, a device error.
+// One dispatch of a span op: module name ("span_rmsnorm", ...), push constants, grid.
+struct SpanDispatch {
+  std::string name;
+  SpanPush pc{};
+  uint32_t gx = 1, gy = 1, gz = 1;
+};
+
+// The dispatches in order with a compute barrier between consecutive ones, the whole list reps
+// times, over device-local copies of ARENA, PARAMS and KV (uploaded before, arena and kv read
+// back after). Returns the device seconds of the dispatches (timestamps; the host's time of the
+// submit where the queue has none). For the op tests (each shader against its CPU reference)
+// and the attention benchmark. Errors: unknown op, reps < 1, budget, a device error.
+Result<double> run_span_ops(SpanHost host, std::span<const SpanDispatch> dispatches, int reps,
+                            std::vector<float>& arena, const std::vector<float>& params,
+                            std::vector<uint32_t>& kv);
+// One dispatch (gx x gy workgroups), as run_span_ops.
 Status run_span_op(SpanHost host, const std::string& name, const SpanPush& pc, uint32_t gx,
                    uint32_t gy, std::vector<float>& arena, const std::vector<float>& params,
                    std::vector<uint32_t>& kv);

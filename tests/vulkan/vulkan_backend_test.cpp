@@ -5,6 +5,7 @@
 // reruns StartupRegistration.* with FISH_GPU=0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -95,6 +96,20 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_TRUE(o->matvec1);
   }
+  for (auto [value, want] : {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"7", 7}}) {
+    ScopedEnv e("FISH_VK_ATTN_SPLIT", value);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->attn_split, want) << value;
+  }
+  for (const char* bad : {"65", "-1", "on"}) {
+    ScopedEnv e("FISH_VK_ATTN_SPLIT", bad);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.error().message.find(fmt::format("FISH_VK_ATTN_SPLIT='{}'", bad)),
+              std::string::npos)
+        << o.error().message;
+  }
   {
     ScopedEnv a("FISH_GPU", "cpu"), b("FISH_GPU_DEVICE", "2"), c("FISH_VRAM_BUDGET_MB", "300"),
         d("FISH_VK_QUEUE", "universal");
@@ -105,19 +120,36 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     EXPECT_EQ(o->budget_bytes, uint64_t(300) << 20);
     EXPECT_TRUE(o->universal_queue);
     EXPECT_FALSE(o->matvec1);
+    EXPECT_EQ(o->attn_split, -1);
   }
 }
 
 TEST(VulkanBackend, EveryKernelIsEmbedded) {
   for (const char* op : {"matvec", "matvec1", "matmul"})
-    for (GgmlType t :
-         {GgmlType::f32, GgmlType::f16, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
-          GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k}) {
+    for (GgmlType t : {GgmlType::f32, GgmlType::f16, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
+                       GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k,
+                       GgmlType::q6_k, GgmlType::fq3}) {
       const auto code = vk::embedded_shader(fmt::format("{}_{}", op, type_name(t)));
       ASSERT_GT(code.size(), 5u) << op << " " << type_name(t);
       EXPECT_EQ(code[0], 0x07230203u) << "SPIR-V magic";
     }
   EXPECT_GT(vk::embedded_shader("copy_u4").size(), 5u);
+}
+
+// matvec_<type> is matvec_fast.comp.glsl (a module of its own, not the generic matvec1_<type>)
+// for the bandwidth-bound types (shaders/CMakeLists.txt FISH_VK_FAST_MATVEC_TYPES), so the
+// per-type matvec tests exercise the fast kernels; the others alias the generic source.
+TEST(VulkanBackend, FastMatvecTypesHaveTheirOwnKernel) {
+  auto same = [](GgmlType t) {
+    const auto fast = vk::embedded_shader(fmt::format("matvec_{}", type_name(t)));
+    const auto generic = vk::embedded_shader(fmt::format("matvec1_{}", type_name(t)));
+    return std::equal(fast.begin(), fast.end(), generic.begin(), generic.end());
+  };
+  for (GgmlType t : {GgmlType::f16, GgmlType::q4_0, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k,
+                     GgmlType::q6_k, GgmlType::fq3})
+    EXPECT_FALSE(same(t)) << type_name(t);
+  for (GgmlType t : {GgmlType::f32, GgmlType::q4_1, GgmlType::q5_0, GgmlType::q5_1})
+    EXPECT_TRUE(same(t)) << type_name(t);
 }
 
 TEST(VulkanBackend, OpensLavapipeWithFishGpuCpu) {

@@ -150,14 +150,15 @@ TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
 }
 
 // The decode kernels (n_tok 1..FISH_MATVEC_MAX_TOK) on K of one block, a few blocks, and more
-// 32-value chunks than a workgroup has threads (the chunk loop wraps with idle threads), rows
-// not a multiple of FISH_MATVEC_ROWS: matvec_<type> (matvec_fast for the bandwidth-bound
-// types) by default, matvec1_<type> with FISH_VK_MATVEC=1 (options.matvec1).
+// chunks than a workgroup has threads (the chunk loop wraps with idle threads; matvec_fast's
+// chunks are 32 values, fq3's 64), rows not a multiple of FISH_MATVEC_ROWS: matvec_<type>
+// (matvec_fast for the bandwidth-bound types, fq3 included) by default, matvec1_<type> with
+// FISH_VK_MATVEC=1 (options.matvec1).
 void check_matvec_kernels(vk::VulkanBackend& backend) {
   std::mt19937 rng(19);
   for (GgmlType t : kTypes) {
     const int64_t blk = std::max<int64_t>(type_info(t).block_elems, 32);
-    const int64_t chunks_past_wg = (FISH_MATVEC_WG + 13) * 32;  // 141 chunks of 32 values
+    const int64_t chunks_past_wg = (FISH_MATVEC_WG + 13) * 64;  // 141 chunks of 64 values
     for (int64_t n_in : {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk}) {
       const int64_t n_out = 7 * FISH_MATVEC_ROWS + 3;
       const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);

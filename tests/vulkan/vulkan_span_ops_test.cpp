@@ -3,12 +3,14 @@
 // (VulkanBackend::run_span_op) on lavapipe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/vulkan/vulkan_backend.h"
+#include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_span.h"
 #include "kernels/ops.h"
 #include "quant/f16.h"
@@ -251,6 +253,62 @@ TEST(VulkanSpanOps, KvStoreWritesF16AtPositions) {
     EXPECT_EQ(kv[w], 0u) << "position < pos0 written";
 }
 
+// One attention problem: f16-rounded random K and V for cap positions (KV: K then V, two halves
+// a word), random queries for tok tokens at pos0.. in ARENA (q_stride apart, 8 floats of slack)
+// with the output rows after them, the CPU reference (attention_one_query_ref on the same
+// rounded keys and values), and the push constants of the one-pass kernel.
+struct AttnProblem {
+  std::vector<float> arena, want;
+  std::vector<uint32_t> kv;
+  vk::SpanPush pc{};
+  uint32_t out_off = 0, out_floats = 0;
+};
+AttnProblem attention_problem(uint32_t hd, uint32_t n_head, uint32_t n_kv, uint32_t tok,
+                              uint32_t pos0, uint32_t window, uint32_t extra_floats,
+                              std::mt19937& rng) {
+  const uint32_t cap = pos0 + tok + 10, kv_dim = n_kv * hd, q_stride = n_head * hd + 8;
+  AttnProblem p;
+  std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
+  p.kv.assign(size_t(cap) * kv_dim, 0u);
+  for (size_t i = 0; i < k.size(); i += 2) {
+    for (std::vector<float>* x : {&k, &v})
+      for (size_t j : {i, i + 1}) (*x)[j] = f16_to_f32(f32_to_f16((*x)[j]));
+    p.kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
+    p.kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
+  }
+  const float scale = 1.0f / std::sqrt(float(hd));
+  p.out_off = tok * q_stride;
+  p.out_floats = tok * n_head * hd;
+  p.arena = randn(p.out_off + p.out_floats + extra_floats, rng);
+  p.want.resize(p.out_floats);
+  std::vector<float> scratch(size_t(n_head) * cap);
+  for (uint32_t t = 0; t < tok; ++t) {
+    const int64_t pos = pos0 + t;
+    const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    attention_one_query_ref(p.arena.data() + t * q_stride, k.data(), v.data(),
+                            AttentionShape{n_head, n_kv, hd, kv_dim}, begin, pos + 1, scale,
+                            p.want.data() + t * n_head * hd, scratch.data());
+  }
+  p.pc.n = hd;
+  p.pc.rows = tok;
+  p.pc.a_stride = q_stride;
+  p.pc.c_off = p.out_off;
+  p.pc.c_stride = n_head * hd;
+  p.pc.pos0 = pos0;
+  p.pc.n_rot = n_head / n_kv;
+  p.pc.kv_k = 0;
+  p.pc.kv_v = cap * kv_dim / 2;
+  p.pc.kv_stride = kv_dim / 2;
+  p.pc.window = window;
+  p.pc.scale = scale;
+  return p;
+}
+
+std::vector<float> attention_out(const AttnProblem& p) {
+  return std::vector<float>(p.arena.begin() + p.out_off,
+                            p.arena.begin() + p.out_off + p.out_floats);
+}
+
 // GQA (6 query heads on 2 KV heads), 3 query tokens, causal, with and without a sliding window
 // of 100, against the CPU reference on the same f16-rounded keys and values: head_dim 40 / 64 /
 // 128 at positions 297..299 (many key tiles, a partial last one) and 256 (16-key tiles), and
@@ -261,50 +319,79 @@ TEST(VulkanSpanOps, AttentionMatchesCpuGqaCausalAndWindow) {
   };
   for (const Case c : {Case{40, 297}, Case{64, 297}, Case{128, 297}, Case{256, 297}, Case{64, 0}}) {
     std::mt19937 rng(6 + c.hd + c.pos0);
-    const uint32_t hd = c.hd, n_head = 6, n_kv = 2, tok = 3, pos0 = c.pos0, cap = pos0 + 13;
-    const uint32_t kv_dim = n_kv * hd, q_stride = n_head * hd + 8, out_off = tok * q_stride;
-    std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
-    std::vector<uint32_t> kv(size_t(cap) * kv_dim, 0u);  // K then V, two halves a word
-    for (size_t i = 0; i < k.size(); i += 2) {
-      k[i] = f16_to_f32(f32_to_f16(k[i]));
-      k[i + 1] = f16_to_f32(f32_to_f16(k[i + 1]));
-      v[i] = f16_to_f32(f32_to_f16(v[i]));
-      v[i + 1] = f16_to_f32(f32_to_f16(v[i + 1]));
-      kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
-      kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
-    }
-    const float scale = 1.0f / std::sqrt(float(hd));
     for (uint32_t window : {0u, 100u}) {
-      std::vector<float> arena = randn(out_off + tok * n_head * hd, rng);
+      AttnProblem p = attention_problem(c.hd, 6, 2, 3, c.pos0, window, 0, rng);
       const std::vector<float> params(4, 0.0f);
-      std::vector<float> want(tok * n_head * hd);
-      std::vector<float> scratch(n_head * cap);
-      for (uint32_t t = 0; t < tok; ++t) {
-        const int64_t pos = pos0 + t;
-        const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-        attention_one_query_ref(arena.data() + t * q_stride, k.data(), v.data(),
-                                AttentionShape{n_head, n_kv, hd, kv_dim}, begin, pos + 1, scale,
-                                want.data() + t * n_head * hd, scratch.data());
-      }
-      vk::SpanPush pc{};
-      pc.n = hd;
-      pc.rows = tok;
-      pc.a_stride = q_stride;
-      pc.c_off = out_off;
-      pc.c_stride = n_head * hd;
-      pc.pos0 = pos0;
-      pc.n_rot = n_head / n_kv;
-      pc.kv_k = 0;
-      pc.kv_v = cap * kv_dim / 2;
-      pc.kv_stride = kv_dim / 2;
-      pc.window = window;
-      pc.scale = scale;
-      ASSERT_TRUE(backend().run_span_op("span_attention", pc, n_head, tok, arena, params, kv).ok());
-      expect_near_all(std::vector<float>(arena.begin() + out_off, arena.end()), want, 1e-4,
-                      "attention, head_dim " + std::to_string(hd) + ", pos0 " +
-                          std::to_string(pos0) + (window ? ", window 100" : ", causal"));
+      ASSERT_TRUE(backend().run_span_op("span_attention", p.pc, 6, 3, p.arena, params, p.kv).ok());
+      expect_near_all(attention_out(p), p.want, 1e-4,
+                      "attention, head_dim " + std::to_string(c.hd) + ", pos0 " +
+                          std::to_string(c.pos0) + (window ? ", window 100" : ", causal"));
     }
   }
+}
+
+// Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
+// reference: head_dim 38 (an odd number of KV words; odd head_dim itself is refused by the span,
+// K/V being f16 pairs), 64, 128, 200 (16-key tiles) and 256; no GQA, groups of 3, 4 and 8;
+// contexts of 1, 17, ~300 and 1000+ positions; windows shorter and longer than the context; 1 to
+// 4 query tokens (verify: earlier tokens have shorter ranges, so their last splits are empty);
+// 1 split, splits of a few keys, more splits than positions (empty splits). The partial scratch
+// starts as 50.0 everywhere, so a partial the combine reads but no split wrote shows.
+TEST(VulkanSpanOps, SplitKAttentionMatchesCpu) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window;
+    std::vector<uint32_t> splits;
+  };
+  const Case cases[] = {
+      {64, 6, 2, 1, 0, 0, {1, 3}},       {38, 5, 5, 1, 16, 0, {2, 64}},
+      {128, 8, 2, 3, 297, 0, {1, 4, 7}}, {128, 8, 2, 3, 297, 100, {4, 64}},
+      {200, 4, 1, 1, 1029, 0, {5, 64}},  {200, 4, 1, 2, 1029, 512, {9}},
+      {256, 6, 2, 4, 1200, 0, {3}},      {64, 9, 3, 1, 20, 4000, {16}},
+  };
+  for (const Case& c : cases)
+    for (uint32_t splits : c.splits) {
+      std::mt19937 rng(c.hd * 31 + c.pos0 + splits);
+      const uint32_t part_floats = c.tok * c.n_head * splits * (c.hd + 2);
+      AttnProblem p =
+          attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, part_floats, rng);
+      std::fill(p.arena.end() - part_floats, p.arena.end(), 50.0f);
+      p.pc.split = splits;
+      p.pc.b_off = p.out_off + p.out_floats;
+      const vk::SpanDispatch ds[] = {
+          {"span_attention_split", p.pc, c.n_head, c.tok, splits},
+          {"span_attention_combine", p.pc, c.n_head, c.tok, 1},
+      };
+      const std::vector<float> params(4, 0.0f);
+      auto r = backend().run_span_ops(ds, 1, p.arena, params, p.kv);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      expect_near_all(attention_out(p), p.want, 1e-4,
+                      fmt::format("split-K head_dim {} heads {}:{} tokens {} at {} window {}, {} "
+                                  "splits",
+                                  c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, splits));
+    }
+}
+
+// The split rule (vulkan_span.h attention_splits): auto fills the grid up to
+// FISH_SPAN_ATTN_TARGET_WG workgroups with splits of at least one key tile, declines prefill
+// chunks and short contexts; forced counts are capped by the maximum and the scratch only.
+TEST(VulkanSpanOps, AttentionSplitRule) {
+  const uint32_t cap32 = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  const uint32_t cap9 = 9 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  static_assert(FISH_SPAN_ATTN_TARGET_WG == 256 && FISH_SPAN_ATTN_TILE == 32);
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 512, cap32), 8u);   // 32 heads x 8 = 256
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 100, cap32), 3u);   // 3 whole tiles
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 63, cap32), 0u);    // one tile: one-pass
+  EXPECT_EQ(vk::attention_splits(-1, 32, 4, 4096, cap32), 2u);  // verify of 4 tokens
+  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4096, cap32), 0u);  // 256 rows fill the grid
+  EXPECT_EQ(vk::attention_splits(-1, 9, 1, 4096, cap9), 29u);   // ceil(256 / 9)
+  EXPECT_EQ(vk::attention_splits(-1, 9, 64, 4096, cap9), 0u);   // a prefill chunk
+  EXPECT_EQ(vk::attention_splits(-1, 1, 1, 1 << 20, FISH_SPAN_ATTN_MAX_SPLIT * 4),
+            uint32_t(FISH_SPAN_ATTN_MAX_SPLIT));
+  EXPECT_EQ(vk::attention_splits(0, 32, 1, 4096, cap32), 0u);
+  EXPECT_EQ(vk::attention_splits(3, 32, 1, 1, cap32), 3u);       // forced: even empty splits
+  EXPECT_EQ(vk::attention_splits(1, 32, 64, 64, cap32), 1u);     // forced 1: split path, S = 1
+  EXPECT_EQ(vk::attention_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
+  EXPECT_EQ(vk::attention_splits(5, 32, 1, 4096, 31), 0u);       // no split fits
 }
 
 }  // namespace

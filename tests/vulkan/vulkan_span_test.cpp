@@ -63,6 +63,30 @@ std::shared_ptr<const Model> synthetic_llama() {
   return model;
 }
 
+// A 3-layer gemma3 (every layer sliding, window 64 < the test contexts) with 4 query heads on 1
+// KV head of head_dim 72 (36 KV words): split-K attention under a window.
+std::shared_ptr<const Model> synthetic_gemma3_window() {
+  static std::shared_ptr<const Model> model = [] {
+    const ModelShape shape{"test-span-swa",
+                           "gemma3",
+                           "3-layer sliding-window gemma3",
+                           3,
+                           256,
+                           512,
+                           4,
+                           1,
+                           72,
+                           2048,
+                           true,
+                           512,
+                           10000.0f,
+                           1e-6f,
+                           64};
+    return test::synthetic_q4_k_m(shape, {13, 3}, "fish_span_3l_swa_q4_k_m.gguf");
+  }();
+  return model;
+}
+
 // act: f32 where CPU layers are compared with GPU ones (only the GPU paths differ then); the
 // all-GPU runs have no CPU matmuls, and the CPU reference of the real models runs int8 (as the
 // seed's "span vs CPU", reported only).
@@ -208,6 +232,56 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
   const int64_t n_vocab = model->params().n_vocab;
   expect_same(span_lg, matmul_lg, n_vocab, 0.02, "synthetic llama span vs per-matmul");
   expect_same(batched_lg, span_lg, n_vocab, 1e-4, "batches of 32 vs one 70-token forward");
+}
+
+std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
+  auto opt = vk::VulkanOptions::from_env();
+  EXPECT_TRUE(opt.ok()) << opt.error().message;
+  if (opt.ok()) opt->attn_split = attn_split;  // as FISH_VK_ATTN_SPLIT
+  auto b = std::make_unique<vk::VulkanBackend>(opt);
+  const Status s = b->open();
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return b;
+}
+
+// Split-K attention through span forwards: a 70-token prefill (chunks of 64 + 6) then 3 decode
+// steps, with FISH_VK_ATTN_SPLIT forced to 5 (prefill chunks split too, as far as the scratch
+// allows) and auto (decode past 64 keys splits), against the span with splitting off (the
+// one-pass kernel; tight) and the CPU engine (f32 activations).
+void check_split_span(std::shared_ptr<const Model> model, const std::string& what) {
+  ASSERT_TRUE(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 73; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
+  auto span_logits = [&](int attn_split) {
+    auto b = open_backend_split(attn_split);
+    std::shared_ptr<const GpuPlacement> pl =
+        GpuPlacement::place_layers(*model, *b, -1, small_span(96));
+    EXPECT_TRUE(pl->span()) << pl->summary();
+    auto s = session(model, pl, 96);
+    EXPECT_TRUE(s->span_active());
+    std::vector<float> lg = run(*s, tokens, 70);
+    EXPECT_EQ(s->gpu_fallbacks(), 0);
+    return lg;
+  };
+  const std::vector<float> off = span_logits(0), forced = span_logits(5),
+                           automatic = span_logits(-1);
+  auto cpu = session(model, nullptr, 96);
+  const std::vector<float> cpu_lg = run(*cpu, tokens, 70);
+  const int64_t n_vocab = model->params().n_vocab;
+  expect_same(forced, off, n_vocab, 1e-3, what + ": 5 splits vs one-pass");
+  expect_same(automatic, off, n_vocab, 1e-3, what + ": auto splits vs one-pass");
+  expect_same(forced, cpu_lg, n_vocab, 3e-3, what + ": 5 splits vs CPU");
+  std::printf("%s: split vs one-pass max |dlogit| %.3g, split vs CPU %.3g (of %.3g)\n",
+              what.c_str(), compare(forced, off, n_vocab).max_diff,
+              compare(forced, cpu_lg, n_vocab).max_diff, compare(forced, cpu_lg, n_vocab).max_abs);
+}
+
+TEST(VulkanSpan, SplitKAttentionMatchesOnePassAndCpuGqa) {
+  check_split_span(synthetic_llama(), "synthetic llama 8:2");
+}
+
+TEST(VulkanSpan, SplitKAttentionMatchesOnePassAndCpuSlidingWindow) {
+  check_split_span(synthetic_gemma3_window(), "synthetic gemma3 window 64");
 }
 
 // span_kv_truncate then a re-forward equals a fresh run; a 3-token verify at pos0 < the device
