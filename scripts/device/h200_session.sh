@@ -87,6 +87,25 @@ elif [ "$PHASE" = budget ]; then
   run_exp gpu_n_ctx 90
   run_exp gpu_requant 110
   run_exp gpu_placement_budget 120
+elif [ "$PHASE" = s4 ]; then
+  # Session 4: split-K decode attention and the fq3 fast matvec on the real GPU.
+  stamp "vulkan tests on the GPU"
+  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
+    --gtest_filter='VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*' \
+    > $W/vulkan_tests.txt 2>&1
+  echo "rc=$?" >> $W/vulkan_tests.txt
+  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
+  stamp "vulkan_bench"
+  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
+  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
+    -- --benchmark_filter='Copy|Matvec/(12|1179189249)/|DecodeAttention' > $W/vulkan_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_bench.log
+  grep -E "_median|rc=" $W/vulkan_bench.log | head -90
+  for s in llama-1b llama-8b; do
+    gen $s span FISH_GPU_PROFILE=2
+    gen $s span-nosplit FISH_GPU_PROFILE=2 FISH_VK_ATTN_SPLIT=0
+  done
+  run_exp gpu_requant 110
 elif [ "$PHASE" = span ]; then
   stamp "span tests on the GPU"
   FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 120 $B/fish_test_vulkan \
