@@ -106,6 +106,27 @@ elif [ "$PHASE" = s4 ]; then
     gen $s span-nosplit FISH_GPU_PROFILE=2 FISH_VK_ATTN_SPLIT=0
   done
   run_exp gpu_requant 110
+elif [ "$PHASE" = s4b ]; then
+  # Session 4, second call: GQA-grouped split-K attention, decode after 2048 positions.
+  stamp "vulkan tests on the GPU"
+  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
+    --gtest_filter='VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*' \
+    > $W/vulkan_tests.txt 2>&1
+  echo "rc=$?" >> $W/vulkan_tests.txt
+  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
+  stamp "vulkan_bench"
+  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
+  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
+    -- --benchmark_filter='Copy|Matvec/(12|1179189249)/|DecodeAttention' > $W/vulkan_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_bench.log
+  grep -E "DecodeAttention.*_median|fq3.*_median|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-200 | head -60
+  for s in llama-1b llama-8b; do gen $s span FISH_GPU_PROFILE=2; done
+  run_exp gpu_long_ctx 150
+  mv $W/runs/gpu_long_ctx.jsonl $W/runs/gpu_long_ctx_split.jsonl
+  for f in csv md; do mv $W/runs/gpu_long_ctx.$f $W/runs/gpu_long_ctx_split.$f; done
+  export FISH_VK_ATTN_SPLIT=0
+  run_exp gpu_long_ctx 150
+  unset FISH_VK_ATTN_SPLIT
 elif [ "$PHASE" = span ]; then
   stamp "span tests on the GPU"
   FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 120 $B/fish_test_vulkan \
