@@ -15,8 +15,7 @@
 // 4-byte loads funnelled by 16 bits), so ROWS x (2..9) independent loads are in flight per
 // thread; then each token's x values (CHUNK_VEC4 vec4 loads, shared by the rows) are applied as
 // scale * dot(code, x) + offset * sum(x) per scale group, codes turned into floats without
-// conversion instructions (udot); FQ3 instead turns each row's codes into floats once per chunk
-// for all tokens (chunk_all_tokens: ALU-bound otherwise at n_tok >= 2). Partial sums: subgroupAdd, one shared slot per subgroup (any
+// conversion instructions (udot). Partial sums: subgroupAdd, one shared slot per subgroup (any
 // subgroup size: the slots are drained in passes of 32). Rows past n_out are clamped to the last
 // row and not stored; the hot loop has no bounds checks. Device buffers carry 16 bytes of padding
 // past the last row (funnel reads touch the next word).
@@ -244,51 +243,26 @@ Raw load_raw(uint row_byte, uint c) {
   r.p = w2[(r.odd ? gw : gw + 4u) >> 1u];
   return r;
 }
-// A, B, C of group gi (0, 1) of the chunk.
-uvec3 group_words(Raw r, uint gi) {
-  if (gi == 0u) return r.odd ? uvec3(r.p, r.v.x) : r.v.xyz;
-  return r.odd ? r.v.yzw : uvec3(r.v.w, r.p);
-}
-// Every token of chunk c at once (the main loop's CHUNK_ALL_TOKENS path): a row's codes become
-// floats once per quad and serve all tokens; the per-token chunk_dot of the other types would
-// redo that n_tok times, and at ~6 integer ops per 4 codes FQ3 is ALU-bound, not memory-bound,
-// at n_tok >= 2 that way. Codes become floats as 1 + q / 8 (bits 0x3F800000 | q << 20: a shift
-// and an and-or per value, no subtraction), so dot(q, x) = 8 (dot(1 + q / 8, x) - sum(x)), the
-// sum folded into the group's offset: d sc dot(q, x) - dmin m sum(x) = 8 d sc dv - (8 d sc +
-// dmin m) sum(x).
-#define CHUNK_ALL_TOKENS
-void chunk_all_tokens(Raw raw[FISH_MATVEC_ROWS], uint c,
-                      inout float acc[FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK]) {
-  [[unroll]] for (uint gi = 0u; gi < 2u; ++gi) {
-    float dv[FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK];  // dot(1 + q / 8, x) per row, token
-    float xsum[FISH_MATVEC_MAX_TOK];
-    [[unroll]] for (uint i = 0u; i < FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK; ++i) dv[i] = 0.0;
-    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) xsum[t] = 0.0;
-    [[unroll]] for (uint q = 0u; q < 8u; ++q) {
-      vec4 xq[FISH_MATVEC_MAX_TOK];
-      [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
-        xq[t] = t < pc.n_tok ? x[(t * pc.x_stride + 64u * c + 32u * gi + 4u * q) >> 2u] : vec4(0.0);
-        xsum[t] += dot(xq[t], vec4(1.0));
-      }
-      [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) {
-        const uvec3 abc = group_words(raw[r], gi);
-        const uint ab = q < 4u ? abc.x : abc.y;
-        const uint code =
-            ((ab >> (2u * (q & 3u))) & 0x03030303u) | (((abc.z >> q) & 0x01010101u) << 2u);
-        const vec4 v = uintBitsToFloat(
-            (uvec4(code << 20u, code << 12u, code << 4u, code >> 4u) & 0x00700000u) | 0x3F800000u);
-        [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-          if (t < pc.n_tok) dv[r * FISH_MATVEC_MAX_TOK + t] += dot(v, xq[t]);
-      }
-    }
-    [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) {
-      const uvec2 sm = scale_min(raw[r].hdr, 2u * (c & 3u) + gi);
-      const vec2 dm = unpackHalf2x16(raw[r].hdr.x);
-      const float a = 8.0 * dm.x * float(sm.x), b = a + dm.y * float(sm.y);
-      [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-        acc[r * FISH_MATVEC_MAX_TOK + t] += a * dv[r * FISH_MATVEC_MAX_TOK + t] - b * xsum[t];
-    }
+// dot(codes of a group's words abc = A, B, C, x vec4s 8i .. 8i + 7): quad q with xv[8i + q].
+float group_dot(uvec3 abc, vec4 xv[CHUNK_VEC4], uint i) {
+  float s = 0.0;
+  [[unroll]] for (uint q = 0u; q < 8u; ++q) {
+    const uint ab = q < 4u ? abc.x : abc.y;
+    s += udot(((ab >> (2u * (q & 3u))) & 0x03030303u) | (((abc.z >> q) & 0x01010101u) << 2u),
+              xv[8u * i + q]);
   }
+  return s;
+}
+float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
+  const uint g0 = 2u * (c & 3u);
+  const uvec2 sm0 = scale_min(r.hdr, g0), sm1 = scale_min(r.hdr, g0 + 1u);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  const uvec3 w0 = r.odd ? uvec3(r.p, r.v.x) : r.v.xyz;   // A, B, C of group g0
+  const uvec3 w1 = r.odd ? r.v.yzw : uvec3(r.v.w, r.p);  // of group g0 + 1
+  const float q0 = group_dot(w0, xv, 0u), q1 = group_dot(w1, xv, 1u);
+  return dm.x * (float(sm0.x) * q0 + float(sm1.x) * q1) -
+         dm.y * (float(sm0.y) * (xs[0] + xs[1] + xs[2] + xs[3]) +
+                 float(sm1.y) * (xs[4] + xs[5] + xs[6] + xs[7]));
 }
 #elif defined(TYPE_F16)
 // Rows padded to FISH_K_ALIGN (32) values = 64 bytes: a chunk is 4 aligned uvec4 of 8 halves.
@@ -334,9 +308,6 @@ void main() {
   for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
     Raw raw[FISH_MATVEC_ROWS];  // every row's loads issued before any use
     [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) raw[r] = load_raw(rb[r], c);
-#ifdef CHUNK_ALL_TOKENS
-    chunk_all_tokens(raw, c, acc);
-#else
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
         vec4 xv[CHUNK_VEC4];
@@ -349,7 +320,6 @@ void main() {
           acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, xv, xs);
       }
     }
-#endif
   }
 
   [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
