@@ -6,10 +6,9 @@
 //     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
-//     Llama-3.1-8B / SmolLM2 heads at contexts 128..32768, the one-pass kernel vs split-K one
-//     query head per workgroup (the pre-grouping kernel) vs grouped split-K (one workgroup per
-//     KV head) at the old and the auto split count, over as many layers' KVs as fill ~96 MiB
-//     (beyond the H200's L2); device time per layer and KV GB/s (unique bytes).
+//     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
+//     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
+//     KVs as fill ~96 MiB (beyond the H200's L2); device time per layer and KV GB/s.
 //   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
 //     shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride) move, bytes read + written per s;
 //     the shader copy is what a kernel can reach, the reference for the matvec GB/s.
@@ -267,12 +266,8 @@ BENCHMARK(BM_VulkanShaderCopy)
     ->Unit(benchmark::kMillisecond);
 
 // Args: heads shape (0: Llama-3.2-1B 32:8 x 64, 1: Llama-3.1-8B 32:8 x 128, 2: SmolLM2 9:3 x
-// 64), context (keys attended), variant: 0 one-pass (grouped: one workgroup per KV head), 1
-// split-K as before the grouping (span_attention_split_h1: one workgroup per query head, the old
-// rule's count min(ceil(256 / n_head), ctx / 32)), 2 split-K grouped with that old count, 3
-// split-K grouped with attention_splits' auto count (what the span runs). 1 -> 2 is the GQA
-// grouping, 2 -> 3 the context-aware split count. One iteration = 20 passes over every layer
-// (run_span_ops, device timestamps).
+// 64), context (keys attended), variant (0: one-pass, 1: split-K with attention_splits' auto
+// count). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -282,7 +277,7 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
       {"llama-1b", 32, 8, 64}, {"llama-8b", 32, 8, 128}, {"smollm2", 9, 3, 64}};
   const Heads& sh = kHeads[state.range(0)];
   const uint32_t ctx = uint32_t(state.range(1));
-  const int64_t variant = state.range(2);
+  const bool split = state.range(2) != 0;
   constexpr int kReps = 20;
   vk::VulkanBackend* b = backend();
   const uint32_t kv_words = ctx * sh.n_kv * sh.hd / 2;  // K (or V) of one layer
@@ -290,18 +285,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t n_layer =
       uint32_t(std::clamp<uint64_t>((uint64_t(96) << 20) / layer_bytes, 1, 64));
   const uint32_t parts_cap = sh.n_head * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  const uint32_t old_splits =
-      std::min<uint32_t>({(FISH_SPAN_ATTN_TARGET_WG + sh.n_head - 1) / sh.n_head,
-                          ctx / FISH_SPAN_ATTN_TILE, FISH_SPAN_ATTN_MAX_SPLIT});
-  const uint32_t splits = variant == 0 ? 0
-                          : variant == 3
-                              ? vk::attention_splits(-1, sh.n_head, sh.n_kv, 1, ctx, parts_cap)
-                              : (old_splits >= 2 ? old_splits : 0);
-  if (variant != 0 && splits == 0) {
-    state.SkipWithError("the split rule keeps the one-pass kernel at this shape");
+  const uint32_t splits = split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap) : 0;
+  if (split && splits == 0) {
+    state.SkipWithError("the auto rule keeps the one-pass kernel at this shape");
     return;
   }
-  const uint32_t groups = vk::attention_groups(sh.n_head, sh.n_kv);
   std::mt19937 rng(4);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<uint32_t> pattern(4099);  // random f16 pairs, tiled over the KV
@@ -328,14 +316,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
     pc.scale = 1.0f / std::sqrt(float(sh.hd));
     pc.split = splits;
     pc.b_off = 2 * q_floats;
-    if (variant == 1) {
-      ds.push_back({"span_attention_split_h1", pc, sh.n_head, 1, splits});
-      ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
-    } else if (splits > 0) {
-      ds.push_back({"span_attention_split", pc, groups, 1, splits});
+    if (splits > 0) {
+      ds.push_back({"span_attention_split", pc, sh.n_head, 1, splits});
       ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
     } else {
-      ds.push_back({"span_attention", pc, groups, 1, 1});
+      ds.push_back({"span_attention", pc, sh.n_head, 1, 1});
     }
   }
   double seconds = 0;
@@ -353,12 +338,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   state.counters["kv_GBps"] = passes * double(layer_bytes) / std::max(seconds, 1e-12) / 1e9;
   state.counters["layers"] = n_layer;
   state.counters["splits"] = splits;
-  constexpr const char* kVariants[] = {"one-pass", "split-K per head", "split-K grouped",
-                                       "split-K grouped auto"};
-  state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, kVariants[variant], splits));
+  state.SetLabel(fmt::format("{} ctx {} {}", sh.name, ctx,
+                             split ? fmt::format("split-K {}", splits) : "one-pass"));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192, 32768}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

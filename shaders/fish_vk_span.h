@@ -15,25 +15,18 @@
 #define FISH_SPAN_NORM_WG 512      // rmsnorm of a whole row (n_embd): one workgroup = one row
 #define FISH_SPAN_HEAD_NORM_WG 64  // span_head_rmsnorm (per-head q/k norm): one row = one head
 #define FISH_SPAN_NORM_CACHE 4     // rmsnorm: vec4s per thread held in registers between passes
-#define FISH_SPAN_ATTN_WG 128      // attention: one workgroup = <= MAX_GROUP heads x one token
+#define FISH_SPAN_ATTN_WG 128      // attention: one workgroup = one head x one token
 #define FISH_SPAN_MAX_HEAD 256     // attention: head_dim <= 2 x FISH_SPAN_ATTN_WG
 #define FISH_SPAN_ATTN_TILE 32     // attention: keys per shared-memory tile (16 at head_dim > 128)
-// attention: query heads of one KV head one workgroup serves (the K/V tile loaded once for all;
-// larger GQA groups take ceil(g / 8) workgroups per KV head). 8: shared memory (~28 KiB of
-// lavapipe's 32) and 4 accumulators a head per thread.
-#define FISH_SPAN_ATTN_MAX_GROUP 8
 // Split-K attention (span_attention_split + span_attention_combine, attention.comp.glsl): a
 // query row's positions in up to FISH_SPAN_ATTN_MAX_SPLIT splits, one workgroup each, each
 // writing a partial of head_dim + 2 floats (m, l, acc[head_dim]) to ARENA. The span's partial
 // scratch holds n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT partials (more
 // tokens get fewer splits). Auto rule (attention_splits, vulkan_span.h): aim for
-// FISH_SPAN_ATTN_TARGET_WG workgroups (~2 per SM of a 132-SM H200) when KV-head groups x tokens
-// are fewer, and at most FISH_SPAN_ATTN_SPLIT_KEYS keys per split (a split's keys are walked
-// serially: long contexts need more splits than the grid alone asks for).
+// FISH_SPAN_ATTN_TARGET_WG workgroups (~2 per SM of a 132-SM H200) when heads x tokens are fewer.
 #define FISH_SPAN_ATTN_MAX_SPLIT 64
 #define FISH_SPAN_ATTN_SPLIT_TOK 4
 #define FISH_SPAN_ATTN_TARGET_WG 256
-#define FISH_SPAN_ATTN_SPLIT_KEYS 256
 #define FISH_SPAN_CHUNK 64         // tokens per chunk: work buffers hold this many rows
 
 // clang-format off

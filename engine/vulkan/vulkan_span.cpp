@@ -684,16 +684,14 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
       // merge the partials; prefill chunks keep the one-pass kernel.
       const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
       const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
-      const uint32_t n_head = uint32_t(p_.n_head), n_kv = uint32_t(p_.n_head_kv);
-      const uint32_t attn_wgs = attention_groups(n_head, n_kv);
-      pc.split = attention_splits(h_.attn_split, n_head, n_kv, n, len_max, parts_cap_);
+      pc.split = attention_splits(h_.attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
       if (pc.split > 0) {
         pc.b_off = off_parts_;
-        op(attention_split_, pc, attn_wgs, n, pc.split);
+        op(attention_split_, pc, uint32_t(p_.n_head), n, pc.split);
         barrier();
-        op(attention_combine_, pc, n_head, n);
+        op(attention_combine_, pc, uint32_t(p_.n_head), n);
       } else {
-        op(attention_, pc, attn_wgs, n);
+        op(attention_, pc, uint32_t(p_.n_head), n);
       }
       barrier();
       stage_done(kAttention);
@@ -827,24 +825,15 @@ std::string VulkanSpan::profile() const {
 
 }  // namespace
 
-uint32_t attention_groups(uint32_t n_head, uint32_t n_kv) {
-  assert(n_kv >= 1 && n_head % n_kv == 0);
-  const uint32_t g = n_head / n_kv;
-  return n_kv * ((g + FISH_SPAN_ATTN_MAX_GROUP - 1) / FISH_SPAN_ATTN_MAX_GROUP);
-}
-
-uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_kv, uint32_t n_tok,
-                          uint32_t len_max, uint32_t parts_cap) {
-  const uint64_t rows = uint64_t(n_head) * n_tok;  // partials a split writes
+uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                          uint32_t parts_cap) {
+  const uint64_t rows = uint64_t(n_head) * n_tok;  // one-pass workgroups
   if (forced == 0 || rows == 0) return 0;
   const uint64_t fit = std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / rows);
   if (forced > 0) return uint32_t(std::min<uint64_t>(uint64_t(forced), fit));
-  const uint64_t wgs = uint64_t(attention_groups(n_head, n_kv)) * n_tok;  // workgroups a split
-  if (wgs >= FISH_SPAN_ATTN_TARGET_WG) return 0;
-  const uint64_t grid = (FISH_SPAN_ATTN_TARGET_WG + wgs - 1) / wgs;
-  const uint64_t keys =
-      (uint64_t(len_max) + FISH_SPAN_ATTN_SPLIT_KEYS - 1) / FISH_SPAN_ATTN_SPLIT_KEYS;
-  const uint64_t s = std::min({std::max(grid, keys), uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
+  if (rows >= FISH_SPAN_ATTN_TARGET_WG) return 0;
+  const uint64_t want = (FISH_SPAN_ATTN_TARGET_WG + rows - 1) / rows;
+  const uint64_t s = std::min({want, uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
   return s >= 2 ? uint32_t(s) : 0;
 }
 

@@ -65,23 +65,15 @@ struct SpanHost {
   int attn_split = -1;   // FISH_VK_ATTN_SPLIT: -1 auto (attention_splits), 0 off, N forced
 };
 
-// Workgroups along x of span_attention / span_attention_split: n_kv KV heads x ceil(g /
-// FISH_SPAN_ATTN_MAX_GROUP), g = n_head / n_kv query heads each (one K/V read per group).
-// Precondition: n_kv >= 1 divides n_head.
-uint32_t attention_groups(uint32_t n_head, uint32_t n_kv);
-
-// KV splits of one attention dispatch (n_tok query tokens x n_head query heads on n_kv KV heads,
-// the longest query's position range len_max keys) for split-K attention; 0 selects the one-pass
-// kernel. R = attention_groups(n_head, n_kv) x n_tok workgroups a split.
-// Auto (forced < 0): 0 when R >= FISH_SPAN_ATTN_TARGET_WG (prefill chunks fill the grid
-// already), else S = min(max(ceil(TARGET / R) (fill the grid), ceil(len_max /
-// FISH_SPAN_ATTN_SPLIT_KEYS) (bound the keys a workgroup walks serially)), len_max /
-// FISH_SPAN_ATTN_TILE (a split gets at least one full key tile), FISH_SPAN_ATTN_MAX_SPLIT, the
-// scratch's share parts_cap / (n_head n_tok)), and 0 unless S >= 2. Forced N >= 1: min(N,
-// MAX_SPLIT, that share) even where splits come out empty (testing, A/B runs); 0 when no split
-// fits. Precondition as attention_groups.
-uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_kv, uint32_t n_tok,
-                          uint32_t len_max, uint32_t parts_cap);
+// KV splits of one attention dispatch (n_tok query tokens x n_head heads, the longest query's
+// position range len_max keys) for split-K attention; 0 selects the one-pass kernel.
+// Auto (forced < 0): 0 when n_head x n_tok >= FISH_SPAN_ATTN_TARGET_WG (prefill chunks fill the
+// grid already), else S = min(ceil(TARGET / (n_head n_tok)), len_max / FISH_SPAN_ATTN_TILE (a
+// split gets at least one full key tile), FISH_SPAN_ATTN_MAX_SPLIT, the scratch's share
+// parts_cap / (n_head n_tok)), and 0 unless S >= 2. Forced N >= 1: min(N, MAX_SPLIT, that
+// share) even where splits come out empty (testing, A/B runs); 0 when no split fits.
+uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                          uint32_t parts_cap);
 
 // Errors: as ComputeBackend::span_create.
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(SpanHost host, const SpanDesc& desc);

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <random>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "engine/vulkan/vulkan_backend.h"
@@ -310,51 +309,34 @@ std::vector<float> attention_out(const AttnProblem& p) {
                             p.arena.begin() + p.out_off + p.out_floats);
 }
 
-// Query heads x KV heads covering the grouping of attention.comp.glsl: no GQA, groups of 2, 3
-// (non-power-of-two), 4, 8 (FISH_SPAN_ATTN_MAX_GROUP: one workgroup per KV head) and 12 (two
-// workgroups per KV head: 8 + 4 heads).
-struct Gqa {
-  uint32_t n_head, n_kv;
-};
-constexpr Gqa kGqa[] = {{3, 3}, {4, 2}, {6, 2}, {8, 2}, {8, 1}, {12, 1}};
-static_assert(FISH_SPAN_ATTN_MAX_GROUP == 8, "kGqa's 12:1 needs two workgroups per KV head");
-
-// The one-pass kernel (grid attention_groups x tokens), every kGqa grouping, 3 query tokens,
-// causal, with and without a sliding window of 100, against the CPU reference on the same
-// f16-rounded keys and values: head_dim 40 / 64 / 128 at positions 297..299 (many key tiles, a
-// partial last one) and 256 (16-key tiles), and head_dim 64 at positions 0..2 (one partial tile,
-// the window longer than the context).
+// GQA (6 query heads on 2 KV heads), 3 query tokens, causal, with and without a sliding window
+// of 100, against the CPU reference on the same f16-rounded keys and values: head_dim 40 / 64 /
+// 128 at positions 297..299 (many key tiles, a partial last one) and 256 (16-key tiles), and
+// head_dim 64 at positions 0..2 (one partial tile, the window longer than the context).
 TEST(VulkanSpanOps, AttentionMatchesCpuGqaCausalAndWindow) {
   struct Case {
     uint32_t hd, pos0;
   };
-  for (const Case c : {Case{40, 297}, Case{64, 297}, Case{128, 297}, Case{256, 297}, Case{64, 0}})
-    for (const Gqa q : kGqa) {
-      std::mt19937 rng(6 + c.hd + c.pos0 + q.n_head * 7 + q.n_kv);
-      for (uint32_t window : {0u, 100u}) {
-        AttnProblem p = attention_problem(c.hd, q.n_head, q.n_kv, 3, c.pos0, window, 0, rng);
-        const std::vector<float> params(4, 0.0f);
-        ASSERT_TRUE(backend()
-                        .run_span_op("span_attention", p.pc, vk::attention_groups(q.n_head, q.n_kv),
-                                     3, p.arena, params, p.kv)
-                        .ok());
-        expect_near_all(attention_out(p), p.want, 1e-4,
-                        fmt::format("attention, head_dim {} heads {}:{} pos0 {}{}", c.hd, q.n_head,
-                                    q.n_kv, c.pos0, window ? ", window 100" : ", causal"));
-      }
+  for (const Case c : {Case{40, 297}, Case{64, 297}, Case{128, 297}, Case{256, 297}, Case{64, 0}}) {
+    std::mt19937 rng(6 + c.hd + c.pos0);
+    for (uint32_t window : {0u, 100u}) {
+      AttnProblem p = attention_problem(c.hd, 6, 2, 3, c.pos0, window, 0, rng);
+      const std::vector<float> params(4, 0.0f);
+      ASSERT_TRUE(backend().run_span_op("span_attention", p.pc, 6, 3, p.arena, params, p.kv).ok());
+      expect_near_all(attention_out(p), p.want, 1e-4,
+                      "attention, head_dim " + std::to_string(c.hd) + ", pos0 " +
+                          std::to_string(c.pos0) + (window ? ", window 100" : ", causal"));
     }
+  }
 }
 
-// Split-K (span_attention_split, grid attention_groups x tokens x splits, then
-// span_attention_combine, grid heads x tokens) against the CPU reference: head_dim 38 (an odd
-// number of KV words; odd head_dim itself is refused by the span, K/V being f16 pairs), 64, 128,
-// 200 (16-key tiles) and 256; groups of 1, 2, 3, 4, 8 and 12 (two workgroups per KV head);
+// Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
+// reference: head_dim 38 (an odd number of KV words; odd head_dim itself is refused by the span,
+// K/V being f16 pairs), 64, 128, 200 (16-key tiles) and 256; no GQA, groups of 3, 4 and 8;
 // contexts of 1, 17, ~300 and 1000+ positions; windows shorter and longer than the context; 1 to
 // 4 query tokens (verify: earlier tokens have shorter ranges, so their last splits are empty);
 // 1 split, splits of a few keys, more splits than positions (empty splits). The partial scratch
-// starts as 50.0 everywhere, so a partial the combine reads but no split wrote shows. The
-// one-head-per-workgroup variant (span_attention_split_h1, grid heads x tokens x splits, the
-// benchmark's A/B reference) on the same cases.
+// starts as 50.0 everywhere, so a partial the combine reads but no split wrote shows.
 TEST(VulkanSpanOps, SplitKAttentionMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, tok, pos0, window;
@@ -365,71 +347,51 @@ TEST(VulkanSpanOps, SplitKAttentionMatchesCpu) {
       {128, 8, 2, 3, 297, 0, {1, 4, 7}}, {128, 8, 2, 3, 297, 100, {4, 64}},
       {200, 4, 1, 1, 1029, 0, {5, 64}},  {200, 4, 1, 2, 1029, 512, {9}},
       {256, 6, 2, 4, 1200, 0, {3}},      {64, 9, 3, 1, 20, 4000, {16}},
-      {128, 16, 2, 1, 1100, 0, {8}},     {64, 8, 4, 2, 500, 0, {6}},
-      {128, 12, 1, 1, 700, 300, {5}},    {38, 8, 1, 3, 40, 0, {2}},
-      {64, 4, 4, 1, 1000, 0, {32}},
   };
   for (const Case& c : cases)
-    for (uint32_t splits : c.splits)
-      for (const char* kernel : {"span_attention_split", "span_attention_split_h1"}) {
-        std::mt19937 rng(c.hd * 31 + c.pos0 + splits);
-        const uint32_t part_floats = c.tok * c.n_head * splits * (c.hd + 2);
-        AttnProblem p =
-            attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, part_floats, rng);
-        std::fill(p.arena.end() - part_floats, p.arena.end(), 50.0f);
-        p.pc.split = splits;
-        p.pc.b_off = p.out_off + p.out_floats;
-        const bool h1 = std::string_view(kernel) == "span_attention_split_h1";
-        const vk::SpanDispatch ds[] = {
-            {kernel, p.pc, h1 ? c.n_head : vk::attention_groups(c.n_head, c.n_kv), c.tok, splits},
-            {"span_attention_combine", p.pc, c.n_head, c.tok, 1},
-        };
-        const std::vector<float> params(4, 0.0f);
-        auto r = backend().run_span_ops(ds, 1, p.arena, params, p.kv);
-        ASSERT_TRUE(r.ok()) << r.error().message;
-        expect_near_all(
-            attention_out(p), p.want, 1e-4,
-            fmt::format("{} head_dim {} heads {}:{} tokens {} at {} window {}, {} "
-                        "splits",
-                        kernel, c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, splits));
-      }
+    for (uint32_t splits : c.splits) {
+      std::mt19937 rng(c.hd * 31 + c.pos0 + splits);
+      const uint32_t part_floats = c.tok * c.n_head * splits * (c.hd + 2);
+      AttnProblem p =
+          attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, part_floats, rng);
+      std::fill(p.arena.end() - part_floats, p.arena.end(), 50.0f);
+      p.pc.split = splits;
+      p.pc.b_off = p.out_off + p.out_floats;
+      const vk::SpanDispatch ds[] = {
+          {"span_attention_split", p.pc, c.n_head, c.tok, splits},
+          {"span_attention_combine", p.pc, c.n_head, c.tok, 1},
+      };
+      const std::vector<float> params(4, 0.0f);
+      auto r = backend().run_span_ops(ds, 1, p.arena, params, p.kv);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      expect_near_all(attention_out(p), p.want, 1e-4,
+                      fmt::format("split-K head_dim {} heads {}:{} tokens {} at {} window {}, {} "
+                                  "splits",
+                                  c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, splits));
+    }
 }
 
-// The split rule (vulkan_span.h attention_splits): auto fills the grid of KV-head groups up to
-// FISH_SPAN_ATTN_TARGET_WG workgroups, or more splits where a split would walk more than
-// FISH_SPAN_ATTN_SPLIT_KEYS keys, each split at least one key tile; declines prefill chunks and
-// short contexts; forced counts are capped by the maximum and the scratch only.
+// The split rule (vulkan_span.h attention_splits): auto fills the grid up to
+// FISH_SPAN_ATTN_TARGET_WG workgroups with splits of at least one key tile, declines prefill
+// chunks and short contexts; forced counts are capped by the maximum and the scratch only.
 TEST(VulkanSpanOps, AttentionSplitRule) {
   const uint32_t cap32 = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   const uint32_t cap9 = 9 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  static_assert(FISH_SPAN_ATTN_TARGET_WG == 256 && FISH_SPAN_ATTN_TILE == 32 &&
-                FISH_SPAN_ATTN_SPLIT_KEYS == 256 && FISH_SPAN_ATTN_MAX_SPLIT == 64 &&
-                FISH_SPAN_ATTN_MAX_GROUP == 8);
-  EXPECT_EQ(vk::attention_groups(32, 8), 8u);
-  EXPECT_EQ(vk::attention_groups(9, 3), 3u);
-  EXPECT_EQ(vk::attention_groups(32, 32), 32u);
-  EXPECT_EQ(vk::attention_groups(12, 1), 2u);  // 8 + 4 heads
-  EXPECT_EQ(vk::attention_groups(64, 2), 8u);  // groups of 32: 4 workgroups per KV head
-  // Llama-3.1-8B decode (32:8, 8 workgroups a split): 32 splits fill 256 workgroups.
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 8192, cap32), 32u);
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 512, cap32), 16u);      // 16 whole tiles
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 100, cap32), 3u);       // 3 whole tiles
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 63, cap32), 0u);        // one tile: one-pass
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 12000, cap32), 47u);    // <= 256 keys a split
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 1, 1 << 20, cap32), 64u);  // MAX_SPLIT
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4, 4096, cap32), 16u);     // verify: 4096 / 256 keys
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4, 1024, cap32), 8u);      // verify: fill 256
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 32, 4096, cap32), 0u);     // 256 workgroups: full
-  EXPECT_EQ(vk::attention_splits(-1, 32, 32, 1, 512, cap32), 8u);      // no GQA: 32 x 8 = 256
-  EXPECT_EQ(vk::attention_splits(-1, 32, 32, 8, 4096, cap32), 0u);     // 256 rows fill the grid
-  EXPECT_EQ(vk::attention_splits(-1, 9, 3, 1, 4096, cap9), 64u);       // ceil(256 / 3) > MAX
-  EXPECT_EQ(vk::attention_splits(-1, 9, 3, 64, 4096, cap9), 4u);       // the scratch's share
-  EXPECT_EQ(vk::attention_splits(-1, 9, 3, 86, 4096, cap9), 0u);       // 258 workgroups: full
-  EXPECT_EQ(vk::attention_splits(0, 32, 8, 1, 4096, cap32), 0u);
-  EXPECT_EQ(vk::attention_splits(3, 32, 8, 1, 1, cap32), 3u);       // forced: even empty splits
-  EXPECT_EQ(vk::attention_splits(1, 32, 8, 64, 64, cap32), 1u);     // forced 1: split path, S = 1
-  EXPECT_EQ(vk::attention_splits(64, 32, 8, 64, 4096, cap32), 4u);  // the scratch's share
-  EXPECT_EQ(vk::attention_splits(5, 32, 8, 1, 4096, 31), 0u);       // no split fits
+  static_assert(FISH_SPAN_ATTN_TARGET_WG == 256 && FISH_SPAN_ATTN_TILE == 32);
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 512, cap32), 8u);   // 32 heads x 8 = 256
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 100, cap32), 3u);   // 3 whole tiles
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 63, cap32), 0u);    // one tile: one-pass
+  EXPECT_EQ(vk::attention_splits(-1, 32, 4, 4096, cap32), 2u);  // verify of 4 tokens
+  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4096, cap32), 0u);  // 256 rows fill the grid
+  EXPECT_EQ(vk::attention_splits(-1, 9, 1, 4096, cap9), 29u);   // ceil(256 / 9)
+  EXPECT_EQ(vk::attention_splits(-1, 9, 64, 4096, cap9), 0u);   // a prefill chunk
+  EXPECT_EQ(vk::attention_splits(-1, 1, 1, 1 << 20, FISH_SPAN_ATTN_MAX_SPLIT * 4),
+            uint32_t(FISH_SPAN_ATTN_MAX_SPLIT));
+  EXPECT_EQ(vk::attention_splits(0, 32, 1, 4096, cap32), 0u);
+  EXPECT_EQ(vk::attention_splits(3, 32, 1, 1, cap32), 3u);       // forced: even empty splits
+  EXPECT_EQ(vk::attention_splits(1, 32, 64, 64, cap32), 1u);     // forced 1: split path, S = 1
+  EXPECT_EQ(vk::attention_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
+  EXPECT_EQ(vk::attention_splits(5, 32, 1, 4096, 31), 0u);       // no split fits
 }
 
 }  // namespace
