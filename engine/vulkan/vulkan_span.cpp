@@ -832,7 +832,10 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
   const uint64_t fit = std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / rows);
   if (forced > 0) return uint32_t(std::min<uint64_t>(uint64_t(forced), fit));
   if (rows >= FISH_SPAN_ATTN_TARGET_WG) return 0;
-  const uint64_t want = (FISH_SPAN_ATTN_TARGET_WG + rows - 1) / rows;
+  // Enough workgroups to fill the GPU, and at long contexts enough that no split walks more than
+  // kAttnSplitKeys keys serially (one workgroup streams its keys at a few GB/s).
+  const uint64_t want = std::max((FISH_SPAN_ATTN_TARGET_WG + rows - 1) / rows,
+                                 (uint64_t(len_max) + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const uint64_t s = std::min({want, uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
   return s >= 2 ? uint32_t(s) : 0;
 }
