@@ -52,10 +52,15 @@ void matmul_preq(const MatvecKernel& kernel, const void* w, int64_t n_out, int64
   const auto* xb = static_cast<const uint8_t*>(xq);
   const VecDotFn dot = kernel.vec_dot;
   const VecDotX4Fn dot4 = kernel.vec_dot_x4;
+  const VecDotRowsFn dot_rows = n_tok == 1 ? kernel.vec_dot_rows : nullptr;
   // Rows to prefetch ahead (0: none).
   const int64_t pf =
       n_tok <= kPrefetchMaxTokens ? int64_t((kPrefetchBytes + w_row - 1) / w_row) : 0;
   pool.parallel_for(n_out, [&](int64_t row_begin, int64_t row_end, int) {
+    if (dot_rows != nullptr) {  // decode: the slice's rows in one call (it prefetches itself)
+      dot_rows(n_in, wb + size_t(row_begin) * w_row, w_row, row_end - row_begin, xb, y + row_begin);
+      return;
+    }
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
       const int64_t r1 = std::min(r0 + kRowBlock, row_end);
       for (int64_t t0 = 0; t0 < n_tok; t0 += kTokBlock) {

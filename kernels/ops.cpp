@@ -16,6 +16,9 @@ struct OpsTable {
   void (*silu_mul)(const float*, const float*, float*, int64_t);
   void (*gelu_tanh_mul)(const float*, const float*, float*, int64_t);
   void (*softmax)(float*, int64_t);
+  // Whole heads at once where the ISA has it (bitwise attend_heads with the fields above).
+  bool (*attend)(const float*, const float*, const float*, const AttentionShape&, int64_t, int64_t,
+                 float, float*, float*, int64_t, int64_t) = nullptr;
 };
 
 void axpy_ref(int64_t n, float a, const float* x, float* y) {
@@ -26,8 +29,8 @@ const OpsTable& ops() {
   static const OpsTable t = [] {
     switch (best_isa()) {
       case Isa::avx512:
-        return OpsTable{vec_dot_f32_f32_avx512, axpy_avx512, silu_mul_avx512, gelu_tanh_mul_avx512,
-                        softmax_avx512};
+        return OpsTable{vec_dot_f32_f32_avx512, axpy_avx512,    silu_mul_avx512,
+                        gelu_tanh_mul_avx512,   softmax_avx512, attend_heads_avx512};
       case Isa::avx2:
         return OpsTable{vec_dot_f32_f32_avx2, axpy_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
                         softmax_avx2};
@@ -198,6 +201,10 @@ void attention_one_query(const float* q, const float* k, const float* v, const A
   assert(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && kv_end > kv_begin);
   const OpsTable& t = ops();
   auto heads = [&](int64_t hb, int64_t he, int) {
+    if (t.attend != nullptr &&
+        t.attend(q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, hb, he)) {
+      return;
+    }
     attend_heads(
         q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, hb, he,
         [&t](int64_t n, const float* a, const float* b) { return t.dot_f32(n, a, b); }, t.axpy,

@@ -77,5 +77,11 @@ void softmax_avx2(float* x, int64_t n);
 void softmax_avx512(float* x, int64_t n);
 void axpy_avx2(int64_t n, float a, const float* x, float* y);
 void axpy_avx512(int64_t n, float a, const float* x, float* y);
+// Query heads [h_begin, h_end) of attention_one_query, bitwise what it computes with the AVX-512
+// dot / softmax / axpy, faster (ops_avx512.cpp); false (nothing done) for a head_dim other than
+// 64, 128 or 256.
+bool attend_heads_avx512(const float* q, const float* k, const float* v, const AttentionShape& s,
+                         int64_t kv_begin, int64_t kv_end, float scale, float* out, float* scratch,
+                         int64_t h_begin, int64_t h_end);
 
 }  // namespace fish

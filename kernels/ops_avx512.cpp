@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -98,6 +99,121 @@ void axpy_avx512(int64_t n, float a, const float* x, float* y) {
     _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
   }
   for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// ---- attention over f32 KV for one query (attend_heads in ops.cpp with the AVX-512 dot, softmax
+// and axpy, bitwise) ----
+//
+// The same operations in the same order per output, arranged for the CPU: the dot is
+// vec_dot_f32_f32_avx512's loop inlined (no call per position); the query heads of one KV group
+// are done together (each K / V row loaded once for them); the V sums stay in registers across
+// positions instead of a load + store of the output per position (the store-to-load round trip
+// bounded the old loop), with several heads' independent chains hiding the fma latency.
+
+namespace {
+
+// vec_dot_f32_f32_avx512 (dot_f32x16_loop) for n = 16 * V, V % 4 == 0: 4 accumulators.
+template <int V>
+inline float dot_f32_head(const float* a, const float* b) {
+  static_assert(V % 4 == 0);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+  for (int i = 0; i < 16 * V; i += 64) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] =
+          _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), _mm512_loadu_ps(b + i + 16 * k), acc[k]);
+    }
+  }
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+// Query heads h0 .. h0 + H - 1, all reading KV head g.
+template <int V, int H>
+void attend_group(const float* q, const float* k, const float* v, const AttentionShape& s,
+                  int64_t kv_begin, int64_t n_kv, float scale_qk, float* out, float* scratch,
+                  int64_t h0, int64_t g) {
+  const float* kg = k + kv_begin * s.kv_stride + g * s.head_dim;
+  const float* vg = v + kv_begin * s.kv_stride + g * s.head_dim;
+  for (int64_t p = 0; p < n_kv; ++p) {
+    for (int h = 0; h < H; ++h) {
+      scratch[(h0 + h) * n_kv + p] =
+          scale_qk * dot_f32_head<V>(q + (h0 + h) * s.head_dim, kg + p * s.kv_stride);
+    }
+  }
+  for (int h = 0; h < H; ++h) softmax_avx512(scratch + (h0 + h) * n_kv, n_kv);
+  __m512 acc[H][V];
+  for (int h = 0; h < H; ++h) {
+    for (int d = 0; d < V; ++d) acc[h][d] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < n_kv; ++p) {
+    const float* vp = vg + p * s.kv_stride;
+    for (int h = 0; h < H; ++h) {
+      const __m512 a = _mm512_set1_ps(scratch[(h0 + h) * n_kv + p]);
+      for (int d = 0; d < V; ++d) {
+        acc[h][d] = _mm512_fmadd_ps(a, _mm512_loadu_ps(vp + 16 * d), acc[h][d]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int d = 0; d < V; ++d) _mm512_storeu_ps(out + (h0 + h) * s.head_dim + 16 * d, acc[h][d]);
+  }
+}
+
+// Heads [h_begin, h_end) at head_dim 16 * V, in runs of at most kMaxHeads heads of one KV group
+// (H * V accumulators <= 16 of the 32 zmm registers).
+template <int V>
+void attend_heads_v(const float* q, const float* k, const float* v, const AttentionShape& s,
+                    int64_t kv_begin, int64_t kv_end, float scale_qk, float* out, float* scratch,
+                    int64_t h_begin, int64_t h_end) {
+  constexpr int kMaxHeads = 16 / V < 4 ? 16 / V : 4;
+  const int64_t n_kv = kv_end - kv_begin;
+  const int64_t group = s.n_head / s.n_kv_head;
+  for (int64_t h = h_begin; h < h_end;) {
+    const int64_t g = h / group;
+    const int64_t run = std::min<int64_t>({h_end - h, (g + 1) * group - h, kMaxHeads});
+    switch (run) {
+      case 1:
+        attend_group<V, 1>(q, k, v, s, kv_begin, n_kv, scale_qk, out, scratch, h, g);
+        break;
+      case 2:
+        if constexpr (kMaxHeads >= 2) {
+          attend_group<V, 2>(q, k, v, s, kv_begin, n_kv, scale_qk, out, scratch, h, g);
+        }
+        break;
+      case 3:
+        if constexpr (kMaxHeads >= 3) {
+          attend_group<V, 3>(q, k, v, s, kv_begin, n_kv, scale_qk, out, scratch, h, g);
+        }
+        break;
+      default:
+        if constexpr (kMaxHeads >= 4) {
+          attend_group<V, 4>(q, k, v, s, kv_begin, n_kv, scale_qk, out, scratch, h, g);
+        }
+        break;
+    }
+    h += run;
+  }
+}
+
+}  // namespace
+
+bool attend_heads_avx512(const float* q, const float* k, const float* v, const AttentionShape& s,
+                         int64_t kv_begin, int64_t kv_end, float scale_qk, float* out,
+                         float* scratch, int64_t h_begin, int64_t h_end) {
+  switch (s.head_dim) {
+    case 64:
+      attend_heads_v<4>(q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, h_begin, h_end);
+      return true;
+    case 128:
+      attend_heads_v<8>(q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, h_begin, h_end);
+      return true;
+    case 256:
+      attend_heads_v<16>(q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, h_begin, h_end);
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace fish

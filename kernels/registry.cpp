@@ -11,9 +11,10 @@ namespace {
 struct Row {
   GgmlType weight;
   GgmlType act;
-  std::array<VecDotFn, kIsaCount> dot;          // scalar, avx2, avx512
-  std::array<QuantizeActFn, kIsaCount> quant;   // all nullptr for f32 activations
-  std::array<VecDotX4Fn, kIsaCount> dot4 = {};  // optional 4-token variants (no scalar one)
+  std::array<VecDotFn, kIsaCount> dot;            // scalar, avx2, avx512
+  std::array<QuantizeActFn, kIsaCount> quant;     // all nullptr for f32 activations
+  std::array<VecDotX4Fn, kIsaCount> dot4 = {};    // optional 4-token variants (no scalar one)
+  std::array<VecDotRowsFn, kIsaCount> rows = {};  // optional many-row variants (no scalar one)
 };
 
 void quantize_q8_0_ref_fn(const float* x, void* y, int64_t n) {
@@ -38,15 +39,22 @@ constexpr std::array<QuantizeActFn, kIsaCount> kNoQuant = {nullptr, nullptr, nul
   { vec_dot_##w##_##a##_ref, vec_dot_##w##_##a##_avx2, vec_dot_##w##_##a##_avx512 }
 #define FISH_DOTS4(w, a) \
   { nullptr, vec_dot_##w##_##a##_x4_avx2, vec_dot_##w##_##a##_x4_avx512 }
+#define FISH_ROWS512(w, a) \
+  { nullptr, nullptr, vec_dot_##w##_##a##_rows_avx512 }
 
 const Row kRows[] = {
     {GgmlType::f32, GgmlType::f32, FISH_DOTS(f32, f32), kNoQuant},
     {GgmlType::f16, GgmlType::f32, FISH_DOTS(f16, f32), kNoQuant},
-    {GgmlType::q4_0, GgmlType::q8_0, FISH_DOTS(q4_0, q8_0), kQ8_0, FISH_DOTS4(q4_0, q8_0)},
-    {GgmlType::q4_1, GgmlType::q8_1, FISH_DOTS(q4_1, q8_1), kQ8_1, FISH_DOTS4(q4_1, q8_1)},
-    {GgmlType::q5_0, GgmlType::q8_0, FISH_DOTS(q5_0, q8_0), kQ8_0, FISH_DOTS4(q5_0, q8_0)},
-    {GgmlType::q5_1, GgmlType::q8_1, FISH_DOTS(q5_1, q8_1), kQ8_1, FISH_DOTS4(q5_1, q8_1)},
-    {GgmlType::q8_0, GgmlType::q8_0, FISH_DOTS(q8_0, q8_0), kQ8_0, FISH_DOTS4(q8_0, q8_0)},
+    {GgmlType::q4_0, GgmlType::q8_0, FISH_DOTS(q4_0, q8_0), kQ8_0, FISH_DOTS4(q4_0, q8_0),
+     FISH_ROWS512(q4_0, q8_0)},
+    {GgmlType::q4_1, GgmlType::q8_1, FISH_DOTS(q4_1, q8_1), kQ8_1, FISH_DOTS4(q4_1, q8_1),
+     FISH_ROWS512(q4_1, q8_1)},
+    {GgmlType::q5_0, GgmlType::q8_0, FISH_DOTS(q5_0, q8_0), kQ8_0, FISH_DOTS4(q5_0, q8_0),
+     FISH_ROWS512(q5_0, q8_0)},
+    {GgmlType::q5_1, GgmlType::q8_1, FISH_DOTS(q5_1, q8_1), kQ8_1, FISH_DOTS4(q5_1, q8_1),
+     FISH_ROWS512(q5_1, q8_1)},
+    {GgmlType::q8_0, GgmlType::q8_0, FISH_DOTS(q8_0, q8_0), kQ8_0, FISH_DOTS4(q8_0, q8_0),
+     FISH_ROWS512(q8_0, q8_0)},
     {GgmlType::q2_k, GgmlType::q8_k, FISH_DOTS(q2_k, q8_k), kQ8_K},
     {GgmlType::q3_k, GgmlType::q8_k, FISH_DOTS(q3_k, q8_k), kQ8_K},
     {GgmlType::q4_k, GgmlType::q8_k, FISH_DOTS(q4_k, q8_k), kQ8_K, FISH_DOTS4(q4_k, q8_k)},
@@ -82,6 +90,7 @@ const Row kRows[] = {
 };
 #undef FISH_DOTS
 #undef FISH_DOTS4
+#undef FISH_ROWS512
 
 constexpr size_t kRowCount = sizeof(kRows) / sizeof(kRows[0]);
 
@@ -114,6 +123,7 @@ Table build_table() {
       k.isa = Isa(level);
       k.vec_dot = r.dot[size_t(level)];
       k.vec_dot_x4 = r.dot4[size_t(level)];
+      k.vec_dot_rows = r.rows[size_t(level)];
       k.quantize_act = r.quant[size_t(level)];
       k.block_elems = type_info(r.act).block_elems > type_info(r.weight).block_elems
                           ? type_info(r.act).block_elems

@@ -21,6 +21,7 @@ struct MatvecKernel {
                                  // when the CPU or this table has nothing higher for the type
   VecDotFn vec_dot = nullptr;
   VecDotX4Fn vec_dot_x4 = nullptr;  // 4 tokens at once (prefill), same ISA; nullptr: use vec_dot
+  VecDotRowsFn vec_dot_rows = nullptr;   // many rows x 1 token (decode), same ISA; or nullptr
   QuantizeActFn quantize_act = nullptr;  // nullptr when act == f32
   int64_t block_elems = 1;  // n_in must be a multiple of this (weight and activation blocks)
 

@@ -32,6 +32,10 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
 // t * x_stride bytes), t = 0..3, bitwise equal to four calls of the same ISA's vec_dot (the weight
 // codes are decoded once and used four times; per-token arithmetic is unchanged).
 using VecDotX4Fn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, float* out);
+// n_rows weight rows (w_stride bytes apart) against one activation row, for decode: out[r] =
+// vec_dot(n, w + r * w_stride bytes, x), bitwise equal to the same ISA's vec_dot.
+using VecDotRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
+                              const void* x, float* out);
 // f32 row -> activation blocks (n a multiple of the block size).
 using QuantizeActFn = void (*)(const float* x, void* y, int64_t n);
 
@@ -116,5 +120,15 @@ void vec_dot_q4_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t
 void vec_dot_q5_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_q6_k_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
 void vec_dot_fq3_q8_k_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out);
+void vec_dot_q4_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out);
+void vec_dot_q4_1_q8_1_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out);
+void vec_dot_q5_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out);
+void vec_dot_q5_1_q8_1_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out);
+void vec_dot_q8_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out);
 
 }  // namespace fish

@@ -15,7 +15,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <algorithm>
 #include <cassert>
+#include <vector>
 
 #include "kernels/simd_avx2.h"
 #include "kernels/vec_dot.h"
@@ -252,6 +254,308 @@ void vec_dot_q5_1_q8_1_x4_avx512(int64_t n, const void* w, const void* x, size_t
 }
 void vec_dot_q8_0_q8_0_x4_avx512(int64_t n, const void* w, const void* x, size_t s, float* out) {
   dot4<CodesQ8_0, BlockQ8_0, BlockQ8_0>(n, w, x, s, out);
+}
+
+// ---- many weight rows x one activation row (decode matvec) ----
+//
+// The same arithmetic as dot_blocks32<Codes, 1>, lane for lane, with both of its accumulator
+// chains in one zmm: lanes 0-7 = the even-block chain, 8-15 = the odd-block chain, so one
+// 512-bit vpdpbusd / cvt / fma does two blocks. The f32 products d_w * d_a and m_w * s_a (exact:
+// f16 x f16 fits in f32) come 16 blocks at a time (weights: vpermt2w from 64-byte loads;
+// activations: converted once per call, not once per row) and are spread to the two halves with
+// one vpermps per block pair. The m * s chains (even, odd) run in two lanes of an xmm in block
+// order. Four rows at a time: four independent chains, one activation load. So every output is
+// bitwise the vec_dot of the same ISA. Measured (SmolLM2-135M's matrices, 1 thread, CPU time):
+// Q4_1 576x1536 1.64 -> 1.18 ns per block from L2; all its layer matmuls from DRAM 11.3 -> 8.0
+// ms; the Q8_0 head 3.6 -> 3.3 ms (bound by DRAM there).
+
+namespace {
+
+// unpack_nibbles_32 of two blocks' 16 code bytes into the two 256-bit halves.
+inline __m512i unpack_nibbles_64(const uint8_t* p0, const uint8_t* p1) {
+  __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0)));
+  b = _mm512_mask_broadcast_i32x4(b, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)));
+  return _mm512_and_si512(_mm512_srlv_epi64(b, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
+                          _mm512_set1_epi8(0x0F));
+}
+
+// Codes of blocks i and i + 1 as one zmm of UNSIGNED bytes (block i in bytes 0-31), u = q +
+// kOffset for the signed formats. The dot of u with the activations is then the dot of q plus
+// kOffset * (sum of 4 activations) per int32 lane, which dot_rows32 subtracts exactly (it starts
+// vpdpbusd from -kOffset * sum): the same int32 lanes as the sign trick, without its 3 extra
+// uops per pair in 512 bits (no vpsignb there).
+template <typename WBlock>
+struct PairCodes;
+template <>
+struct PairCodes<BlockQ4_0> {
+  static constexpr int kOffset = 8;
+  static __m512i codes(const BlockQ4_0* b) { return unpack_nibbles_64(b[0].qs, b[1].qs); }
+};
+template <>
+struct PairCodes<BlockQ4_1> {
+  static constexpr int kOffset = 0;
+  static __m512i codes(const BlockQ4_1* b) { return unpack_nibbles_64(b[0].qs, b[1].qs); }
+};
+inline __mmask64 high_bits_mask64(const uint8_t qh0[4], const uint8_t qh1[4]) {
+  uint32_t v0, v1;
+  std::memcpy(&v0, qh0, 4);
+  std::memcpy(&v1, qh1, 4);
+  return _cvtu64_mask64(uint64_t(v0) | uint64_t(v1) << 32);
+}
+template <>
+struct PairCodes<BlockQ5_0> {  // nibble + 16 where the 5th bit is set: q + 16
+  static constexpr int kOffset = 16;
+  static __m512i codes(const BlockQ5_0* b) {
+    const __m512i nib = unpack_nibbles_64(b[0].qs, b[1].qs);
+    return _mm512_mask_add_epi8(nib, high_bits_mask64(b[0].qh, b[1].qh), nib, _mm512_set1_epi8(16));
+  }
+};
+template <>
+struct PairCodes<BlockQ5_1> {
+  static constexpr int kOffset = 0;
+  static __m512i codes(const BlockQ5_1* b) {
+    const __m512i nib = unpack_nibbles_64(b[0].qs, b[1].qs);
+    return _mm512_mask_add_epi8(nib, high_bits_mask64(b[0].qh, b[1].qh), nib, _mm512_set1_epi8(16));
+  }
+};
+template <>
+struct PairCodes<BlockQ8_0> {  // q ^ 0x80 = q + 128 as u8
+  static constexpr int kOffset = 128;
+  static __m512i codes(const BlockQ8_0* b) {
+    const __m512i q =
+        _mm512_inserti64x4(_mm512_castsi256_si512(load256(b[0].qs)), load256(b[1].qs), 1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
+  }
+};
+
+// The 16 f16 pairs (first 4 bytes: d, then m or s) of blocks at base + k * stride, k < 16 (the
+// lanes of `mask`; others 0), as f32: *d and *m. A gather: used once per call (activations).
+inline void gather_scales16(const void* base, int stride, __mmask16 mask, __m512* d, __m512* m) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(stride));
+  const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, idx, base, 1);
+  *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+  *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+}
+
+// The same for the weight blocks of a row, without a gather (vpgatherdd is microcoded and slow
+// under the Gather Data Sampling mitigation): the n < 16 blocks' bytes are loaded as 64-byte
+// chunks (masked at the end: never past block n - 1) and vpermt2w picks word 0 (d) of block k
+// into word k and word 1 (m) into word 16 + k. kB: block bytes (even).
+template <int kB>
+struct BlockScales16 {
+  static constexpr int kChunks = (16 * kB + 63) / 64;
+  static constexpr int kPairs = (kChunks + 1) / 2;
+  struct Tables {
+    alignas(64) int16_t idx[kPairs][32];
+    uint32_t mask[kPairs];  // output words taken from chunk pair c
+  };
+  static constexpr Tables make() {
+    Tables t{};
+    for (int w = 0; w < 32; ++w) {
+      const int src = (kB / 2) * (w % 16) + w / 16;  // word index in the 16 blocks
+      const int c = src / 64;                        // chunk pair (64 words)
+      t.idx[c][w] = int16_t(src % 64);
+      t.mask[c] |= 1u << w;
+    }
+    return t;
+  }
+  static constexpr Tables kT = make();
+
+  static void load(const void* base, int64_t n, __m512* d, __m512* m) {
+    const auto* p = static_cast<const uint8_t*>(base);
+    const int64_t bytes = n * kB;
+    auto chunk = [&](int c) {
+      const int64_t left = bytes - 64 * c;
+      if (left >= 64) return _mm512_loadu_si512(p + 64 * c);
+      if (left <= 0) return _mm512_setzero_si512();
+      return _mm512_maskz_loadu_epi8((uint64_t(1) << left) - 1, p + 64 * c);
+    };
+    __m512i r = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < kPairs; ++c) {
+      if (c > 0 && 128 * c >= bytes) break;  // a short last group: no permutes of nothing
+      const __m512i idx = _mm512_load_si512(kT.idx[c]);
+      const __m512i t = _mm512_permutex2var_epi16(chunk(2 * c), idx, chunk(2 * c + 1));
+      r = c == 0 ? t : _mm512_mask_mov_epi16(r, kT.mask[c], t);
+    }
+    *d = _mm512_cvtph_ps(_mm512_castsi512_si256(r));
+    *m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(r, 1));
+  }
+};
+
+// vpermps indices: pair p of a 16-block group -> lanes 0-7 = block 2p, lanes 8-15 = 2p + 1.
+alignas(64) constexpr int32_t kPairIdx[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+// Decode streams W from DRAM: each pair's bytes ~8 KiB ahead are prefetched (T0) as it is read,
+// as matmul.cpp does row by row for vec_dot (a burst of prefetches per 4 or 16 rows measured
+// slower).
+constexpr size_t kRowsPrefetchBytes = 8192;
+
+// R rows (w_stride bytes apart) against the activation row a, whose block scales are da / sa
+// (f32), into out[0..R). R independent accumulator chains hide the fma / add latency, and each
+// pair's activation bytes are loaded once for the R rows.
+template <typename Codes, typename WBlock, typename ABlock, int R>
+void dot_row_block(int64_t nb, const uint8_t* w, size_t w_stride, const ABlock* a, const float* da,
+                   const float* sa, const int32_t* corr, float* out) {
+  constexpr int kOffset = PairCodes<WBlock>::kOffset;
+  constexpr bool kHasMin = sizeof(ABlock) == sizeof(BlockQ8_1);
+  const WBlock* wb[R];
+  __m512 acc[R];    // lanes 0-7: even blocks' chain, 8-15: odd blocks'
+  __m128 acc_m[R];  // lane 0: even blocks' m * s chain, lane 1: odd
+  for (int r = 0; r < R; ++r) {
+    wb[r] = reinterpret_cast<const WBlock*>(w + size_t(r) * w_stride);
+    acc[r] = _mm512_setzero_ps();
+    acc_m[r] = _mm_setzero_ps();
+  }
+  for (int64_t g = 0; g < nb; g += 16) {
+    const int64_t gn = std::min<int64_t>(16, nb - g);
+    const __mmask16 mask = gn == 16 ? __mmask16(0xFFFF) : __mmask16((1u << gn) - 1);
+    const __m512 dag = _mm512_maskz_loadu_ps(mask, da + g);
+    __m512 sc[R];
+    alignas(64) float ms[R][16];
+    for (int r = 0; r < R; ++r) {
+      __m512 dw, mw;
+      BlockScales16<int(sizeof(WBlock))>::load(&wb[r][g], gn, &dw, &mw);
+      sc[r] = _mm512_mul_ps(dw, dag);
+      if constexpr (kHasMin) {
+        _mm512_store_ps(ms[r], _mm512_mul_ps(mw, _mm512_maskz_loadu_ps(mask, sa + g)));
+      }
+    }
+    // The pairs of ms are reloaded from memory (pure loads) rather than extracted with shuffles
+    // (port 5, which vpermps needs).
+    if constexpr (kHasMin) asm volatile("" ::: "memory");
+    int64_t j = 0;
+    for (; j + 2 <= gn; j += 2) {
+      const int64_t i = g + j;
+      const __m512i qa =
+          _mm512_inserti64x4(_mm512_castsi256_si512(load256(a[i].qs)), load256(a[i + 1].qs), 1);
+      const __m512i idx = _mm512_load_si512(kPairIdx[j / 2]);
+      const __m512i dp0 = kOffset != 0 ? _mm512_loadu_si512(corr + 8 * i) : _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r) {
+        // Both cache lines this pair's bytes span, kRowsPrefetchBytes ahead (a stream per row).
+        const char* ahead = reinterpret_cast<const char*>(&wb[r][i]) + kRowsPrefetchBytes;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 2 * sizeof(WBlock) - 1, _MM_HINT_T0);
+        const __m512i dp = _mm512_dpbusd_epi32(dp0, PairCodes<WBlock>::codes(&wb[r][i]), qa);
+        acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, sc[r]), _mm512_cvtepi32_ps(dp), acc[r]);
+        if constexpr (kHasMin) {
+          acc_m[r] = _mm_add_ps(
+              acc_m[r],
+              _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ms[r] + j))));
+        }
+      }
+    }
+    if (j < gn) {  // an odd last block (nb odd): the even chain alone
+      const int64_t i = g + j;
+      const __m512i idx = _mm512_set1_epi32(int(j));
+      for (int r = 0; r < R; ++r) {
+        const __m256i qw = Codes::codes(wb[r][i]);
+        __m256i qa = load256(a[i].qs);
+        __m256i uw = qw;
+        if constexpr (Codes::kSigned) {
+          uw = _mm256_sign_epi8(qw, qw);
+          qa = _mm256_sign_epi8(qa, qw);
+        }
+        const __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), uw, qa);
+        acc[r] = _mm512_mask3_fmadd_ps(_mm512_permutexvar_ps(idx, sc[r]),
+                                       _mm512_cvtepi32_ps(_mm512_zextsi256_si512(dp)), acc[r],
+                                       __mmask16(0x00FF));
+        if constexpr (kHasMin) acc_m[r] = _mm_add_ss(acc_m[r], _mm_load_ss(ms[r] + j));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float sum = hsum_f32x8(
+        _mm256_add_ps(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1)));
+    if constexpr (kHasMin) sum += _mm_cvtss_f32(_mm_add_ss(acc_m[r], _mm_movehdup_ps(acc_m[r])));
+    out[r] = sum;
+  }
+}
+
+template <typename Codes, typename WBlock, typename ABlock>
+void dot_rows32(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+                float* out) {
+  assert(n % 32 == 0);
+  const int64_t nb = n / 32;
+  const auto* a = static_cast<const ABlock*>(x);
+  // Activation d (and s) per block as f32, once for all rows.
+  constexpr int64_t kStackBlocks = 512;
+  float stack_scales[2 * kStackBlocks];
+  std::vector<float> heap_scales;
+  float* da = stack_scales;
+  if (nb > kStackBlocks) {
+    heap_scales.resize(size_t(2 * nb));
+    da = heap_scales.data();
+  }
+  float* sa = da + nb;
+  // Signed formats: -kOffset * (sum of each 4 activations), 8 int32 per block (see PairCodes).
+  constexpr int kOffset = PairCodes<WBlock>::kOffset;
+  alignas(64) int32_t stack_corr[kOffset != 0 ? 8 * kStackBlocks : 1];
+  std::vector<int32_t> heap_corr;
+  int32_t* corr = stack_corr;
+  if constexpr (kOffset != 0) {
+    if (nb > kStackBlocks) {
+      heap_corr.resize(size_t(8 * nb));
+      corr = heap_corr.data();
+    }
+    const __m256i off = _mm256_set1_epi8(char(uint8_t(kOffset)));
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, load256(a[i].qs));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(corr + 8 * i),
+                          _mm256_sub_epi32(_mm256_setzero_si256(), sum));
+    }
+  }
+  for (int64_t g = 0; g < nb; g += 16) {
+    const __mmask16 mask = nb - g >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (nb - g)) - 1);
+    __m512 d, m;
+    gather_scales16(&a[g], int(sizeof(ABlock)), mask, &d, &m);
+    _mm512_mask_storeu_ps(da + g, mask, d);
+    _mm512_mask_storeu_ps(sa + g, mask, m);
+  }
+  constexpr int kR = 4;
+  const auto* wr = static_cast<const uint8_t*>(w);
+  int64_t r = 0;
+  for (; r + kR <= n_rows; r += kR) {
+    dot_row_block<Codes, WBlock, ABlock, kR>(nb, wr + size_t(r) * w_stride, w_stride, a, da, sa,
+                                             corr, out + r);
+  }
+  for (; r < n_rows; ++r) {
+    dot_row_block<Codes, WBlock, ABlock, 1>(nb, wr + size_t(r) * w_stride, w_stride, a, da, sa,
+                                            corr, out + r);
+  }
+}
+
+}  // namespace
+
+void vec_dot_q4_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out) {
+  dot_rows32<CodesQ4_0, BlockQ4_0, BlockQ8_0>(n, w, ws, nr, x, out);
+}
+void vec_dot_q4_1_q8_1_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out) {
+  dot_rows32<CodesQ4_1, BlockQ4_1, BlockQ8_1>(n, w, ws, nr, x, out);
+}
+void vec_dot_q5_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out) {
+  dot_rows32<CodesQ5_0, BlockQ5_0, BlockQ8_0>(n, w, ws, nr, x, out);
+}
+void vec_dot_q5_1_q8_1_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out) {
+  dot_rows32<CodesQ5_1, BlockQ5_1, BlockQ8_1>(n, w, ws, nr, x, out);
+}
+void vec_dot_q8_0_q8_0_rows_avx512(int64_t n, const void* w, size_t ws, int64_t nr, const void* x,
+                                   float* out) {
+  dot_rows32<CodesQ8_0, BlockQ8_0, BlockQ8_0>(n, w, ws, nr, x, out);
 }
 
 // ---- float weights: 4 accumulators of 16, masked tail ----

@@ -2,6 +2,7 @@
 // (kernels/ops.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/vec_dot.h"
 
 namespace fish {
 namespace {
@@ -226,6 +228,60 @@ TEST(Ops, AttentionWithGroupedQueryHeadsMatchesNaive) {
       }
     }
   }
+}
+
+// attend_heads_avx512 against the per-position composition it replaces (ops.cpp attend_heads with
+// vec_dot_f32_f32_avx512, softmax_avx512 and axpy_avx512): bitwise, for head ranges that split
+// KV groups, runs of 1-4 heads, every supported head_dim, odd position counts.
+TEST(Ops, Avx512AttentionEqualsPerPositionDotSoftmaxAxpyBitwise) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(7);
+  struct Case {
+    AttentionShape s;
+    int64_t kv_begin, kv_end, h_begin, h_end;
+  };
+  const Case cases[] = {{{9, 3, 64, 192}, 0, 1, 0, 9},   {{9, 3, 64, 192}, 3, 40, 0, 4},
+                        {{9, 3, 64, 192}, 0, 33, 4, 9},  {{8, 1, 64, 72}, 2, 19, 0, 8},
+                        {{6, 2, 128, 300}, 0, 17, 1, 6}, {{4, 1, 256, 256}, 5, 70, 0, 4},
+                        {{4, 1, 256, 256}, 0, 3, 1, 3},  {{5, 5, 128, 640}, 1, 12, 0, 5}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("heads " + std::to_string(c.s.n_head) + "/" + std::to_string(c.s.n_kv_head) +
+                 " dim " + std::to_string(c.s.head_dim) + " kv [" + std::to_string(c.kv_begin) +
+                 "," + std::to_string(c.kv_end) + ") heads [" + std::to_string(c.h_begin) + "," +
+                 std::to_string(c.h_end) + ")");
+    const int64_t n_ctx = c.kv_end + 1, n_kv = c.kv_end - c.kv_begin, hd = c.s.head_dim;
+    const std::vector<float> q = random_floats(c.s.n_head * hd, rng);
+    const std::vector<float> k = random_floats(n_ctx * c.s.kv_stride, rng);
+    const std::vector<float> v = random_floats(n_ctx * c.s.kv_stride, rng);
+    const float scale_qk = 1.0f / std::sqrt(float(hd));
+    const size_t n_out = size_t(c.s.n_head * hd);
+    std::vector<float> out(n_out, -1.0f), want(n_out, -1.0f);
+    std::vector<float> scratch(static_cast<size_t>(c.s.n_head * n_kv));
+    std::vector<float> scores(static_cast<size_t>(n_kv));
+    ASSERT_TRUE(attend_heads_avx512(q.data(), k.data(), v.data(), c.s, c.kv_begin, c.kv_end,
+                                    scale_qk, out.data(), scratch.data(), c.h_begin, c.h_end));
+    const int64_t group = c.s.n_head / c.s.n_kv_head;
+    for (int64_t h = c.h_begin; h < c.h_end; ++h) {
+      const int64_t g = h / group;
+      for (int64_t p = 0; p < n_kv; ++p) {
+        scores[size_t(p)] =
+            scale_qk * vec_dot_f32_f32_avx512(hd, q.data() + h * hd,
+                                              k.data() + (c.kv_begin + p) * c.s.kv_stride + g * hd);
+      }
+      softmax_avx512(scores.data(), n_kv);
+      float* oh = want.data() + h * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int64_t p = 0; p < n_kv; ++p) {
+        axpy_avx512(hd, scores[size_t(p)], v.data() + (c.kv_begin + p) * c.s.kv_stride + g * hd,
+                    oh);
+      }
+    }
+    EXPECT_EQ(out, want);  // heads outside [h_begin, h_end) untouched (-1) in both
+  }
+  AttentionShape odd{2, 1, 48, 48};
+  std::vector<float> x(1000);
+  EXPECT_FALSE(
+      attend_heads_avx512(x.data(), x.data(), x.data(), odd, 0, 2, 1.0f, x.data(), x.data(), 0, 2));
 }
 
 TEST(Ops, EverySimdVariantMatchesTheScalarReference) {

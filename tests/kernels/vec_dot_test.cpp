@@ -247,5 +247,45 @@ TEST(VecDot, FourTokenVariantEqualsFourSingleDotsBitwise) {
   }
 }
 
+TEST(VecDot, ManyRowVariantEqualsSingleDotsBitwise) {
+  std::mt19937 rng(22);
+  int checked = 0;
+  for (GgmlType t : matvec_weight_types()) {
+    for (Isa isa : simd_isas()) {
+      const MatvecKernel& k = matvec_kernel(t, isa);
+      if (k.vec_dot_rows == nullptr) continue;
+      const int64_t be = k.block_elems;
+      // Blocks per row: odd counts (a lone last block), partial and whole 16-block groups.
+      for (int64_t nb : {1, 2, 3, 7, 15, 16, 17, 18, 33, 48}) {
+        const int64_t n = nb * be;
+        for (int64_t n_rows : {1, 3, 4, 5, 9}) {
+          for (Fill fill : {Fill::kRandomBits, Fill::kQuantised}) {
+            SCOPED_TRACE(label(t, isa, n, fill) + " rows=" + std::to_string(n_rows));
+            const size_t row = row_bytes(t, n);
+            const size_t stride = row + 6;  // a padded stride: rows need not be adjacent
+            const std::vector<uint8_t> packed = test::make_weights(t, n_rows, n, fill, rng);
+            std::vector<uint8_t> w(stride * size_t(n_rows - 1) + row);  // ends at the last row
+            for (int64_t r = 0; r < n_rows; ++r) {
+              std::memcpy(w.data() + size_t(r) * stride, packed.data() + size_t(r) * row, row);
+            }
+            std::vector<uint8_t> xq(k.act_row_bytes(n));
+            k.quantize_act(test::random_floats(n, rng).data(), xq.data(), n);
+            std::vector<float> out(static_cast<size_t>(n_rows));
+            k.vec_dot_rows(n, w.data(), stride, n_rows, xq.data(), out.data());
+            for (int64_t r = 0; r < n_rows; ++r) {
+              EXPECT_EQ(out[size_t(r)], k.vec_dot(n, w.data() + size_t(r) * stride, xq.data()))
+                  << "row " << r;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  if (isa_supported(Isa::avx512)) {
+    EXPECT_GE(checked, 5 * 10 * 5 * 2);  // q4_0 q4_1 q5_0 q5_1 q8_0 have many-row variants
+  }
+}
+
 }  // namespace
 }  // namespace fish
