@@ -231,7 +231,7 @@ TEST(VulkanSpan, TruncateAndMultiTokenVerifyMatchSequentialDecode) {
   const std::vector<int32_t> wrong = {3, 3, 3};
   ASSERT_TRUE(s->append(wrong).ok());
   EXPECT_EQ(pl->span()->kv_length(), 10);
-  s->kv_truncate(7);
+  ASSERT_TRUE(s->kv_truncate(7).ok());
   EXPECT_EQ(pl->span()->kv_length(), 7);
   auto lg = s->forward(std::span(tokens).subspan(7, 3), 7, LogitsMode::all);
   ASSERT_TRUE(lg.ok()) << lg.error().message;
