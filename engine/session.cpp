@@ -172,18 +172,17 @@ Session::~Session() {
 
 Status Session::kv_truncate(int64_t n) {
   n = std::max<int64_t>(0, n);
-  if (n >= n_past()) return Status::success();
   const ModelParams& p = model_->params();
   // The next query, at position n, reads [n - window + 1, n) from a sliding-window layer.
   const int64_t need = std::max<int64_t>(0, n - p.sliding_window + 1);
-  for (int64_t il = 0; il < kv_.n_alloc_layers() && n > 0; ++il) {
+  for (int64_t il = 0; il < kv_.n_alloc_layers() && n > 0 && n < n_past(); ++il) {
     if (!kv_.is_ring(il) || need >= kv_.first_held(il)) continue;
     return make_error(
         "session: kv_truncate({}): {} sliding-window layers keep the last {} positions (window {} "
-        "+ n_batch {}); n_past {}, position {} needs {} to {} but the cache holds {} on (hint: "
+        "+ n_batch {}); n_past {}: position {} attends to {}..{}, the ring holds {}..{} (hint: "
         "roll back at most n_batch positions, reset() and re-run the prefix, or swa_kv full)",
         n, arch_name(p.arch), kv_.rows(il), p.sliding_window, opt_.n_batch, n_past(), n, need,
-        n - 1, kv_.first_held(il));
+        n - 1, kv_.first_held(il), n_past() - 1);
   }
   reset_to(n);
   return Status::success();

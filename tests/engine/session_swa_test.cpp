@@ -191,8 +191,11 @@ TEST(SwaRealModel, Gemma3RingEqualsFullOverTheLongReferencePrompt) {
     EXPECT_EQ(ring.value()->kv_cache().rows(0), 576);
     for (size_t b = 0; b < toks.size(); b += 64) {
       const auto chunk = std::span(toks).subspan(b, std::min<size_t>(64, toks.size() - b));
-      auto x = ring.value()->forward(chunk, int64_t(b), LogitsMode::all);
-      auto y = full.value()->forward(chunk, int64_t(b), LogitsMode::all);
+      // Every position's logits from 512 on (rows are reused from 576), only the last one's
+      // before: the 262k-row head is most of the cost.
+      const LogitsMode mode = b + 64 > 512 ? LogitsMode::all : LogitsMode::last;
+      auto x = ring.value()->forward(chunk, int64_t(b), mode);
+      auto y = full.value()->forward(chunk, int64_t(b), mode);
       ASSERT_TRUE(x.ok() && y.ok());
       ASSERT_TRUE(std::equal(x.value().begin(), x.value().end(), y.value().begin()))
           << "positions from " << b << " act " << int(act);
