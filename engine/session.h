@@ -88,11 +88,12 @@ class Session {
   ~Session();
   // Keeps positions < n (prefix caching, speculative rejection); n >= n_past() does nothing.
   // A layer span's device KV is truncated with it. With SwaKv::ring a sliding-window layer only
-  // keeps its last window + n_batch positions, and the next query at n needs positions
-  // [n - window + 1, n): n >= n_past() - n_batch always works (after positions were written in
-  // order). Errors: a truncation that needs positions a ring layer no longer holds names the
-  // limit and changes nothing (no silent use of overwritten rows, no hidden replay: the caller
-  // re-runs the prefix from a reset(), or uses SwaKv::full to roll back anywhere).
+  // keeps the window + n_batch positions up to the furthest one written, and the next query at
+  // n reads [n - window + 1, n): n >= furthest - n_batch always works (furthest = n_past()
+  // unless an earlier rollback left written positions behind). Errors: a truncation that needs
+  // positions a ring no longer holds names the limit and changes nothing (no silent use of
+  // overwritten rows, no hidden replay: the caller re-runs the prefix from a reset(), or uses
+  // SwaKv::full to roll back anywhere).
   Status kv_truncate(int64_t n);
   // Empties the cache (never fails).
   void reset();

@@ -286,7 +286,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                  "threads %d | isa %s | act %s | weight path %s | gpu %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
                  bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6,
-                 double(s.kv_bytes()) / 1e6, (long long)s.n_ctx(), a->swa_kv.c_str(), s.n_threads(),
+                 double(s.kv_bytes()) / 1e6, (long long)s.n_ctx(),
+                 std::string(swa_kv_name(s.options().swa_kv)).c_str(), s.n_threads(),
                  std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());

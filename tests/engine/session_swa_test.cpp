@@ -164,6 +164,29 @@ TEST_F(SwaRingTest, KvTruncateBeyondTheRingFailsNamingTheLimitAndKeepsTheCache) 
   EXPECT_TRUE(logits(*s, more, 30) == logits(*full, more, 30));
 }
 
+// Positions written past n_past before a rollback still overwrote rows: after 68 positions, a
+// rollback to 60 and 2 new ones, the ring holds 44..61, so 54 (which reads 39..53) is refused
+// although it is only 8 below n_past, and 59 works.
+TEST_F(SwaRingTest, KvTruncateCountsRowsOverwrittenBeforeAnEarlierRollback) {
+  const auto toks = tokens(68, 8);
+  const auto two = tokens(2, 9);
+  const auto tail = tokens(4, 10);
+  auto s = session(SwaKv::ring, 8);
+  auto full = session(SwaKv::full, 8);
+  for (Session* x : {s.get(), full.get()}) {
+    ASSERT_TRUE(x->append(toks).ok());
+    ASSERT_TRUE(x->kv_truncate(60).ok());
+    ASSERT_TRUE(x->append(two).ok());
+  }
+  Status st = s->kv_truncate(54);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("the ring holds 44..61"), std::string::npos)
+      << st.error().message;
+  ASSERT_TRUE(s->kv_truncate(59).ok());
+  ASSERT_TRUE(full->kv_truncate(59).ok());
+  EXPECT_TRUE(logits(*s, tail, 59) == logits(*full, tail, 59));
+}
+
 // The real Gemma 3 270M (window 512) on the 620-token reference prompt: with n_batch 64 its
 // sliding layers keep 576 rows, so positions 576..619 reuse rows; teacher-forced logits must
 // equal full KV's bit for bit in both activation modes.
