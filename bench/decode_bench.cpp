@@ -127,7 +127,10 @@ void BM_decode(benchmark::State& state, std::string which) {
   for (int i = 0; i < 3; ++i) (void)s->append(std::span<const int32_t>(&tok, 1));  // warm-up
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (s->n_past() + 1 >= kNCtx) s->kv_truncate(kPrompt);
+    if (s->n_past() + 1 >= kNCtx && !s->kv_truncate(kPrompt).ok()) {
+      state.SkipWithError("kv_truncate failed");
+      break;
+    }
     auto lg = s->append(std::span<const int32_t>(&tok, 1));
     benchmark::DoNotOptimize(lg.value().data());
     tok = (tok * 31 + 7) % int32_t(model->params().n_vocab);

@@ -112,6 +112,11 @@ std::span<const FieldSpec<Config>> config_fields() {
        "gpu path: the placed layers run as one stage 2 layer span (one submit per forward); false: "
        "stage 1, one submit per projection group (FISH_GPU_SPAN=0 turns spans off everywhere)",
        {}},
+      {"swa_kv",
+       &Config::swa_kv,
+       "sliding-window layers' KV (Gemma 3): ring keeps window + n_batch rows (kv_truncate rolls "
+       "back at most n_batch positions), full keeps n_ctx rows; logits are identical",
+       {"ring", "full"}},
   };
   return table;
 }
@@ -132,6 +137,10 @@ Result<SessionOptions> session_options(const Config& c) {
   } else {
     return make_error("config: act \"{}\" is not allowed (allowed: int8, f32)", c.act);
   }
+  const std::optional<SwaKv> swa = parse_swa_kv(c.swa_kv);
+  if (!swa)
+    return make_error("config: swa_kv \"{}\" is not allowed (allowed: ring, full)", c.swa_kv);
+  o.swa_kv = *swa;
   if (c.isa == "auto") {
     o.isa = best_isa();
   } else {

@@ -15,6 +15,8 @@ constexpr ModelShape kShapes[] = {
      128, 128256, false, 131072, 500000.0f, 1e-5f, 0},
     {"gemma3-270m", "gemma3", "Gemma 3 270M", 18, 640, 2048, 4, 1, 256, 262144, true, 32768,
      1000000.0f, 1e-6f, 512},
+    {"tiny-gemma3", "gemma3", "a 6-layer gemma3 for tests (5 sliding-window layers, window 16)", 6,
+     256, 512, 4, 1, 64, 512, true, 2048, 1000000.0f, 1e-6f, 16},
 };
 
 }  // namespace

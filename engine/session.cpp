@@ -82,11 +82,33 @@ int64_t span_first_layer(const SessionOptions& opt, const Model& m) {
 
 }  // namespace
 
+std::string_view swa_kv_name(SwaKv m) {
+  return m == SwaKv::ring ? "ring" : "full";
+}
+
+std::optional<SwaKv> parse_swa_kv(std::string_view name) {
+  if (name == "ring") return SwaKv::ring;
+  if (name == "full") return SwaKv::full;
+  return std::nullopt;
+}
+
+std::vector<int64_t> Session::kv_layer_rows(const SessionOptions& opt, const ModelParams& p) {
+  std::vector<int64_t> rows(size_t(p.n_layer), opt.n_ctx);
+  if (opt.swa_kv == SwaKv::ring) {
+    // A batch writes positions [pos0, pos0 + n_batch) before its first query reads
+    // [pos0 - window + 1, pos0]: window + n_batch - 1 rows keep them apart.
+    const int64_t ring = std::min(opt.n_ctx, p.sliding_window + opt.n_batch);
+    for (int64_t il = 0; il < p.n_layer; ++il)
+      if (p.is_swa_layer(il)) rows[size_t(il)] = ring;
+  }
+  return rows;
+}
+
 Session::Session(std::shared_ptr<const Model> model, const SessionOptions& opt)
     : model_(std::move(model)),
       opt_(opt),
       pool_(opt.n_threads),
-      kv_(model_->params().n_layer, opt.n_ctx, model_->params().kv_dim(),
+      kv_(opt.n_ctx, model_->params().kv_dim(), kv_layer_rows(opt, model_->params()),
           span_first_layer(opt, *model_)) {
   span_first_ = kv_.n_alloc_layers();
   if (span_first_ < model_->params().n_layer) {
@@ -148,8 +170,29 @@ Session::~Session() {
   if (span_ != nullptr) opt_.gpu->unclaim_span();
 }
 
-void Session::kv_truncate(int64_t n) {
+Status Session::kv_truncate(int64_t n) {
   n = std::max<int64_t>(0, n);
+  const ModelParams& p = model_->params();
+  // The next query, at position n, reads [n - window + 1, n) from a sliding-window layer.
+  const int64_t need = std::max<int64_t>(0, n - p.sliding_window + 1);
+  for (int64_t il = 0; il < kv_.n_alloc_layers() && n > 0 && n < n_past(); ++il) {
+    if (!kv_.is_ring(il) || need >= kv_.first_held(il)) continue;
+    return make_error(
+        "session: kv_truncate({}): {} sliding-window layers keep the last {} positions (window {} "
+        "+ n_batch {}); n_past {}: position {} attends to {}..{}, the ring holds {}..{} (hint: "
+        "roll back at most n_batch positions, reset() and re-run the prefix, or swa_kv full)",
+        n, arch_name(p.arch), kv_.rows(il), p.sliding_window, opt_.n_batch, n_past(), n, need,
+        n - 1, kv_.first_held(il), n_past() - 1);
+  }
+  reset_to(n);
+  return Status::success();
+}
+
+void Session::reset() {
+  reset_to(0);
+}
+
+void Session::reset_to(int64_t n) {
   kv_.truncate(n);
   if (span_ != nullptr) span_->kv_truncate(n);
   if (int64_t(history_.size()) > n) history_.resize(size_t(n));
@@ -211,7 +254,7 @@ Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens,
       return make_error("session: token {} (index {}) is outside the vocabulary [0, {})",
                         tokens[size_t(i)], i, p.n_vocab);
   }
-  kv_truncate(pos0);
+  FISH_TRY(kv_truncate(pos0));
   if (span_ != nullptr) history_.insert(history_.end(), tokens.begin(), tokens.end());
   const bool all = mode == LogitsMode::all;
   const size_t need = size_t(all ? n : 1) * size_t(p.n_vocab);
@@ -404,8 +447,9 @@ bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
       const float* cs = cs_base + t * p.n_rot;
       apply_rope(q, p.n_head, hd, p.n_rot, cs, p.rope_style);
       apply_rope(k, p.n_head_kv, hd, p.n_rot, cs, p.rope_style);
-      std::memcpy(kc + (pos0 + t) * KV, k, size_t(KV) * sizeof(float));
-      std::memcpy(vc + (pos0 + t) * KV, v, size_t(KV) * sizeof(float));
+      const int64_t row = kv_.row(il, pos0 + t);
+      std::memcpy(kc + row * KV, k, size_t(KV) * sizeof(float));
+      std::memcpy(vc + row * KV, v, size_t(KV) * sizeof(float));
     });
     attention(il, n, pos0);
     invalidate_act();
@@ -465,7 +509,7 @@ void Session::attention(int64_t il, int64_t n, int64_t pos0) {
   };
 
   if (n == 1) {  // decode: heads split across the pool
-    AttentionShape s{p.n_head, p.n_head_kv, hd, p.kv_dim()};
+    AttentionShape s{p.n_head, p.n_head_kv, hd, p.kv_dim(), kv_.rows(il)};
     attention_one_query(q_.data(), kc, vc, s, kv_begin(pos0), pos0 + 1, p.attn_scale, att_.data(),
                         att_scratch_.data(), &pool_);
     return;
@@ -476,7 +520,7 @@ void Session::attention(int64_t il, int64_t n, int64_t pos0) {
   const int64_t group = p.n_head / p.n_head_kv;
   const int64_t n_units = n * p.n_head_kv;
   const int64_t scratch_stride = group * n_ctx();
-  AttentionShape s{group, 1, hd, p.kv_dim()};
+  AttentionShape s{group, 1, hd, p.kv_dim(), kv_.rows(il)};
   pool_.parallel_for(n_units, [&](int64_t b, int64_t e, int th) {
     float* scratch = att_scratch_.data() + th * scratch_stride;
     for (int64_t u = b; u < e; ++u) {

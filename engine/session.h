@@ -13,7 +13,9 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -29,13 +31,22 @@ namespace fish {
 
 enum class ActMode { int8, f32 };
 enum class LogitsMode { last, all };
+// KV storage of sliding-window layers (Gemma 3): ring keeps window + n_batch rows per layer
+// (position p at row p % rows), full keeps n_ctx rows like the other layers.
+enum class SwaKv { ring, full };
+std::string_view swa_kv_name(SwaKv m);                     // "ring" | "full"
+std::optional<SwaKv> parse_swa_kv(std::string_view name);  // nullopt when unknown
 
 struct SessionOptions {
   int64_t n_ctx = 4096;  // KV cache positions
   int n_threads = 0;     // 0: default_thread_count() (FISH_THREADS or all hardware threads)
   ActMode act = ActMode::int8;
   int64_t n_batch = 256;  // tokens per prefill batch (longer inputs are chunked)
-  Isa isa = best_isa();   // matvec kernel level (clamped to what the CPU and the table have)
+  // Sliding-window layers' KV: ring holds min(n_ctx, window + n_batch) rows (n_batch - 1 rows of
+  // slack let a prefill batch write all its positions before its first query reads its window;
+  // the rest is kv_truncate's rollback room), full holds n_ctx.
+  SwaKv swa_kv = SwaKv::ring;
+  Isa isa = best_isa();  // matvec kernel level (clamped to what the CPU and the table have)
   // Called with every matmul input before the product (x: n_tok rows of w.n_in f32), e.g. to
   // collect activation statistics for an activation-aware fit; empty: never called.
   std::function<void(const MatrixView& w, const float* x, int64_t n_tok)> observe_matmul_input;
@@ -76,9 +87,16 @@ class Session {
 
   ~Session();
   // Keeps positions < n (prefix caching, speculative rejection); n >= n_past() does nothing.
-  // A layer span's device KV is truncated with it.
-  void kv_truncate(int64_t n);
-  void reset() { kv_truncate(0); }
+  // A layer span's device KV is truncated with it. With SwaKv::ring a sliding-window layer only
+  // keeps the window + n_batch positions up to the furthest one written, and the next query at
+  // n reads [n - window + 1, n): n >= furthest - n_batch always works (furthest = n_past()
+  // unless an earlier rollback left written positions behind). Errors: a truncation that needs
+  // positions a ring no longer holds names the limit and changes nothing (no silent use of
+  // overwritten rows, no hidden replay: the caller re-runs the prefix from a reset(), or uses
+  // SwaKv::full to roll back anywhere).
+  Status kv_truncate(int64_t n);
+  // Empties the cache (never fails).
+  void reset();
   // Whether the GPU layer span runs this session's last layers (stage 2).
   bool span_active() const { return span_ != nullptr; }
   // GPU calls that failed and ran on the CPU instead, since creation (a row's cpu_fallback
@@ -87,6 +105,9 @@ class Session {
   uint64_t gpu_fallbacks() const { return gpu_fallbacks_; }
   int64_t n_past() const { return kv_.n_past(); }
   int64_t n_ctx() const { return kv_.n_ctx(); }
+  // Host bytes of the KV cache (layers a GPU span runs keep theirs on the device).
+  size_t kv_bytes() const { return kv_.bytes(); }
+  const KvCache& kv_cache() const { return kv_; }  // rows per layer, first_held()
 
   const Model& model() const { return *model_; }
   const SessionOptions& options() const { return opt_; }
@@ -109,6 +130,10 @@ class Session {
   // After a failed span forward: CPU (or stage 1) for the span's layers from now on, with KV
   // for every layer rebuilt by replaying tokens [0, n_valid) of history_.
   void span_fallback(int64_t n_valid);
+  // Drops positions >= n without checks (reset, or a truncation kv_truncate checked).
+  void reset_to(int64_t n);
+  // Rows per layer for the KV cache: n_ctx, or the ring's for sliding-window layers.
+  static std::vector<int64_t> kv_layer_rows(const SessionOptions& opt, const ModelParams& p);
   void attention(int64_t il, int64_t n, int64_t pos0);
 
   // y[t][0..n_out) = W x[t] for t < n. `x` feeds several matmuls: its quantised forms are kept

@@ -92,6 +92,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     int threads = 0;
     int64_t n_ctx = 0;
     int64_t n_batch = 256;
+    std::string swa_kv = "ring";
     SamplingParams sampling;
     bool chat = false;
     bool ignore_eos = false;
@@ -107,7 +108,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Generate text from a prompt: streams the continuation, then one stats line (prompt "
-      "tokens, prefill and decode tok/s, weight GB/s, threads, kernel ISA, GPU placement) on "
+      "tokens, prefill and decode tok/s, weight GB/s, KV MB, threads, kernel ISA, GPU placement) "
+      "on "
       "stderr. With a GPU backend (fish gpu) the output projection and the last layers' "
       "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers), as one "
       "layer span per forward unless FISH_GPU_SPAN=0; FISH_GPU_PROFILE=2 prints its per-stage GPU "
@@ -120,6 +122,11 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--n-ctx", a->n_ctx, "Context size (0: prompt + n, at most the training size)")
       ->capture_default_str();
   cmd->add_option("--n-batch", a->n_batch, "Prefill batch (tokens per matrix x matrix pass)")
+      ->capture_default_str();
+  cmd->add_option("--swa-kv", a->swa_kv,
+                  "Sliding-window layers' KV (Gemma 3): ring (window + n-batch rows) or full "
+                  "(n-ctx rows)")
+      ->check(CLI::IsMember({"ring", "full"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")
@@ -203,6 +210,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     SessionOptions opt;
     opt.n_threads = a->threads;
     opt.n_batch = a->n_batch;
+    opt.swa_kv = *parse_swa_kv(a->swa_kv);
     opt.act = a->act == "f32" ? ActMode::f32 : ActMode::int8;
     opt.weights = a->w;
     opt.weights.weight_path = *parse_weight_path(a->weight_path);
@@ -274,10 +282,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
         int4 != nullptr ? int4->describe() : std::string(weight_path_name(s.weight_path()));
     std::fprintf(stderr,
                  "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
-                 "tokens) | weights %.1f GB/s (%.1f MB/token) | threads %d | isa %s | act %s | "
-                 "weight path %s | gpu %s\n",
+                 "tokens) | weights %.1f GB/s (%.1f MB/token) | kv %.1f MB (n_ctx %lld, swa %s) | "
+                 "threads %d | isa %s | act %s | weight path %s | gpu %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
-                 bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6, s.n_threads(),
+                 bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6,
+                 double(s.kv_bytes()) / 1e6, (long long)s.n_ctx(),
+                 std::string(swa_kv_name(s.options().swa_kv)).c_str(), s.n_threads(),
                  std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());

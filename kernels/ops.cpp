@@ -168,18 +168,21 @@ void attend_heads(const float* q, const float* k, const float* v, const Attentio
                   int64_t h_begin, int64_t h_end, Dot dot, Axpy axpy, Softmax softmax_fn) {
   const int64_t n_kv = kv_end - kv_begin;
   const int64_t group = s.n_head / s.n_kv_head;
+  // Rows wrap at `rows`; without a ring no row reaches kv_end, so the wrap never happens.
+  const int64_t rows = s.kv_rows > 0 ? s.kv_rows : kv_end;
+  const int64_t row0 = kv_begin % rows;
   for (int64_t h = h_begin; h < h_end; ++h) {
     const float* qh = q + h * s.head_dim;
     const int64_t g = h / group;
     float* scores = scratch + h * n_kv;
-    for (int64_t p = 0; p < n_kv; ++p) {
-      scores[p] = scale_qk * dot(s.head_dim, qh, k + (kv_begin + p) * s.kv_stride + g * s.head_dim);
+    for (int64_t p = 0, r = row0; p < n_kv; ++p, r = r + 1 == rows ? 0 : r + 1) {
+      scores[p] = scale_qk * dot(s.head_dim, qh, k + r * s.kv_stride + g * s.head_dim);
     }
     softmax_fn(scores, n_kv);
     float* oh = out + h * s.head_dim;
     for (int64_t d = 0; d < s.head_dim; ++d) oh[d] = 0.0f;
-    for (int64_t p = 0; p < n_kv; ++p) {
-      axpy(s.head_dim, scores[p], v + (kv_begin + p) * s.kv_stride + g * s.head_dim, oh);
+    for (int64_t p = 0, r = row0; p < n_kv; ++p, r = r + 1 == rows ? 0 : r + 1) {
+      axpy(s.head_dim, scores[p], v + r * s.kv_stride + g * s.head_dim, oh);
     }
   }
 }
@@ -189,6 +192,7 @@ void attention_one_query_ref(const float* q, const float* k, const float* v,
                              const AttentionShape& s, int64_t kv_begin, int64_t kv_end,
                              float scale_qk, float* out, float* scratch) {
   assert(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && kv_end > kv_begin);
+  assert(s.kv_rows == 0 || kv_end - kv_begin <= s.kv_rows);
   attend_heads(
       q, k, v, s, kv_begin, kv_end, scale_qk, out, scratch, 0, s.n_head,
       [](int64_t n, const float* a, const float* b) { return vec_dot_f32_f32_ref(n, a, b); },
@@ -199,6 +203,7 @@ void attention_one_query(const float* q, const float* k, const float* v, const A
                          int64_t kv_begin, int64_t kv_end, float scale_qk, float* out,
                          float* scratch, ThreadPool* pool) {
   assert(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0 && kv_end > kv_begin);
+  assert(s.kv_rows == 0 || kv_end - kv_begin <= s.kv_rows);
   const OpsTable& t = ops();
   auto heads = [&](int64_t hb, int64_t he, int) {
     if (t.attend != nullptr &&

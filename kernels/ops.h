@@ -49,7 +49,8 @@ void scale(const float* x, float s, float* y, int64_t n);       // y = s * x
 // Attention of ONE query token over an f32 KV cache, with grouped-query heads.
 //   q:   n_head * head_dim floats (head h at q + h*head_dim)
 //   k,v: rows of kv_stride floats per cache position; position p, KV head g at
-//        k + p*kv_stride + g*head_dim (so kv_stride >= n_kv_head * head_dim)
+//        k + r*kv_stride + g*head_dim (so kv_stride >= n_kv_head * head_dim), with row r = p, or
+//        r = p % kv_rows for a ring of kv_rows rows (a sliding-window layer's cache)
 //   Query head h reads KV head h / (n_head / n_kv_head) (n_head % n_kv_head == 0).
 //   Positions [kv_begin, kv_end) are attended (a causal/sliding window is the caller's range).
 //   out: n_head * head_dim floats, out_h = sum_p softmax_p(scale * q_h . k_p) v_p.
@@ -58,7 +59,8 @@ struct AttentionShape {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
-  int64_t kv_stride = 0;  // floats between cache positions
+  int64_t kv_stride = 0;  // floats between cache rows
+  int64_t kv_rows = 0;    // > 0: ring storage, position p at row p % kv_rows; 0: row p
 };
 void attention_one_query(const float* q, const float* k, const float* v, const AttentionShape& s,
                          int64_t kv_begin, int64_t kv_end, float scale, float* out, float* scratch,

@@ -133,12 +133,15 @@ template <int V, int H>
 void attend_group(const float* q, const float* k, const float* v, const AttentionShape& s,
                   int64_t kv_begin, int64_t n_kv, float scale_qk, float* out, float* scratch,
                   int64_t h0, int64_t g) {
-  const float* kg = k + kv_begin * s.kv_stride + g * s.head_dim;
-  const float* vg = v + kv_begin * s.kv_stride + g * s.head_dim;
-  for (int64_t p = 0; p < n_kv; ++p) {
+  // Rows wrap at `rows` in a ring cache (AttentionShape::kv_rows); a linear one never wraps.
+  const int64_t rows = s.kv_rows > 0 ? s.kv_rows : kv_begin + n_kv;
+  const int64_t row0 = kv_begin % rows;
+  const float* kg = k + g * s.head_dim;
+  const float* vg = v + g * s.head_dim;
+  for (int64_t p = 0, r = row0; p < n_kv; ++p, r = r + 1 == rows ? 0 : r + 1) {
     for (int h = 0; h < H; ++h) {
       scratch[(h0 + h) * n_kv + p] =
-          scale_qk * dot_f32_head<V>(q + (h0 + h) * s.head_dim, kg + p * s.kv_stride);
+          scale_qk * dot_f32_head<V>(q + (h0 + h) * s.head_dim, kg + r * s.kv_stride);
     }
   }
   for (int h = 0; h < H; ++h) softmax_avx512(scratch + (h0 + h) * n_kv, n_kv);
@@ -146,8 +149,8 @@ void attend_group(const float* q, const float* k, const float* v, const Attentio
   for (int h = 0; h < H; ++h) {
     for (int d = 0; d < V; ++d) acc[h][d] = _mm512_setzero_ps();
   }
-  for (int64_t p = 0; p < n_kv; ++p) {
-    const float* vp = vg + p * s.kv_stride;
+  for (int64_t p = 0, r = row0; p < n_kv; ++p, r = r + 1 == rows ? 0 : r + 1) {
+    const float* vp = vg + r * s.kv_stride;
     for (int h = 0; h < H; ++h) {
       const __m512 a = _mm512_set1_ps(scratch[(h0 + h) * n_kv + p]);
       for (int d = 0; d < V; ++d) {

@@ -63,6 +63,7 @@ TEST(ConfigSession, MapsFieldsOntoSessionOptions) {
   c.n_batch = 7;
   c.act = "f32";
   c.isa = "scalar";
+  c.swa_kv = "full";
   auto o = session_options(c);
   ASSERT_TRUE(o.ok()) << o.error().message;
   EXPECT_EQ(o->n_ctx, 123);
@@ -70,8 +71,10 @@ TEST(ConfigSession, MapsFieldsOntoSessionOptions) {
   EXPECT_EQ(o->n_batch, 7);
   EXPECT_EQ(o->act, ActMode::f32);
   EXPECT_EQ(o->isa, Isa::scalar);
+  EXPECT_EQ(o->swa_kv, SwaKv::full);
   c.isa = "auto";
   EXPECT_EQ(session_options(c)->isa, best_isa());
+  EXPECT_EQ(session_options(Config{})->swa_kv, SwaKv::ring);
 }
 
 TEST(ConfigSession, AnIsaTheCpuCannotRunIsAnError) {
@@ -86,6 +89,11 @@ TEST(ConfigSession, AnIsaTheCpuCannotRunIsAnError) {
   Config bad;
   bad.act = "int4";
   EXPECT_FALSE(session_options(bad).ok());
+  Config bad_swa;
+  bad_swa.swa_kv = "half";
+  auto o = session_options(bad_swa);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.error().message, HasSubstr("swa_kv \"half\""));
 }
 
 }  // namespace

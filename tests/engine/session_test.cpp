@@ -115,7 +115,7 @@ TEST_F(SessionTest, KvTruncateThenContinueEqualsFreshRun) {
   auto s = session();
   ASSERT_TRUE(s->append(prefix).ok());
   ASSERT_TRUE(s->append(old_tail).ok());
-  s->kv_truncate(16);
+  ASSERT_TRUE(s->kv_truncate(16).ok());
   EXPECT_EQ(s->n_past(), 16);
   auto lg = s->append(new_tail, LogitsMode::all);
   ASSERT_TRUE(lg.ok());

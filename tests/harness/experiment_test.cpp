@@ -326,7 +326,8 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   //   "n_batch": 256, "isa": "auto", "requant": 0, "weight_path": "auto", "group_size": 64,
   //   "zero_point": "asym", "quantize_head": True, "quantize_embedding": False,
   //   "prefill_dequant": True, "direct_dequant": True, "dequant_threshold": 8,
-  //   "gpu_layers": -1, "vram_budget_mb": 0, "gpu_requant": -1, "gpu_span": True},
+  //   "gpu_layers": -1, "vram_budget_mb": 0, "gpu_requant": -1, "gpu_span": True,
+  //   "swa_kv": "ring"},
   //   "workload": {"n_prompt": 64, "n_gen": 32, "seed": 1, "prompt_source": "random"}, "quality":
   //   None}, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16])'
   // Changing it breaks --resume and the joins of every committed result; only a deliberate
@@ -335,7 +336,7 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   const Cell c = expand_cells(*e)[0];
   const std::string sha(64, 'a');
-  EXPECT_EQ(cell_id(*e, c, sha), "3e09b33187a36636");
+  EXPECT_EQ(cell_id(*e, c, sha), "13a188d5f605ac51");
   // Same parameters written differently (key order, measure/output sections): same id.
   auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "other/path.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",

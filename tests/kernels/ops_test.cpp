@@ -284,6 +284,52 @@ TEST(Ops, Avx512AttentionEqualsPerPositionDotSoftmaxAxpyBitwise) {
       attend_heads_avx512(x.data(), x.data(), x.data(), odd, 0, 2, 1.0f, x.data(), x.data(), 0, 2));
 }
 
+// A ring cache (position p at row p % kv_rows, as a sliding-window layer keeps it) attends
+// bit-identically to the same positions stored linearly: same rows, same order, same sums.
+TEST(Ops, AttentionOverARingCacheEqualsTheLinearCache) {
+  std::mt19937 rng(7);
+  ThreadPool pool(3);
+  struct Case {
+    AttentionShape s;  // kv_rows set: the ring
+    int64_t kv_begin, kv_end;
+  };
+  // The window wraps the ring, ends exactly at its last row, lies inside it, and fills it.
+  const Case cases[] = {{{4, 1, 256, 256, 23}, 30, 47},
+                        {{4, 1, 256, 256, 23}, 5, 23},
+                        {{9, 3, 64, 200, 17}, 40, 41},
+                        {{2, 2, 16, 40, 61}, 100, 161},
+                        {{8, 2, 64, 128, 9}, 1000, 1007}};
+  for (const Case& c : cases) {
+    AttentionShape lin = c.s;
+    lin.kv_rows = 0;
+    const int64_t n_ctx = c.kv_end + 3;
+    const std::vector<float> q = random_floats(c.s.n_head * c.s.head_dim, rng);
+    const std::vector<float> k = random_floats(n_ctx * c.s.kv_stride, rng);
+    const std::vector<float> v = random_floats(n_ctx * c.s.kv_stride, rng);
+    // The ring holds the last kv_rows positions before kv_end.
+    std::vector<float> kr(size_t(c.s.kv_rows * c.s.kv_stride)), vr(kr.size());
+    for (int64_t p = std::max<int64_t>(0, c.kv_end - c.s.kv_rows); p < c.kv_end; ++p) {
+      const size_t src = size_t(p * c.s.kv_stride), dst = size_t(p % c.s.kv_rows * c.s.kv_stride);
+      std::copy_n(k.begin() + long(src), c.s.kv_stride, kr.begin() + long(dst));
+      std::copy_n(v.begin() + long(src), c.s.kv_stride, vr.begin() + long(dst));
+    }
+    const float scale_qk = 1.0f / std::sqrt(float(c.s.head_dim));
+    const size_t n_out = size_t(c.s.n_head * c.s.head_dim);
+    std::vector<float> want(n_out), got(n_out), want_ref(n_out), got_ref(n_out);
+    std::vector<float> scratch(size_t(c.s.n_head * (c.kv_end - c.kv_begin)));
+    attention_one_query(q.data(), k.data(), v.data(), lin, c.kv_begin, c.kv_end, scale_qk,
+                        want.data(), scratch.data(), &pool);
+    attention_one_query(q.data(), kr.data(), vr.data(), c.s, c.kv_begin, c.kv_end, scale_qk,
+                        got.data(), scratch.data(), &pool);
+    attention_one_query_ref(q.data(), k.data(), v.data(), lin, c.kv_begin, c.kv_end, scale_qk,
+                            want_ref.data(), scratch.data());
+    attention_one_query_ref(q.data(), kr.data(), vr.data(), c.s, c.kv_begin, c.kv_end, scale_qk,
+                            got_ref.data(), scratch.data());
+    EXPECT_EQ(got, want) << "rows " << c.s.kv_rows << " [" << c.kv_begin << ", " << c.kv_end << ")";
+    EXPECT_EQ(got_ref, want_ref) << "rows " << c.s.kv_rows;
+  }
+}
+
 TEST(Ops, EverySimdVariantMatchesTheScalarReference) {
   struct Variant {
     Isa isa;

@@ -2,8 +2,8 @@
 // against stage 1 per-matmul and the CPU on identical teacher-forced inputs (seed test section
 // 2), device memory back to zero after the placement, span_kv_truncate + re-forward equals a
 // fresh run, a multi-token verify equals sequential decode, a KV that starts short and grows,
-// a failed span forward falls back to the CPU with the KV replayed, and a small
-// FISH_VRAM_BUDGET_MB places fewer layers with a working span.
+// a failed span forward falls back to the CPU with the KV replayed (also into sliding-window
+// rings), and a small FISH_VRAM_BUDGET_MB places fewer layers with a working span.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -305,7 +305,7 @@ TEST(VulkanSpan, TruncateAndMultiTokenVerifyMatchSequentialDecode) {
   const std::vector<int32_t> wrong = {3, 3, 3};
   ASSERT_TRUE(s->append(wrong).ok());
   EXPECT_EQ(pl->span()->kv_length(), 10);
-  s->kv_truncate(7);
+  ASSERT_TRUE(s->kv_truncate(7).ok());
   EXPECT_EQ(pl->span()->kv_length(), 7);
   auto lg = s->forward(std::span(tokens).subspan(7, 3), 7, LogitsMode::all);
   ASSERT_TRUE(lg.ok()) << lg.error().message;
@@ -372,6 +372,44 @@ TEST(VulkanSpan, FailedSpanFallsBackToCpuWithReplayedKv) {
   EXPECT_EQ(s->gpu_fallbacks(), 1);
   EXPECT_FALSE(s->span_active());
   expect_same(got, ref, model->params().n_vocab, 0.02, "after the fallback vs CPU");
+}
+
+// The fallback with Gemma 3's ring KV (tiny-gemma3: window 16; n_batch 8, so sliding layers keep
+// 24 rows): the span runs layers 3..5, the CPU's sliding layers 0..2 keep rings; after the span
+// fails, every layer gets its ring or full rows, the replay refills them, and decoding on past
+// the ring's length matches a CPU-only run.
+TEST(VulkanSpan, FailedSpanFallsBackWithSlidingWindowRingKv) {
+  auto model = test::synthetic_q4_k_m(*find_model_shape("tiny-gemma3"), {13, 3},
+                                      "fish_span_tiny_gemma3_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  auto b = open_backend();
+  std::vector<int32_t> tokens(60);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(3 + (i * 97 + 5) % 500);
+  std::vector<float> ref;
+  {
+    auto s = session(model, nullptr, 8);
+    EXPECT_EQ(s->kv_cache().rows(0), 24);
+    ref = run(*s, tokens, 20);
+  }
+  std::shared_ptr<const GpuPlacement> pl = GpuPlacement::place_layers(*model, *b, 3, small_span());
+  ASSERT_TRUE(pl->span());
+  auto s = session(model, pl, 8);
+  ASSERT_TRUE(s->span_active());
+  EXPECT_EQ(s->kv_cache().n_alloc_layers(), 3);
+  auto lg = s->forward(std::span(tokens).subspan(0, 20), 0, LogitsMode::all);
+  ASSERT_TRUE(lg.ok()) << lg.error().message;
+  std::vector<float> got(lg.value().begin(), lg.value().end());
+  const_cast<LayerSpan*>(pl->span())->kv_truncate(2);  // the next span forward is refused
+  for (size_t i = 20; i < tokens.size(); ++i) {
+    lg = s->append(std::span(tokens).subspan(i, 1));
+    ASSERT_TRUE(lg.ok()) << lg.error().message;
+    got.insert(got.end(), lg.value().begin(), lg.value().end());
+  }
+  EXPECT_EQ(s->gpu_fallbacks(), 1);
+  EXPECT_FALSE(s->span_active());
+  EXPECT_EQ(s->kv_cache().n_alloc_layers(), 6);
+  EXPECT_EQ(s->kv_cache().rows(4), 24);
+  expect_same(got, ref, model->params().n_vocab, 0.02, "tiny-gemma3 after the fallback vs CPU");
 }
 
 // A budget that holds the output and some layers but not all: fewer layers, a working span, and
