@@ -282,13 +282,16 @@ void add_generate_command(CLI::App& app, int* exit_code) {
         int4 != nullptr ? int4->describe() : std::string(weight_path_name(s.weight_path()));
     std::fprintf(stderr,
                  "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
-                 "tokens) | weights %.1f GB/s (%.1f MB/token) | kv %.1f MB (n_ctx %lld, swa %s) | "
+                 "tokens) | weights %.1f GB/s (%.1f MB/token) | kv %.1f MB (n_ctx %lld%s) | "
                  "threads %d | isa %s | act %s | weight path %s | gpu %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
                  bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6,
                  double(s.kv_bytes()) / 1e6, (long long)s.n_ctx(),
-                 std::string(swa_kv_name(s.options().swa_kv)).c_str(), s.n_threads(),
-                 std::string(isa_name(s.kernel_isa())).c_str(),
+                 // The ring choice only exists for models with sliding-window layers.
+                 model->params().sliding_window > 0
+                     ? (", swa " + std::string(swa_kv_name(s.options().swa_kv))).c_str()
+                     : "",
+                 s.n_threads(), std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());
     if (s.gpu_fallbacks() > 0)
