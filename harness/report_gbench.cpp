@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -69,6 +70,13 @@ double population_cv(const std::vector<double>& v) {
   return std::sqrt(ss / static_cast<double>(v.size())) / mean;
 }
 
+// google-benchmark writes the spread of a constant counter (0 / 0) as a bare NaN, which JSON
+// lacks: values NaN / Infinity / -Infinity become null (shown as an empty cell).
+std::string json_without_nan(const std::string& text) {
+  static const std::regex bare(R"((:\s*)-?(NaN|Infinity)(\s*[,}\]]))");
+  return std::regex_replace(text, bare, "$1null$3");
+}
+
 std::string value_text(const ojson& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
@@ -78,7 +86,9 @@ std::string value_text(const ojson& v) {
 Result<std::string> render_gbench_section(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error("report: {}: cannot open", path);
-  ojson data = ojson::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::stringstream text;
+  text << in.rdbuf();
+  ojson data = ojson::parse(json_without_nan(text.str()), nullptr, /*allow_exceptions=*/false);
   if (data.is_discarded() || !data.is_object())
     return make_error("report: {}: not a JSON object (expected google-benchmark output)", path);
   if (!data.contains("benchmarks") || !data["benchmarks"].is_array())

@@ -70,8 +70,9 @@ struct SpanHost {
 // Auto (forced < 0): 0 when n_head x n_tok >= FISH_SPAN_ATTN_TARGET_WG (prefill chunks fill the
 // grid already), else S = min(max(ceil(TARGET / (n_head n_tok)), ceil(len_max / kAttnSplitKeys)),
 // len_max / FISH_SPAN_ATTN_TILE (a split gets at least one full key tile),
-// FISH_SPAN_ATTN_MAX_SPLIT, the scratch's share parts_cap / (n_head n_tok)), and 0 unless S >= 2. Forced N >= 1: min(N, MAX_SPLIT, that
-// share) even where splits come out empty (testing, A/B runs); 0 when no split fits.
+// FISH_SPAN_ATTN_MAX_SPLIT, the scratch's share parts_cap / (n_head n_tok)), and 0 unless S >= 2.
+// Forced N >= 1: min(N, MAX_SPLIT, that share) even where splits come out empty (testing, A/B
+// runs); 0 when no split fits.
 inline constexpr uint32_t kAttnSplitKeys = 256;  // auto rule: keys one split walks, at most
 uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
                           uint32_t parts_cap);

@@ -47,3 +47,28 @@ TEST(ReportRuns, AFolderWithOnlyTablesHasNoEmptyStatsBlock) {
 
 }  // namespace
 }  // namespace fish
+
+namespace fish {
+namespace {
+
+// google-benchmark writes the spread of a constant counter as a bare NaN (not JSON): the report
+// reads such a file and renders its iteration rows; a file that is not JSON still fails.
+TEST(ReportGbench, BareNanFromGoogleBenchmarkIsReadNotAnError) {
+  test::TempDir dir;
+  const std::string path = dir.file("attn_bench.json");
+  write(path, R"({"context": {"host_name": "h", "date": "d"}, "benchmarks": [
+    {"name": "a/1", "run_name": "a/1", "run_type": "iteration", "real_time": 2.0,
+     "time_unit": "ms", "splits": 8, "label": "NaN in a label stays"},
+    {"name": "a/1", "run_name": "a/1", "run_type": "iteration", "real_time": 4.0,
+     "time_unit": "ms", "splits": 8},
+    {"name": "a/1_cv", "run_name": "a/1", "run_type": "aggregate", "real_time": 0.4,
+     "time_unit": "ms", "splits": NaN, "other": -Infinity}]})");
+  auto r = render_gbench_section(path);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NE(r.value().find("| a/1 | 2 | 3 ms [2 ms, 4 ms]"), std::string::npos) << r.value();
+  write(path, R"({"benchmarks": [ NaNa ]})");
+  EXPECT_FALSE(render_gbench_section(path).ok());
+}
+
+}  // namespace
+}  // namespace fish

@@ -378,16 +378,16 @@ TEST(VulkanSpanOps, AttentionSplitRule) {
   const uint32_t cap32 = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   const uint32_t cap9 = 9 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   static_assert(FISH_SPAN_ATTN_TARGET_WG == 256 && FISH_SPAN_ATTN_TILE == 32);
-  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 512, cap32), 8u);   // 32 heads x 8 = 256
-  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 100, cap32), 3u);   // 3 whole tiles
-  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 63, cap32), 0u);    // one tile: one-pass
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 512, cap32), 8u);    // 32 heads x 8 = 256
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 100, cap32), 3u);    // 3 whole tiles
+  EXPECT_EQ(vk::attention_splits(-1, 32, 1, 63, cap32), 0u);     // one tile: one-pass
   EXPECT_EQ(vk::attention_splits(-1, 32, 4, 4096, cap32), 16u);  // verify of 4 tokens: 4096 / 256
-  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4096, cap32), 0u);  // 256 rows fill the grid
-  EXPECT_EQ(vk::attention_splits(-1, 9, 1, 4096, cap9), 29u);   // ceil(256 / 9)
+  EXPECT_EQ(vk::attention_splits(-1, 32, 8, 4096, cap32), 0u);   // 256 rows fill the grid
+  EXPECT_EQ(vk::attention_splits(-1, 9, 1, 4096, cap9), 29u);    // ceil(256 / 9)
   EXPECT_EQ(vk::attention_splits(-1, 32, 1, 8192, cap32), 32u);  // <= 256 keys a split
   EXPECT_EQ(vk::attention_splits(-1, 32, 1, 2049, cap32), 9u);   // ceil(2049 / 256)
   EXPECT_EQ(vk::attention_splits(-1, 9, 1, 32768, cap9), 64u);   // capped at MAX_SPLIT
-  EXPECT_EQ(vk::attention_splits(-1, 9, 64, 4096, cap9), 0u);   // a prefill chunk
+  EXPECT_EQ(vk::attention_splits(-1, 9, 64, 4096, cap9), 0u);    // a prefill chunk
   EXPECT_EQ(vk::attention_splits(-1, 1, 1, 1 << 20, FISH_SPAN_ATTN_MAX_SPLIT * 4),
             uint32_t(FISH_SPAN_ATTN_MAX_SPLIT));
   EXPECT_EQ(vk::attention_splits(0, 32, 1, 4096, cap32), 0u);
