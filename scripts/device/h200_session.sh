@@ -9,6 +9,10 @@
 #   PHASE=span: the span op tests on the real GPU, fish generate span vs stage 1 with the
 #     profile, and the gpu_span_vs_matmul experiment (span vs per-matmul vs CPU, pp512 + tg64).
 #   PHASE=host: the 16-thread CPU experiments w4_host16 and w4_prefill_host16.
+#   PHASE=s4: Vulkan tests, decode attention (one-pass vs split-K) and q4_k / fq3 matvec benches,
+#     fish generate with and without split-K, gpu_requant.
+#   PHASE=s4b: the same tests and benches, then gpu_long_ctx with the split rule and with
+#     FISH_VK_ATTN_SPLIT=0 (decode after 2048 positions).
 #   PHASE=budget: the placement experiments again (gpu_n_ctx, gpu_requant, gpu_placement_budget)
 #     and the 8B under a 4 GB card, without the tests and benches of PHASE=gpu.
 # Carried: .devcarry/{bin,lib,commit} built on the dev machine, .gl (libvulkan1 + glvnd .debs).
@@ -55,21 +59,27 @@ run_exp() {  # run_exp NAME TIMEOUT: a fish run experiment into $W/runs
   tail -n 3 $W/run-$1.log
 }
 
+vk_tests() {  # vk_tests GTEST_FILTER: the Vulkan tests on the GPU into $W/vulkan_tests.txt
+  stamp "vulkan tests on the GPU"
+  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
+    --gtest_filter="$1" > $W/vulkan_tests.txt 2>&1
+  echo "rc=$?" >> $W/vulkan_tests.txt
+  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
+}
+vk_bench() {  # vk_bench BENCHMARK_FILTER: fish_vulkan_bench into $W (JSON + log)
+  stamp "vulkan_bench"
+  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
+  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
+    -- --benchmark_filter="$1" > $W/vulkan_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_bench.log
+  grep -E "_median|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-200 | head -90
+}
+
 if [ "$PHASE" = gpu ]; then
   FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
   head -12 $W/gpu.txt
-  stamp "vulkan tests on the GPU"
-  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
-    --gtest_filter='VulkanMatmul.*:VulkanBackend.*:VramBudget.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.Env*:GpuRequant.*Synthetic*:GpuRequant.*Q3*:GpuPlacement.OutputFirst*:GpuPlacement.FishGpuLayers*:GpuPlacement.SmallCard*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*' \
-    > $W/vulkan_tests.txt 2>&1
-  echo "rc=$?" >> $W/vulkan_tests.txt
-  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
-  stamp "vulkan_bench"
-  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
-  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 150 scripts/run_bench.sh vulkan_bench build \
-    -- --benchmark_filter='Copy|Matvec|Matmul.*/(12|14)/4096/4096/' > $W/vulkan_bench.log 2>&1
-  echo "rc=$?" >> $W/vulkan_bench.log
-  grep -E "_median|rc=" $W/vulkan_bench.log | head -70
+  vk_tests 'VulkanMatmul.*:VulkanBackend.*:VramBudget.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.Env*:GpuRequant.*Synthetic*:GpuRequant.*Q3*:GpuPlacement.OutputFirst*:GpuPlacement.FishGpuLayers*:GpuPlacement.SmallCard*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*'
+  vk_bench 'Copy|Matvec|Matmul.*/(12|14)/4096/4096/'
   for s in llama-1b llama-8b; do
     gen $s span FISH_GPU_PROFILE=2
     gen $s span-matvec1 FISH_GPU_PROFILE=2 FISH_VK_MATVEC=1
@@ -89,37 +99,18 @@ elif [ "$PHASE" = budget ]; then
   run_exp gpu_placement_budget 120
 elif [ "$PHASE" = s4 ]; then
   # Session 4: split-K decode attention and the fq3 fast matvec on the real GPU.
-  stamp "vulkan tests on the GPU"
-  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
-    --gtest_filter='VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*' \
-    > $W/vulkan_tests.txt 2>&1
-  echo "rc=$?" >> $W/vulkan_tests.txt
-  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
-  stamp "vulkan_bench"
-  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
-  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
-    -- --benchmark_filter='Copy|Matvec/(12|1179189249)/|DecodeAttention' > $W/vulkan_bench.log 2>&1
-  echo "rc=$?" >> $W/vulkan_bench.log
-  grep -E "_median|rc=" $W/vulkan_bench.log | head -90
+  vk_tests 'VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*'
+  vk_bench 'Copy|Matvec/(12|1179189249)/|DecodeAttention'
   for s in llama-1b llama-8b; do
     gen $s span FISH_GPU_PROFILE=2
     gen $s span-nosplit FISH_GPU_PROFILE=2 FISH_VK_ATTN_SPLIT=0
   done
   run_exp gpu_requant 110
 elif [ "$PHASE" = s4b ]; then
-  # Session 4, second call: GQA-grouped split-K attention, decode after 2048 positions.
-  stamp "vulkan tests on the GPU"
-  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 150 $B/fish_test_vulkan \
-    --gtest_filter='VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*' \
-    > $W/vulkan_tests.txt 2>&1
-  echo "rc=$?" >> $W/vulkan_tests.txt
-  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
-  stamp "vulkan_bench"
-  mkdir -p build/bench && cp $B/fish_*_bench build/bench/
-  FISH_RESULTS=$W FISH_BENCH_REPS=3 timeout 200 scripts/run_bench.sh vulkan_bench build \
-    -- --benchmark_filter='Copy|Matvec/(12|1179189249)/|DecodeAttention' > $W/vulkan_bench.log 2>&1
-  echo "rc=$?" >> $W/vulkan_bench.log
-  grep -E "DecodeAttention.*_median|fq3.*_median|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-200 | head -60
+  # Session 4, second call: split-K attention, decode after 2048 positions (gpu_long_ctx with
+  # the split rule, then with FISH_VK_ATTN_SPLIT=0).
+  vk_tests 'VulkanMatmul.*:VulkanBackend.*:VulkanOptions.*:VulkanSpanOps.*:VulkanSpan.*:GpuRequant.*Synthetic*:-*SmolLm2*:*Gemma3*:*Lavapipe*:*CpuImplementation*'
+  vk_bench 'Copy|Matvec/(12|1179189249)/|DecodeAttention'
   for s in llama-1b llama-8b; do gen $s span FISH_GPU_PROFILE=2; done
   run_exp gpu_long_ctx 150
   mv $W/runs/gpu_long_ctx.jsonl $W/runs/gpu_long_ctx_split.jsonl
@@ -128,11 +119,7 @@ elif [ "$PHASE" = s4b ]; then
   run_exp gpu_long_ctx 150
   unset FISH_VK_ATTN_SPLIT
 elif [ "$PHASE" = span ]; then
-  stamp "span tests on the GPU"
-  FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout 120 $B/fish_test_vulkan \
-    --gtest_filter='VulkanSpanOps.*:VulkanSpan.*:PrebuiltShaders*:-*SmolLm2*:*Gemma3*' > $W/vulkan_tests.txt 2>&1
-  echo "rc=$?" >> $W/vulkan_tests.txt
-  grep -E "^\[  (PASSED|FAILED) |FAILED|rc=" $W/vulkan_tests.txt | head -20
+  vk_tests 'VulkanSpanOps.*:VulkanSpan.*:PrebuiltShaders*:-*SmolLm2*:*Gemma3*'
   for s in llama-1b llama-8b; do
     gen $s span FISH_GPU_PROFILE=2
     gen $s stage1 FISH_GPU_SPAN=0

@@ -187,16 +187,22 @@ TEST_F(SwaRingTest, KvTruncateCountsRowsOverwrittenBeforeAnEarlierRollback) {
   EXPECT_TRUE(logits(*s, tail, 59) == logits(*full, tail, 59));
 }
 
+// The real Gemma 3 270M, or an error saying where it should be.
+Result<std::shared_ptr<const Model>> load_gemma3() {
+  const std::string path = test::model_path(test::kGemma3);
+  if (path.empty())
+    return make_error(
+        "Gemma 3 not in FISH_MODELS_DIR (tests need the real models: scripts/setup.sh fetches "
+        "them)");
+  return Model::load(path);
+}
+
 // The real Gemma 3 270M (window 512) on the 620-token reference prompt: with n_batch 64 its
 // sliding layers keep 576 rows, so positions 576..619 reuse rows; teacher-forced logits must
 // equal full KV's bit for bit in both activation modes.
 TEST(SwaRealModel, Gemma3RingEqualsFullOverTheLongReferencePrompt) {
-  const std::string path = test::model_path(test::kGemma3);
-  if (path.empty())
-    FAIL() << "Gemma 3 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto m = load_gemma3();
+  if (!m.ok()) FAIL() << m.error().message;
   std::ifstream in(std::filesystem::path(test::testdata_dir()) / "reference" /
                    "gemma-3-270m-q4_k_m" / "prompt_3.json");
   ASSERT_TRUE(in.good());
@@ -229,12 +235,8 @@ TEST(SwaRealModel, Gemma3RingEqualsFullOverTheLongReferencePrompt) {
 // At n_ctx 4096 (n_batch 256): 15 sliding layers keep 768 rows instead of 4096, 3 global keep
 // 4096; a row is K + V of one KV head of 256 f32.
 TEST(SwaRealModel, Gemma3RingKvBytesAtNCtx4096) {
-  const std::string path = test::model_path(test::kGemma3);
-  if (path.empty())
-    FAIL() << "Gemma 3 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto m = load_gemma3();
+  if (!m.ok()) FAIL() << m.error().message;
   SessionOptions opt;
   opt.n_ctx = 4096;
   auto ring = Session::create(m.value(), opt);
