@@ -282,7 +282,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
         int4 != nullptr ? int4->describe() : std::string(weight_path_name(s.weight_path()));
     std::fprintf(stderr,
                  "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
-                 "tokens) | weights %.1f GB/s (%.1f MB/token) | kv %.1f MB (n_ctx %lld%s) | "
+                 "tokens) | weights %.1f GB/s (%.1f MB/token) | host kv %.1f MB (n_ctx %lld%s) | "
                  "threads %d | isa %s | act %s | weight path %s | gpu %s\n",
                  prompt.size(), prefill_tps, decode_tps, n_decoded,
                  bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6,

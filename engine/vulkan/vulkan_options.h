@@ -9,9 +9,10 @@
 //   FISH_VRAM_BUDGET_MB=<n>   FISH's own ceiling on device memory (default 85% of free at open)
 //   FISH_VK_MATVEC=1          decode with the generic matvec1_<type> kernels instead of the
 //                             bandwidth-bound matvec_<type> (old vs new side by side; 0: default)
-//   FISH_VK_ATTN_SPLIT=auto|0|N  span attention of short query batches in N KV splits
-//                             (split-K, 1..FISH_SPAN_ATTN_MAX_SPLIT); 0: always the one-pass
-//                             kernel; auto (default): attention_splits' rule (vulkan_span.h)
+//   FISH_VK_ATTN_SPLIT=auto|0|N  span attention in KV splits (split-K): auto (default)
+//                             attention_splits' rule for short query batches (vulkan_span.h); 0
+//                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
+//                             for every batch, prefill chunks included, where the scratch allows
 //   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
 //                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
 #pragma once

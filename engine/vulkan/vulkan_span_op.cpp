@@ -137,7 +137,8 @@ Result<double> run_span_ops(SpanHost h, std::span<const SpanDispatch> dispatches
             VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
     if (queries) {
       vk.vkCmdResetQueryPool(cmd, queries, 0, 2);
-      vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
+      // After the uploads have finished (a top-of-pipe stamp may be written before they do).
+      vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, queries, 0);
     }
     vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, cl.pipeline, 0, 1, &set, 0,
                                nullptr);

@@ -256,7 +256,7 @@ TEST(VecDot, ManyRowVariantEqualsSingleDotsBitwise) {
       if (k.vec_dot_rows == nullptr) continue;
       const int64_t be = k.block_elems;
       // Blocks per row: odd counts (a lone last block), partial and whole 16-block groups.
-      for (int64_t nb : {1, 2, 3, 7, 15, 16, 17, 18, 33, 48}) {
+      for (int64_t nb : {1, 2, 3, 7, 15, 16, 17, 18, 33, 48, 520}) {  // 520: > 512 blocks
         const int64_t n = nb * be;
         for (int64_t n_rows : {1, 3, 4, 5, 9}) {
           for (Fill fill : {Fill::kRandomBits, Fill::kQuantised}) {
