@@ -27,7 +27,7 @@
 #define FISH_SPAN_ATTN_MAX_SPLIT 64
 #define FISH_SPAN_ATTN_SPLIT_TOK 4
 #define FISH_SPAN_ATTN_TARGET_WG 256
-#define FISH_SPAN_CHUNK 64         // tokens per chunk: work buffers hold this many rows
+#define FISH_SPAN_CHUNK 64  // tokens per chunk: work buffers hold this many rows
 
 // clang-format off
 #ifdef __cplusplus
