@@ -68,6 +68,9 @@ else
   say "Python packages: up to date"
 fi
 
+# --- Vulkan toolchain: glslang 15 (cooperative matrices, integer dot) in a private prefix ---------
+"$root/scripts/vulkan_toolchain.sh" compiler
+
 # --- Real models -------------------------------------------------------------------------------
 "$root/scripts/fetch_models.sh"
 

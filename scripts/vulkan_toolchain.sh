@@ -5,7 +5,7 @@
 #             compile GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix2 and
 #             GL_EXT_integer_dot_product (Debian 12's glslang 12 compiles none of them), plus
 #             spirv-val, and trixie's Vulkan 1.4.309 headers.
-#   lavapipe  Debian sid's Mesa lavapipe (26.x), a software Vulkan device with
+#   lavapipe  Debian trixie-backports' Mesa lavapipe (26.1), a software Vulkan device with
 #             VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and integer dot products,
 #             so those kernels run on a machine without a GPU (Debian 12's Mesa 22.3 has none).
 #
@@ -14,7 +14,7 @@
 # lists live in the prefix. Wrappers (each passes its arguments on):
 #
 #   $FISH_CACHE/toolchain/bin/glslangValidator, glslc, spirv-val   the compiler part
-#   $FISH_CACHE/toolchain/bin/lvp-next PROGRAM ARGS...             PROGRAM on sid's lavapipe
+#   $FISH_CACHE/toolchain/bin/lvp-next PROGRAM ARGS...             PROGRAM on that lavapipe
 #   $FISH_CACHE/toolchain/vulkan-include                           Vulkan 1.4 headers
 #
 #   scripts/vulkan_toolchain.sh [compiler] [lavapipe]     (default: both)
@@ -29,16 +29,19 @@ parts=("$@")
 say() { printf '\033[1mvulkan_toolchain:\033[0m %s\n' "$*" >&2; }
 mkdir -p "$tc/bin"
 
-# unpack SUITE DIR PACKAGE...: the packages and their dependencies from Debian SUITE into DIR.
+# unpack SUITES DIR PACKAGE...: the packages and their dependencies from the Debian suites
+# (comma-separated; the last one is preferred where it has a package) into DIR.
 unpack() {
-  local suite=$1 dir=$2
+  local suites=$1 dir=$2
   shift 2
-  local state=$dir.apt
+  local state=$dir.apt s
   mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/debs" "$dir"
-  echo "deb http://deb.debian.org/debian $suite main" > "$state/sources.list"
+  for s in ${suites//,/ }; do echo "deb http://deb.debian.org/debian $s main"; done \
+    > "$state/sources.list"
   local o=(-oDir::Etc::SourceList="$state/sources.list" -oDir::Etc::SourceParts=/dev/null
            -oDir::State::Lists="$state/lists" -oDir::Cache="$state/cache"
            -oAPT::Architecture=amd64 -oDir::State::status=/dev/null
+           -oAPT::Default-Release="${suites##*,}"
            -oAPT::Sandbox::User=root -oDebug::NoLocking=1)
   apt-get "${o[@]}" -qq update
   local deps pkg
@@ -80,15 +83,15 @@ for part in "${parts[@]}"; do
       "$tc/bin/glslangValidator" --version | head -n 1 >&2
       ;;
     lavapipe)
-      p=$tc/sid
+      p=$tc/mesa-bpo
       if [ ! -f "$p/.versions" ]; then
-        say "unpacking Debian sid's Mesa lavapipe into $p"
-        unpack sid "$p" mesa-vulkan-drivers libvulkan1
+        say "unpacking Debian trixie-backports' Mesa lavapipe into $p"
+        unpack trixie,trixie-backports "$p" mesa-vulkan-drivers libvulkan1
       fi
       icd=$p/lvp_icd.json
       sed "s#\"library_path\": *\"[^\"]*\"#\"library_path\": \"$p/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so\"#" \
         "$p/usr/share/vulkan/icd.d/lvp_icd.json" > "$icd"
-      # The program's own libvulkan.so.1 lookup must find sid's loader, not Debian 12's.
+      # The program's own libvulkan.so.1 lookup must find this prefix's loader, not Debian 12's.
       wrapper lvp-next "$p" "" "VK_DRIVER_FILES=$icd" "FISH_GPU=\${FISH_GPU:-cpu}"
       ;;
     *) echo "vulkan_toolchain.sh: unknown part '$part' (compiler, lavapipe)" >&2; exit 1 ;;
