@@ -33,6 +33,14 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+std::string gpu_status_now() {
+#if FISH_HAVE_VULKAN
+  return gpu::vulkan_status();
+#else
+  return "no GPU backend";
+#endif
+}
+
 // Wraps a user message in the model's chat format, recognised from the markers in
 // tokenizer.chat_template or, when the file has no template (the Gemma 3 GGUF), in the vocabulary
 // (no Jinja interpreter): ChatML (SmolLM2, Qwen), Gemma turns, Llama 3 headers.
@@ -294,9 +302,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                  s.n_threads(), std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
                  gpu_detail.c_str());
-    if (s.gpu_fallbacks() > 0)
-      std::fprintf(stderr, "fish generate: the GPU span failed %lld time(s); ran on the CPU\n",
-                   (long long)s.gpu_fallbacks());
+    if (s.gpu_fallbacks() > 0)  // why: the backend's status names the failed call
+      std::fprintf(stderr, "fish generate: GPU calls failed %lld time(s) and ran on the CPU (%s)\n",
+                   (long long)s.gpu_fallbacks(), gpu_status_now().c_str());
     // FISH_GPU_PROFILE=2: per-stage GPU time of the span (timestamp queries).
     if (opt.gpu && opt.gpu->span() && !opt.gpu->span()->profile().empty())
       std::fprintf(stderr, "fish generate: %s\n", opt.gpu->span()->profile().c_str());

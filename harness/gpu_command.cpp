@@ -38,6 +38,7 @@ void add_gpu_command(CLI::App& app, int* exit_code) {
     if (info.open) {
       std::printf("selected: %s, queue: %s, subgroup size %u\n", info.device.c_str(),
                   info.queue.c_str(), info.subgroup_size);
+      std::printf("features: %s\n", info.features.c_str());
       std::printf(
           "memory: heap %.0f MB, free %.0f MB (%s), FISH ceiling %.0f MB (%s), headroom %.0f "
           "MB, may allocate %.0f MB, resident %.0f MB\n",

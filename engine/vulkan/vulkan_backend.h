@@ -30,7 +30,6 @@
 namespace fish::vk {
 
 struct DeviceEntry;
-struct SpanHost;
 struct SpanPush;
 struct SpanDispatch;
 
@@ -42,6 +41,7 @@ struct BackendInfo {
   std::string device;  // selected device name
   std::string queue;   // "compute-only family 2" / "graphics+compute family 0"
   uint32_t subgroup_size = 0;
+  std::string features;  // DeviceFeatures::describe()
   bool memory_budget_ext = false;
   uint64_t heap_bytes = 0;       // the device-local heap weights live in
   uint64_t live_free_bytes = 0;  // budget - usage (or the 80% heuristic)
@@ -130,11 +130,13 @@ class VulkanBackend final : public ComputeBackend {
   Result<double> run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
                               std::vector<float>& arena, const std::vector<float>& params,
                               std::vector<uint32_t>& kv);
+  // Tests: the n-th compute submit from now fails as `kind` (FISH_VK_FAULT's effect, relative to
+  // now). No effect before the device is open.
+  void inject_fault(FaultKind kind, uint64_t n);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  SpanHost span_host();
 };
 
 // The backend registered at start-up; nullptr when FISH_GPU turned it off. Never freed.

@@ -82,7 +82,117 @@ uint64_t largest_device_heap(const VkPhysicalDeviceMemoryProperties& m) {
   return best;
 }
 
+// The optional features FISH enables when offered, as a pNext chain for vkCreateDevice; the
+// structs live here while the device is created. Each extension is listed only when the device
+// offers it (the instance is 1.1, so 1.2/1.3 features come through their extensions).
+struct FeatureChain {
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice8BitStorageFeaturesKHR s8{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR};
+  VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16i8{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  std::vector<const char*> extensions;
+
+  // Queries what `pd` offers (exts: its extension list), keeps only that in the chain, and
+  // fills `out`'s flags. Call once; the chain then starts at f2.
+  void probe(VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
+             DeviceFeatures* out) {
+    void** tail = &f2.pNext;
+    auto link = [&](auto* s) {
+      *tail = s;
+      tail = &s->pNext;
+    };
+    link(&s16);  // core in 1.1
+    const bool has_s8 = has_ext(exts, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+    const bool has_f16i8 = has_ext(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    const bool has_idot = has_ext(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    const bool has_ssc = has_ext(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    if (has_s8) link(&s8);
+    if (has_f16i8) link(&f16i8);
+    if (has_idot) link(&idot);
+    if (has_ssc) link(&ssc);
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    // Only what is used: everything else in the queried structs off.
+    const VkBool32 sb16 = s16.storageBuffer16BitAccess, sb8 = s8.storageBuffer8BitAccess;
+    const VkBool32 f16 = f16i8.shaderFloat16, i8 = f16i8.shaderInt8;
+    const VkBool32 dot = idot.shaderIntegerDotProduct;
+    const VkBool32 sizes = ssc.subgroupSizeControl, full = ssc.computeFullSubgroups;
+    f2.features = VkPhysicalDeviceFeatures{};
+    s16 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, s16.pNext};
+    s16.storageBuffer16BitAccess = sb16;
+    s8 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR, s8.pNext};
+    s8.storageBuffer8BitAccess = sb8;
+    f16i8 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR, f16i8.pNext};
+    f16i8.shaderFloat16 = f16;
+    f16i8.shaderInt8 = i8;
+    idot = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR, idot.pNext};
+    idot.shaderIntegerDotProduct = dot;
+    ssc = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT, ssc.pNext};
+    ssc.subgroupSizeControl = sizes;
+    ssc.computeFullSubgroups = full;
+    if (has_s8 && sb8) extensions.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+    if (has_f16i8 && (f16 || i8)) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    if (has_idot && dot) extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    if (has_ssc && sizes) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    out->storage_16bit = sb16;
+    out->storage_8bit = has_s8 && sb8;
+    out->shader_float16 = has_f16i8 && f16;
+    out->shader_int8 = has_f16i8 && i8;
+    out->integer_dot = has_idot && dot;
+    out->subgroup_size_control = has_ssc && sizes && full;
+    out->coopmat_khr_listed = has_ext(exts, "VK_KHR_cooperative_matrix");
+    out->coopmat2_nv_listed = has_ext(exts, "VK_NV_cooperative_matrix2");
+
+    // Properties that go with them.
+    VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sp{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+    VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR dp{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    void** ptail = &p2.pNext;
+    if (has_ssc) {
+      *ptail = &sp;
+      ptail = &sp.pNext;
+    }
+    if (has_idot) *ptail = &dp;
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    out->subgroup_min = has_ssc ? sp.minSubgroupSize : out->subgroup_size;
+    out->subgroup_max = has_ssc ? sp.maxSubgroupSize : out->subgroup_size;
+    out->integer_dot_4x8_fast =
+        out->integer_dot && dp.integerDotProduct4x8BitPackedSignedAccelerated;
+    out->max_shared_bytes = p2.properties.limits.maxComputeSharedMemorySize;
+    out->timestamp_ns = p2.properties.limits.timestampPeriod;
+  }
+};
+
 }  // namespace
+
+std::string DeviceFeatures::describe() const {
+  std::string s = fmt::format("subgroup {}", subgroup_size);
+  if (subgroup_min != subgroup_max || subgroup_size_control)
+    s += fmt::format(" ({}..{}{})", subgroup_min, subgroup_max,
+                     subgroup_size_control ? ", size control" : "");
+  if (shader_int8) s += ", int8";
+  if (shader_float16) s += ", f16";
+  if (storage_8bit || storage_16bit)
+    s += fmt::format(", {}-bit storage", storage_8bit && storage_16bit ? "8/16"
+                                         : storage_8bit                ? "8"
+                                                                       : "16");
+  if (integer_dot) s += integer_dot_4x8_fast ? ", int dot (4x8 accelerated)" : ", int dot";
+  if (coopmat_khr_listed || coopmat2_nv_listed)
+    s += fmt::format(", coopmat {} listed", coopmat_khr_listed && coopmat2_nv_listed ? "KHR + NV2"
+                                            : coopmat_khr_listed                     ? "KHR"
+                                                                                     : "NV2");
+  s += timestamp_bits ? fmt::format(", timestamps {} bits", timestamp_bits) : ", no timestamps";
+  s += fmt::format(", {} KB shared", max_shared_bytes / 1024);
+  return s;
+}
 
 const char* device_type_name(VkPhysicalDeviceType t) {
   switch (t) {
@@ -232,6 +342,17 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   }
   // A portability (non-conformant, e.g. MoltenVK) device must have this enabled when listed.
   if (has_ext(dexts, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
+  d->features.subgroup_size = d->subgroup_size;
+  FeatureChain chain;
+  chain.probe(d->phys, dexts, &d->features);
+  dev_exts.insert(dev_exts.end(), chain.extensions.begin(), chain.extensions.end());
+  {
+    uint32_t n_fam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n_fam, nullptr);
+    std::vector<VkQueueFamilyProperties> fam(n_fam);
+    vkGetPhysicalDeviceQueueFamilyProperties(d->phys, &n_fam, fam.data());
+    d->features.timestamp_bits = fam[d->queue_family].timestampValidBits;
+  }
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -243,6 +364,7 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = uint32_t(dev_exts.size());
   dci.ppEnabledExtensionNames = dev_exts.data();
+  dci.pNext = &chain.f2;
   FISH_VK_CHECK(vkCreateDevice(d->phys, &dci, nullptr, &d->device));
   volkLoadDeviceTable(&d->vk, d->device);
   d->vk.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);

@@ -9,6 +9,9 @@
 // FISH_GPU=cpu; FISH_GPU_DEVICE=<index> forces one. Requires API 1.1, a compute queue and
 // subgroup arithmetic in compute shaders; a compute-only queue family is preferred
 // (FISH_VK_QUEUE=universal takes the graphics+compute one). VK_EXT_memory_budget when present.
+// Optional features (DeviceFeatures) are enabled whenever the device offers them, through their
+// extensions (the instance is Vulkan 1.1): 8/16-bit storage, shaderInt8 / shaderFloat16, integer
+// dot product, subgroup size control; the cooperative-matrix extensions are only reported.
 #pragma once
 
 #include <volk.h>
@@ -30,6 +33,26 @@ struct DeviceEntry {
   std::string api;          // "1.3.230"
   uint64_t heap_bytes = 0;  // largest device-local heap
   std::string verdict;      // "selected", or why it was not
+};
+
+// What the opened device offers beyond Vulkan 1.1 (each flag: offered AND enabled), for kernel
+// choice at run time (`fish gpu` prints describe()).
+struct DeviceFeatures {
+  uint32_t subgroup_size = 0;                        // the default (what gl_SubgroupSize reads)
+  uint32_t subgroup_min = 0, subgroup_max = 0;       // VK_EXT_subgroup_size_control's range
+  bool subgroup_size_control = false;                // a pipeline may require a size in the range
+  bool storage_8bit = false, storage_16bit = false;  // 8/16-bit types in storage buffers
+  bool shader_int8 = false, shader_float16 = false;  // 8-bit int / 16-bit float arithmetic
+  bool integer_dot = false;           // VK_KHR_shader_integer_dot_product (OpSDot/OpUDot)
+  bool integer_dot_4x8_fast = false;  // ... packed 4x8-bit signed dot is accelerated
+  bool coopmat_khr_listed = false;    // VK_KHR_cooperative_matrix offered (not enabled here)
+  bool coopmat2_nv_listed = false;    // VK_NV_cooperative_matrix2 offered (not enabled here)
+  uint32_t timestamp_bits = 0;        // of the compute queue family (0: no timestamps)
+  double timestamp_ns = 1.0;          // nanoseconds per timestamp tick
+  uint32_t max_shared_bytes = 0;      // maxComputeSharedMemorySize
+  // "subgroup 32 (32..32, control), int8, f16, 8/16-bit storage, int dot (4x8 fast), coopmat
+  // KHR + NV2 listed, timestamps 64 bits"
+  std::string describe() const;
 };
 
 class VulkanDevice {
@@ -55,6 +78,7 @@ class VulkanDevice {
   bool has_memory_budget = false;  // VK_EXT_memory_budget enabled
   bool validation = false;         // validation layer enabled
   uint32_t subgroup_size = 0;
+  DeviceFeatures features;
   std::string notes;  // e.g. "validation layer requested but not installed"
 
   // budget - usage of `heap` (VK_EXT_memory_budget); precondition has_memory_budget.

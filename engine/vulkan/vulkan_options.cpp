@@ -37,6 +37,25 @@ bool is_one(const char* value) {
 
 }  // namespace
 
+Result<FaultPlan> parse_fault(std::string_view value) {
+  const size_t colon = value.find(':');
+  const std::string_view kind = value.substr(0, colon);
+  FaultPlan f;
+  f.kind = kind == "lost"      ? FaultKind::lost
+           : kind == "timeout" ? FaultKind::timeout
+                               : FaultKind::none;
+  uint64_t n = 0;
+  const std::string_view num = colon == std::string_view::npos ? "" : value.substr(colon + 1);
+  auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), n);
+  if (f.kind == FaultKind::none || num.empty() || ec != std::errc() ||
+      end != num.data() + num.size() || n < 1)
+    return make_error(
+        "FISH_VK_FAULT='{}': expected lost:N or timeout:N (N >= 1, the compute submit that fails)",
+        value);
+  f.at = n;
+  return f;
+}
+
 bool gpu_disabled_by(const char* v) {
   if (!v) return false;
   const std::string s = lower(v);
@@ -78,6 +97,16 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (const char* r = std::getenv("FISH_GPU_REQUANT"); r && *r) {
     FISH_ASSIGN_OR_RETURN(uint64_t mode, parse_uint("FISH_GPU_REQUANT", r, kRequantModeMax));
     o.requant = int(mode);
+  }
+  if (const char* p = std::getenv("FISH_GPU_PROFILE"); p && *p) {
+    const std::string_view v(p);
+    if (v != "0" && v != "1" && v != "2")
+      return make_error("FISH_GPU_PROFILE='{}': expected 0, 1 or 2 (2: per-stage span timestamps)",
+                        v);
+    o.profile = v == "2";
+  }
+  if (const char* f = std::getenv("FISH_VK_FAULT"); f && *f) {
+    FISH_ASSIGN_OR_RETURN(o.fault, parse_fault(f));
   }
   return o;
 }

@@ -374,6 +374,51 @@ TEST(VulkanSpan, FailedSpanFallsBackToCpuWithReplayedKv) {
   expect_same(got, ref, model->params().n_vocab, 0.02, "after the fallback vs CPU");
 }
 
+// A device fault injected in a decode step (the device layer's FISH_VK_FAULT, here set on the
+// open backend): the span forward reports it, the backend turns itself off, the session leaves
+// the span and replays the KV on the CPU, and from that step on every logit equals the CPU's
+// bit for bit (the CPU reference runs the same schedule: a 5-token batch, then single tokens;
+// the output projection's per-matmul GPU calls fail too and run on the CPU). Both fault kinds.
+TEST(VulkanSpan, InjectedDeviceFaultFallsBackToCpuAndMatchesItExactly) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  const int64_t n_vocab = model->params().n_vocab;
+  const std::vector<int32_t> tokens = {5, 77, 901, 13, 1500, 8, 640, 222};
+  std::vector<float> ref;
+  {
+    auto s = session(model, nullptr);
+    ref = run(*s, tokens, 5);
+  }
+  for (vk::FaultKind kind : {vk::FaultKind::lost, vk::FaultKind::timeout}) {
+    const char* name = kind == vk::FaultKind::lost ? "lost" : "timeout";
+    auto b = open_backend();
+    std::shared_ptr<const GpuPlacement> pl =
+        GpuPlacement::place_layers(*model, *b, -1, small_span());
+    ASSERT_TRUE(pl->span() && pl->output_on_gpu()) << pl->summary();
+    auto s = session(model, pl);
+    ASSERT_TRUE(s->span_active());
+    auto lg = s->forward(std::span(tokens).subspan(0, 5), 0, LogitsMode::all);
+    ASSERT_TRUE(lg.ok()) << lg.error().message;
+    std::vector<float> gpu(lg.value().begin(), lg.value().end());
+    // Token 5: the span forward is the next compute submit.
+    b->inject_fault(kind, 1);
+    std::vector<float> after;
+    for (size_t i = 5; i < tokens.size(); ++i) {
+      lg = s->append(std::span(tokens).subspan(i, 1));
+      ASSERT_TRUE(lg.ok()) << lg.error().message;
+      after.insert(after.end(), lg.value().begin(), lg.value().end());
+    }
+    EXPECT_GE(s->gpu_fallbacks(), 1u) << name;
+    EXPECT_FALSE(s->span_active()) << name;
+    EXPECT_NE(b->status().find("vulkan: off: span forward:"), std::string::npos) << b->status();
+    EXPECT_NE(b->status().find("injected by FISH_VK_FAULT"), std::string::npos) << b->status();
+    const std::vector<float> ref_after(ref.begin() + 5 * n_vocab, ref.end());
+    EXPECT_EQ(after, ref_after) << name << ": logits after the fault differ from the CPU's";
+    expect_same(gpu, std::vector<float>(ref.begin(), ref.begin() + 5 * n_vocab), n_vocab, 0.02,
+                std::string(name) + ": before the fault, span vs CPU");
+  }
+}
+
 // The fallback with Gemma 3's ring KV (tiny-gemma3: window 16; n_batch 8, so sliding layers keep
 // 24 rows): the span runs layers 3..5, the CPU's sliding layers 0..2 keep rings; after the span
 // fails, every layer gets its ring or full rows, the replay refills them, and decoding on past

@@ -1,0 +1,48 @@
+// A weight matrix resident on the device, and how one matmul dispatch over it is sized: shared
+// by the per-matmul backend (vulkan_backend.cpp) and layer spans (vulkan_span.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/vulkan/vk_context.h"
+#include "fish_vk_layout.h"
+#include "quant/types.h"
+
+namespace fish::vk {
+
+struct DeviceWeight {
+  // A run of whole rows in one storage buffer (maxStorageBufferRange bounds one binding: 128 MB
+  // on lavapipe, 4 GB on desktop GPUs); each part is one dispatch writing its rows of y.
+  struct Part {
+    Buffer buf;
+    uint32_t row0 = 0, n_rows = 0;
+  };
+  std::string name;
+  GgmlType type = GgmlType::f32;  // on the device
+  GgmlType from = GgmlType::f32;  // in the model (!= type: re-quantised at upload)
+  uint64_t from_bytes = 0;        // the model's bytes of this weight
+  uint32_t n_in = 0;              // as in the file
+  uint32_t n_in_pad = 0;          // K the kernels see (f32/f16 padded to FISH_K_ALIGN)
+  uint32_t n_out = 0;
+  uint32_t row_bytes = 0;  // device row stride
+  std::vector<Part> parts;
+  uint64_t bytes = 0;  // device bytes of all parts
+};
+
+// The module of a matmul over n_tok tokens: matvec_<type> (decode, n_tok <= FISH_MATVEC_MAX_TOK;
+// matvec1_<type>, the generic kernel, with `generic`: FISH_VK_MATVEC=1) or matmul_<type>.
+std::string matmul_module(GgmlType type, int64_t n_tok, bool generic);
+
+// Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
+// apart with the part's row 0 at y_offset (floats from the Y binding's start).
+struct MatmulGrid {
+  MatmulPush pc{};
+  uint32_t gx = 1, gy = 1;
+};
+MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
+                       uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
+                       uint32_t max_groups_x);
+
+}  // namespace fish::vk

@@ -1,0 +1,133 @@
+// VulkanSpan, the Vulkan LayerSpan (vulkan_span.h), shared by its two source files:
+// vulkan_span.cpp (creation, KV growth, forward, profile) and vulkan_span_record.cpp (the layer
+// graph recorded into the forward's command buffer).
+#pragma once
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/layer_span.h"
+#include "engine/vulkan/device_weight.h"
+#include "engine/vulkan/vk_context.h"
+#include "fish_vk_layout.h"
+#include "fish_vk_span.h"
+
+namespace fish::vk {
+
+// Profile stages (FISH_GPU_PROFILE=2).
+enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kNumStages };
+inline constexpr const char* kStageNames[kNumStages] = {
+    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE"};
+
+// One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
+struct MatmulStep {
+  const DeviceWeight* w = nullptr;
+  const DeviceWeight::Part* part = nullptr;
+  Pipeline vec, tiled;  // matvec_<type> (or matvec1_), matmul_<type>
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
+};
+
+struct LayerState {
+  const LayerWeights* w = nullptr;
+  std::vector<MatmulStep> qkv, wo, gate_up, down;
+  uint32_t attn_norm = 0, ffn_norm = 0;            // PARAMS offsets (floats)
+  uint32_t q_norm = 0, k_norm = 0;                 // per-head norms, when present
+  uint32_t post_attn = 0, post_ffn = 0, bias = 0;  // gemma3 norms, qwen2 bq|bk|bv
+  bool has_qk_norm = false, has_post = false, has_bias = false;
+  uint32_t rope_table = 0;  // PARAMS offset of this layer's variant's cos/sin table
+  uint32_t window = 0;
+};
+
+// The span ops' pipelines (fish_vk_span.h layout: ARENA, PARAMS, KV).
+struct SpanOps {
+  Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
+      attention_combine, add, bias, act;
+};
+
+class VulkanSpan final : public LayerSpan {
+ public:
+  VulkanSpan(VkContext& ctx, const SpanDesc& d) : ctx_(ctx), p_(*d.params), d_(d) {}
+  ~VulkanSpan() override;
+
+  // Validates, allocates and uploads (the caller holds the device mutex).
+  Status init(const std::map<WeightHandle, DeviceWeight>& weights);
+  // Frees everything (the caller holds the device mutex); the destructor then does nothing.
+  void release();
+
+  Status forward(float* x, int64_t n_tok, int64_t pos0) override;
+  void kv_truncate(int64_t n) override {
+    std::lock_guard lock(ctx_.mutex());
+    kv_len_ = std::min(kv_len_, std::max<int64_t>(0, n));
+  }
+  Status kv_reserve(int64_t n) override {
+    std::lock_guard lock(ctx_.mutex());
+    return reserve_locked(n);
+  }
+  int64_t kv_length() const override { return kv_len_; }
+  int64_t kv_capacity() const override { return kv_cap_; }
+  int64_t n_layers() const override { return int64_t(layers_.size()); }
+  int64_t first_layer() const override { return d_.first_layer; }
+  int64_t max_tok() const override { return d_.max_tok; }
+  int64_t n_ctx() const override { return d_.n_ctx; }
+  uint64_t kv_bytes() const override { return kv_.alloc_bytes; }
+  uint64_t bytes() const override {
+    return kv_.alloc_bytes + arena_.alloc_bytes + params_.alloc_bytes + x_host_.alloc_bytes;
+  }
+  std::string profile() const override;
+
+ private:
+  // ---- creation (vulkan_span.cpp) ----
+  Status check_shapes() const;
+  void layout_arena();
+  std::vector<float> build_params();
+  Status upload_params(const std::vector<float>& prm);
+  Status build_matmul(const std::map<WeightHandle, DeviceWeight>& weights, WeightHandle wh,
+                      int64_t expect_out, int64_t expect_in, uint32_t x_region, uint32_t x_stride,
+                      uint32_t y_off, uint32_t y_stride, std::vector<MatmulStep>* out);
+  Status build_layer_matmuls(const std::map<WeightHandle, DeviceWeight>& weights);
+  Status load_ops();
+  Status reserve_locked(int64_t n);
+  void read_profile();
+
+  // ---- recording (vulkan_span_record.cpp) ----
+  void record_chunk(int64_t t0, int64_t nc, int64_t pos);
+  void record_attention(const LayerState& L, uint32_t n, int64_t pos);
+  void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
+  void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
+  void bind_ops();
+  void matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok);
+  void barrier();
+  void stage_done(Stage s);
+  SpanPush norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
+                     uint32_t c_stride, uint32_t w) const;
+
+  VkContext& ctx_;
+  ModelParams p_;
+  SpanDesc d_;
+  std::vector<LayerState> layers_;
+  Buffer arena_, params_, kv_, x_host_;
+  int64_t kv_cap_ = 0, kv_len_ = 0;
+  // ARENA regions (floats; each starts on the storage-offset alignment).
+  uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
+  uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
+  uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
+  uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim
+  uint64_t arena_bytes_ = 0;
+  DescriptorPool pool_;
+  VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
+  SpanOps ops_;
+  Commands cmds_;
+  // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t n_queries_ = 0, used_queries_ = 0;
+  std::vector<Stage> stage_of_;
+  std::array<double, kNumStages> stage_ms_{};
+  int64_t n_profiled_ = 0;
+  bool registered_ = false, released_ = false;
+};
+
+}  // namespace fish::vk

@@ -1,0 +1,243 @@
+// The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
+// rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
+// split-K + combine) -> wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul ->
+// down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute barrier after each
+// step that the next reads.
+#include <algorithm>
+
+#include "engine/vulkan/vulkan_span.h"
+#include "engine/vulkan/vulkan_span_impl.h"
+
+namespace fish::vk {
+namespace {
+
+uint32_t groups(uint64_t v) {
+  return uint32_t((v + FISH_SPAN_WG - 1) / FISH_SPAN_WG);
+}
+
+}  // namespace
+
+void VulkanSpan::barrier() {
+  cmds_.barrier(Sync::compute, Sync::compute);
+}
+
+void VulkanSpan::stage_done(Stage s) {
+  if (!queries_ || used_queries_ >= n_queries_) return;
+  cmds_.timestamp(queries_, used_queries_++);
+  stage_of_.push_back(s);
+}
+
+void VulkanSpan::bind_ops() {
+  cmds_.bind(ops_.rmsnorm, ops_set_);
+}
+
+void VulkanSpan::op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz) {
+  cmds_.bind(p);
+  cmds_.push(p, &pc, sizeof pc);
+  cmds_.dispatch(gx, gy, gz);
+}
+
+void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
+  const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
+  for (const MatmulStep& st : steps) {
+    const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
+                                     ctx_.limits().maxComputeWorkGroupCount[0]);
+    const Pipeline& p = vec ? st.vec : st.tiled;
+    cmds_.bind(p, st.set);
+    cmds_.push(p, &g.pc, sizeof g.pc);
+    cmds_.dispatch(g.gx, g.gy);
+  }
+}
+
+// Whole-row norm of rows of n: A at a_off (stride a_stride) -> C, weight at params[w].
+SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
+                               uint32_t c_stride, uint32_t w) const {
+  SpanPush pc{};
+  pc.n = uint32_t(p_.n_embd);
+  pc.rows = n;
+  pc.rows_per_tok = 1;
+  pc.split = 1;
+  pc.a_off = a_off;
+  pc.a_stride = a_stride;
+  pc.c_off = c_off;
+  pc.c_stride = c_stride;
+  pc.w_off0 = pc.w_off1 = w;
+  pc.eps = p_.norm_eps;
+  return pc;
+}
+
+// q/k/v (the layer's xn is ready) through attention into att.
+void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) {
+  const uint32_t Q = uint32_t(p_.q_dim()), KV = uint32_t(p_.kv_dim()), hd = uint32_t(p_.head_dim);
+  const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);
+  matmuls(L.qkv, n);
+  barrier();
+  stage_done(kMatvec);
+  bind_ops();
+  if (L.has_bias) {
+    SpanPush pc{};
+    pc.n = qkv_stride_;
+    pc.rows = n;
+    pc.a_off = off_qkv_;
+    pc.a_stride = qkv_stride_;
+    pc.w_off0 = L.bias;
+    op(ops_.bias, pc, groups(qkv_stride_), n);
+    barrier();
+    stage_done(kAdd);
+  }
+  if (L.has_qk_norm) {
+    SpanPush pc{};
+    pc.n = hd;
+    pc.rows = n;
+    pc.rows_per_tok = heads;
+    pc.split = uint32_t(p_.n_head);
+    pc.a_off = pc.c_off = off_qkv_;
+    pc.a_stride = pc.c_stride = qkv_stride_;
+    pc.w_off0 = L.q_norm;
+    pc.w_off1 = L.k_norm;
+    pc.eps = p_.norm_eps;
+    op(ops_.head_rmsnorm, pc, n * heads, 1);
+    barrier();
+    stage_done(kRmsnorm);
+  }
+  {
+    SpanPush pc{};
+    pc.n = hd;
+    pc.rows = n;
+    pc.rows_per_tok = heads;
+    pc.a_off = off_qkv_;
+    pc.a_stride = qkv_stride_;
+    pc.w_off0 = L.rope_table;
+    pc.pos0 = uint32_t(pos);
+    pc.n_rot = uint32_t(p_.n_rot);
+    pc.flags = p_.rope_style == RopeStyle::neox ? 1u : 0u;
+    op(ops_.rope, pc, groups(uint64_t(n) * heads * uint64_t(p_.n_rot / 2)), 1);
+    barrier();
+    stage_done(kRope);
+  }
+  const uint32_t layer = uint32_t(&L - layers_.data());
+  const uint32_t kv_words = uint32_t(kv_cap_) * (KV / 2);
+  const uint32_t kv_k = 2 * layer * kv_words, kv_v = kv_k + kv_words;
+  {
+    SpanPush pc{};
+    pc.n = KV;
+    pc.rows = n;
+    pc.a_off = off_qkv_ + Q;
+    pc.b_off = off_qkv_ + Q + KV;
+    pc.a_stride = pc.b_stride = qkv_stride_;
+    pc.pos0 = uint32_t(pos);
+    pc.kv_k = kv_k;
+    pc.kv_v = kv_v;
+    pc.kv_stride = KV / 2;
+    op(ops_.kv_store, pc, groups(KV / 2), n);
+    barrier();
+    stage_done(kKvStore);
+  }
+  SpanPush pc{};
+  pc.n = hd;
+  pc.rows = n;
+  pc.a_off = off_qkv_;
+  pc.a_stride = qkv_stride_;
+  pc.c_off = off_att_;
+  pc.c_stride = Q;
+  pc.pos0 = uint32_t(pos);
+  pc.n_rot = uint32_t(p_.n_head / p_.n_head_kv);  // group size
+  pc.kv_k = kv_k;
+  pc.kv_v = kv_v;
+  pc.kv_stride = KV / 2;
+  pc.window = L.window;
+  pc.scale = p_.attn_scale;
+  // Short query batches (decode, verify) fill the grid with KV splits (split-K), then merge the
+  // partials; prefill chunks keep the one-pass kernel.
+  const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
+  const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
+  pc.split =
+      attention_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
+  if (pc.split > 0) {
+    pc.b_off = off_parts_;
+    op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
+    barrier();
+    op(ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  } else {
+    op(ops_.attention, pc, uint32_t(p_.n_head), n);
+  }
+  barrier();
+  stage_done(kAttention);
+}
+
+// wo, the residual add and ffn norm, gate/up, act*mul, down, the closing residual add.
+void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
+  const uint32_t E = uint32_t(p_.n_embd), F = uint32_t(p_.n_ff);
+  auto add_rmsnorm = [&](uint32_t w) {  // x += tmp; xn = rmsnorm(x) * w
+    SpanPush pc = norm_push(n, x_off, E, off_xn_, E, w);
+    pc.b_off = off_tmp_;
+    pc.b_stride = E;
+    op(ops_.add_rmsnorm, pc, n, 1);
+    barrier();
+    stage_done(kRmsnorm);
+  };
+  auto post_norm = [&](uint32_t w) {  // tmp = rmsnorm(tmp) * w (gemma3)
+    op(ops_.rmsnorm, norm_push(n, off_tmp_, E, off_tmp_, E, w), n, 1);
+    barrier();
+    stage_done(kRmsnorm);
+  };
+  matmuls(L.wo, n);
+  barrier();
+  stage_done(kMatvec);
+  bind_ops();
+  if (L.has_post) post_norm(L.post_attn);
+  add_rmsnorm(L.ffn_norm);
+  matmuls(L.gate_up, n);
+  barrier();
+  stage_done(kMatvec);
+  bind_ops();
+  {
+    SpanPush pc{};
+    pc.n = F;
+    pc.rows = n;
+    pc.a_off = off_gu_;
+    pc.b_off = off_gu_ + F;
+    pc.a_stride = pc.b_stride = 2 * F;
+    op(ops_.act, pc, groups(F), n);
+    barrier();
+    stage_done(kActMul);
+  }
+  matmuls(L.down, n);
+  barrier();
+  stage_done(kMatvec);
+  bind_ops();
+  if (L.has_post) post_norm(L.post_ffn);
+  if (&L != &layers_.back()) {  // the next layer's xn comes from this fused add
+    add_rmsnorm((&L + 1)->attn_norm);
+  } else {  // x += tmp
+    SpanPush pc{};
+    pc.n = E;
+    pc.rows = n;
+    pc.a_off = pc.c_off = x_off;
+    pc.a_stride = pc.c_stride = E;
+    pc.b_off = off_tmp_;
+    pc.b_stride = E;
+    op(ops_.add, pc, groups(E), n);
+    barrier();
+    stage_done(kAdd);
+  }
+}
+
+// One chunk of nc tokens (rows t0.. of x) at positions pos.., through every layer.
+void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
+  const uint32_t E = uint32_t(p_.n_embd);
+  const uint32_t n = uint32_t(nc);
+  const uint32_t x_off = off_x_ + uint32_t(t0) * E;
+  for (const LayerState& L : layers_) {
+    bind_ops();
+    if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add
+      op(ops_.rmsnorm, norm_push(n, x_off, E, off_xn_, E, L.attn_norm), n, 1);
+      barrier();
+      stage_done(kRmsnorm);
+    }
+    record_attention(L, n, pos);
+    record_ffn(L, n, x_off);
+  }
+}
+
+}  // namespace fish::vk
