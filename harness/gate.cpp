@@ -138,10 +138,10 @@ Result<GateRules> load_gate_rules(const std::string& path) {
 GateRules default_gate_rules(const RowJoin& join) {
   GateRules rules;
   for (const std::string& m : speed_metric_names()) {
-    const bool shared = std::any_of(join.both.begin(), join.both.end(), [&](const JoinedRow& j) {
-      return j.base->speed(m).has_value() && j.head->speed(m).has_value();
+    const bool in_base = std::any_of(join.both.begin(), join.both.end(), [&](const JoinedRow& j) {
+      return j.base->speed(m).has_value();
     });
-    if (shared) rules.rules.push_back({m, true, true, kDefaultMaxRegressionPct, 0});
+    if (in_base) rules.rules.push_back({m, true, true, kDefaultMaxRegressionPct, 0});
   }
   return rules;
 }

@@ -7,7 +7,8 @@
 // metric (quality: top1, kl_*, ppl, rel_rms, greedy_exact; or GB/s, memory) regresses when it is
 // worse than the baseline by more than its absolute tolerance. A baseline row that is ok but
 // missing, failed or without the metric in NEW fails the gate too (unless "missing": "ignore").
-// Without a rules file every speed metric both runs have is checked (default_gate_rules).
+// Without a rules file every speed metric of the baseline's joined rows is checked
+// (default_gate_rules).
 //
 // Rules file (JSON; experiments/gate_rules.json holds the CI gate's):
 //   {"schema": "fish-gate-rules/1",
@@ -48,8 +49,9 @@ struct GateRules {
 inline constexpr double kDefaultMaxRegressionPct = 10;
 
 // The rules `fish gate` uses without a rules file: alpha 0.05, missing and underpowered checks
-// fail, and every speed metric that some joined pair has on both sides (the absolute tok/s of
-// each path as well as the within-run ratios), higher is better, kDefaultMaxRegressionPct.
+// fail, and every speed metric some joined baseline row has (the absolute tok/s of each path as
+// well as the within-run ratios; one NEW lost then fails as missing), higher is better,
+// kDefaultMaxRegressionPct.
 GateRules default_gate_rules(const RowJoin& join);
 
 // Warnings for an experiment's measure.repetitions, printed when `fish run` plans it: too few for

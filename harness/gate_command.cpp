@@ -18,15 +18,16 @@ void add_gate_command(CLI::App& app, int* exit_code) {
       "Regression gate: join NEW's rows with BASELINE's; a speed metric fails when it is "
       "significantly (Mann-Whitney) AND practically (per-metric %) worse, or when its sample "
       "sizes cannot reach significance at all (underpowered), a quality metric when it is worse "
-      "by more than its absolute tolerance. Without --rules every speed metric both runs have is "
-      "checked (10% threshold). Prints every check; exit code 3 when the gate fails.");
+      "by more than its absolute tolerance. Without --rules every speed metric of the baseline's "
+      "joined rows is checked (10% threshold; one NEW lost fails as missing). Prints every check; "
+      "exit code 3 when the gate fails.");
   cmd->add_option("baseline", args->base, "Baseline results .jsonl (comma-separate several)")
       ->required();
   cmd->add_option("new", args->head, "New results .jsonl (comma-separate several)")->required();
   cmd->add_option("--rules", args->rules,
                   "Rules JSON (thresholds per metric, docs/measurement.md; "
-                  "experiments/gate_rules.json is the CI gate's); default: every shared speed "
-                  "metric, higher is better, 10%");
+                  "experiments/gate_rules.json is the CI gate's); default: every speed metric of "
+                  "the baseline, higher is better, 10%");
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
     std::optional<Result<GateRules>> rules;
@@ -65,8 +66,8 @@ void add_gate_command(CLI::App& app, int* exit_code) {
     const GateRules used = rules ? rules->value() : default_gate_rules(join);
     if (used.rules.empty()) {
       std::fprintf(stderr,
-                   "fish gate: the joined rows share no speed metric: nothing to gate (pass "
-                   "--rules for quality metrics)\n");
+                   "fish gate: the baseline's joined rows have no speed metric: nothing to gate "
+                   "(pass --rules for quality metrics)\n");
       return;
     }
     const GateResult result = run_gate(join, used);

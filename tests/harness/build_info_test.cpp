@@ -21,13 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int run_shell(const std::string& cmd) {
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -50,7 +43,7 @@ TEST(BuildInfo, NamesACommitADirtyStateAndTheBuild) {
 TEST(BuildInfo, FishVersionPrintsTheBinarysProvenance) {
   test::TempDir dir;
   ASSERT_EQ(run_shell(test::binary_dir() + "/fish --version > " + dir.file("v") + " 2>&1"), 0);
-  EXPECT_EQ(slurp(dir.file("v")), build_info_text());  // the same build: the same facts
+  EXPECT_EQ(test::read_file(dir.file("v")), build_info_text());  // the same build: the same facts
 }
 
 TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
@@ -62,7 +55,7 @@ TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
                       "/f && " + git + "add f && " + git + "commit -qm x"),
             0);
   ASSERT_EQ(run_shell("git -C " + repo + " rev-parse HEAD > " + dir.file("head")), 0);
-  const std::string other_head = slurp(dir.file("head")).substr(0, 40);
+  const std::string other_head = test::read_file(dir.file("head")).substr(0, 40);
   ASSERT_EQ(run_shell(test::binary_dir() + "/fish make-model --shape tiny --type q8_0 --out " +
                       repo + "/m.gguf > /dev/null 2>&1"),
             0);
@@ -73,8 +66,8 @@ TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
   ASSERT_EQ(run_shell("cd " + repo + " && FISH_ISA=scalar " + test::binary_dir() +
                       "/fish run e.json --out out > " + dir.file("log") + " 2>&1"),
             0)
-      << slurp(dir.file("log"));
-  std::istringstream lines(slurp(repo + "/out/e.jsonl"));
+      << test::read_file(dir.file("log"));
+  std::istringstream lines(test::read_file(repo + "/out/e.jsonl"));
   std::string first;
   std::getline(lines, first);
   const nlohmann::json ctx = nlohmann::json::parse(first);
@@ -87,7 +80,7 @@ TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
   EXPECT_EQ(ctx["build_type"], std::string(b.build_type));
   EXPECT_EQ(ctx["env"]["FISH_ISA"], "scalar");  // the knob in effect, recorded
   // 1 repetition: the planning warned that no gate could use this run.
-  EXPECT_THAT(slurp(dir.file("log")), HasSubstr("warning: measure.repetitions 1"));
+  EXPECT_THAT(test::read_file(dir.file("log")), HasSubstr("warning: measure.repetitions 1"));
 }
 
 }  // namespace

@@ -7,11 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "test_env.h"
 
@@ -33,10 +31,7 @@ std::map<std::string, std::string> knob_names_in_sources() {
       if (ext != ".cpp" && ext != ".h") continue;
       const std::string rel = fs::relative(e.path(), test::source_dir()).string();
       if (rel.rfind("harness/env_knobs.", 0) == 0) continue;  // the table itself
-      std::ifstream in(e.path());
-      std::stringstream ss;
-      ss << in.rdbuf();
-      const std::string text = ss.str();
+      const std::string text = test::read_file(e.path().string());
       for (auto it = std::sregex_iterator(text.begin(), text.end(), literal);
            it != std::sregex_iterator(); ++it)
         names.emplace((*it)[1].str(), rel);
@@ -88,11 +83,9 @@ TEST(EnvKnobs, LocationKnobsDoNotCountAsMeasurementDifferences) {
 }
 
 TEST(EnvKnobs, TheDocsListTheTable) {
-  std::ifstream in(fs::path(test::source_dir()) / "docs" / "measurement.md");
-  ASSERT_TRUE(in) << "docs/measurement.md not found";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
+  const std::string doc =
+      test::read_file((fs::path(test::source_dir()) / "docs" / "measurement.md").string());
+  ASSERT_FALSE(doc.empty()) << "docs/measurement.md not found";
   const std::string begin = "<!-- env_knobs_markdown() -->\n", end = "<!-- end env_knobs -->";
   const size_t b = doc.find(begin), e = doc.find(end);
   ASSERT_NE(b, std::string::npos);

@@ -153,7 +153,7 @@ TEST(Gate, FivePercentJitterAtEightRepetitionsPasses) {
   EXPECT_TRUE(r.passed()) << render_gate(r, rules());
 }
 
-TEST(Gate, WithoutARulesFileEverySharedSpeedMetricIsChecked) {
+TEST(Gate, WithoutARulesFileEverySpeedMetricOfTheBaselineIsChecked) {
   Runs runs;
   runs.set({{"decode_tok_s", test::speed_metric(jittered(100, 8))},
             {"prefill_tok_s", test::speed_metric(jittered(900, 8))},
@@ -169,12 +169,13 @@ TEST(Gate, WithoutARulesFileEverySharedSpeedMetricIsChecked) {
     EXPECT_TRUE(rule.speed && rule.higher_is_better);
     EXPECT_EQ(rule.max_regression_pct, kDefaultMaxRegressionPct);
   }
-  // decode_vs_cpu is only in the baseline, top1 is not a speed: neither is shared speed.
-  EXPECT_EQ(metrics, (std::vector<std::string>{"prefill_tok_s", "decode_tok_s"}));
+  // top1 is not a speed; decode_vs_cpu is, and NEW lost it.
+  EXPECT_EQ(metrics, (std::vector<std::string>{"prefill_tok_s", "decode_tok_s", "decode_vs_cpu"}));
   const GateResult r = run_gate(join, d);
-  ASSERT_EQ(r.checks.size(), 2u);
+  ASSERT_EQ(r.checks.size(), 3u);
   EXPECT_EQ(r.checks[0].verdict, Verdict::ok);
   EXPECT_EQ(r.checks[1].verdict, Verdict::regression);
+  EXPECT_EQ(r.checks[2].verdict, Verdict::missing);
 }
 
 TEST(Gate, RunPlanningWarnsWhenRepetitionsCannotReachAlphaOrACi) {

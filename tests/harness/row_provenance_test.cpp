@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "harness/compare.h"
 #include "harness/merge.h"
@@ -173,12 +172,7 @@ TEST(CellVariants, AKnobChangedBetweenRunsIsVisibleAndNeverMergedSilently) {
     const int st = std::system((cmd + " >" + dir.file("log") + " 2>&1").c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   };
-  auto log = [&] {
-    std::ifstream in(dir.file("log"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
+  auto log = [&] { return test::read_file(dir.file("log")); };
   const std::string model = dir.file("m.gguf");
   ASSERT_EQ(sh(fish + " make-model --shape tiny --type q8_0 --out " + model), 0) << log();
   std::ofstream(dir.file("e.json")) << R"({"schema_version": 1, "name": "e", "model": [")" + model +
@@ -193,12 +187,10 @@ TEST(CellVariants, AKnobChangedBetweenRunsIsVisibleAndNeverMergedSilently) {
   const std::string a = dir.file("a/e.jsonl"), b = dir.file("b/e.jsonl");
   EXPECT_EQ(sh(fish + " report " + a + " " + b + " -o " + dir.file("r.md") + " --no-plots"), 0)
       << log();
-  std::ifstream in(dir.file("r.md"));
-  std::stringstream md;
-  md << in.rdbuf();
-  EXPECT_THAT(md.str(), HasSubstr("told apart by: FISH_ISA."));
-  EXPECT_THAT(md.str(), HasSubstr("| scalar |"));
-  EXPECT_THAT(md.str(), HasSubstr("| unset |"));
+  const std::string md = test::read_file(dir.file("r.md"));
+  EXPECT_THAT(md, HasSubstr("told apart by: FISH_ISA."));
+  EXPECT_THAT(md, HasSubstr("| scalar |"));
+  EXPECT_THAT(md, HasSubstr("| unset |"));
   EXPECT_EQ(sh(fish + " merge " + dir.file("m.jsonl") + " " + a + " " + b), 1);
   EXPECT_THAT(log(), HasSubstr("(FISH_ISA unset vs scalar)"));
   EXPECT_EQ(sh(fish + " compare " + a + "," + b + " " + a), 1);
