@@ -43,7 +43,8 @@ TEST(BuildInfo, NamesACommitADirtyStateAndTheBuild) {
 TEST(BuildInfo, FishVersionPrintsTheBinarysProvenance) {
   test::TempDir dir;
   ASSERT_EQ(run_shell(test::binary_dir() + "/fish --version > " + dir.file("v") + " 2>&1"), 0);
-  EXPECT_EQ(test::read_file(dir.file("v")), build_info_text());  // the same build: the same facts
+  EXPECT_EQ(test::read_file(dir.file("v")), build_info_text())
+      << "fish and this test binary were built from different trees: rebuild both";
 }
 
 TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
@@ -72,7 +73,8 @@ TEST(BuildInfo, AContextRecordsTheBinarysCommitWhateverCheckoutItRunsIn) {
   std::getline(lines, first);
   const nlohmann::json ctx = nlohmann::json::parse(first);
   const BuildInfo& b = build_info();
-  EXPECT_EQ(ctx["commit"], std::string(b.commit));
+  EXPECT_EQ(ctx["commit"], std::string(b.commit))
+      << "fish and this test binary differ: rebuild both";
   EXPECT_NE(ctx["commit"], other_head);
   if (b.dirty >= 0) {
     EXPECT_EQ(ctx["dirty"], b.dirty == 1);
