@@ -1,9 +1,13 @@
 #include "harness/compare.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <set>
 
+#include "harness/interval_label.h"
 #include "harness/report_svg.h"
+#include "harness/row_provenance.h"
 
 namespace fish {
 namespace {
@@ -47,13 +51,40 @@ std::string params_text(const JoinedRow& j, const std::vector<std::string>& name
   return out;
 }
 
-RowJoin join_rows(const ResultSet& base, const ResultSet& head) {
-  std::map<std::string, const ResultRow*> base_by_key;
-  for (const ResultRow* r : base.latest_rows()) base_by_key[json(row_params(*r)).dump()] = r;
+namespace {
+
+// One side's latest rows by canonical parameters. Two rows with the same parameters are
+// different measurements of one cell (other provenance, model bytes, harness version or quality
+// spec): an error naming both and what differs, never a silent pick.
+Result<std::map<std::string, const ResultRow*>> rows_by_params(const ResultSet& set,
+                                                               const char* side) {
+  std::map<std::string, const ResultRow*> by_key;
+  for (const ResultRow* r : set.latest_rows()) {
+    auto [it, fresh] = by_key.try_emplace(json(row_params(*r)).dump(), r);
+    if (fresh) continue;
+    // In read order (rows live in one vector): the earlier row first.
+    const auto [a, b] = std::minmax(it->second, r, std::less<const ResultRow*>());
+    std::string why =
+        provenance_difference(set.context_of(*a).provenance, set.context_of(*b).provenance);
+    if (why.empty())
+      why = fmt::format("cell_id {} vs {}: the model file, harness version or quality spec",
+                        a->cell_id, b->cell_id);
+    return make_error(
+        "{}: {} and {} hold the same cell (same model, config, workload and path) measured "
+        "differently ({}); compare one of them at a time (pass the files separately)",
+        side, row_label(*a), row_label(*b), why);
+  }
+  return by_key;
+}
+
+}  // namespace
+
+Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head) {
+  FISH_ASSIGN_OR_RETURN(const auto base_by_key, rows_by_params(base, "BASE"));
+  FISH_ASSIGN_OR_RETURN(const auto head_by_key, rows_by_params(head, "HEAD"));
   RowJoin join;
   std::set<std::string> matched;
-  std::map<std::string, size_t> head_seen;  // key -> index in join.both
-  for (const ResultRow* r : head.latest_rows()) {
+  for (const ResultRow* r : head.latest_rows()) {  // report order
     const std::map<std::string, json> p = row_params(*r);
     const std::string key = json(p).dump();
     auto b = base_by_key.find(key);
@@ -61,11 +92,6 @@ RowJoin join_rows(const ResultSet& base, const ResultSet& head) {
       join.only_head.push_back(r);
       continue;
     }
-    if (auto seen = head_seen.find(key); seen != head_seen.end()) {
-      join.both[seen->second].head = r;  // a later head row with the same parameters
-      continue;
-    }
-    head_seen[key] = join.both.size();
     matched.insert(key);
     join.both.push_back({b->second, r, p});
   }
@@ -92,7 +118,9 @@ std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::stri
   c.metric = metric;
   c.base_median = median(b->samples);
   c.head_median = median(h->samples);
-  if (c.base_median == 0) return std::nullopt;
+  c.n_base = b->samples.size();
+  c.n_head = h->samples.size();
+  if (*std::min_element(b->samples.begin(), b->samples.end()) <= 0) return std::nullopt;
   c.ratio = ratio_of_medians(h->samples, b->samples);
   c.test = mann_whitney_u(h->samples, b->samples);
   return c;
@@ -103,9 +131,15 @@ std::string render_comparison(const RowJoin& join) {
   std::vector<std::string> names = join.varying;
   if (names.empty()) names.push_back("path");
   for (const std::string& n : names) md += "| " + n + " ";
-  md += "| metric | base | head | head/base [95% CI] | p (Mann-Whitney) |\n|";
+  md += "| metric | base | head | head/base [interval] | p (Mann-Whitney) |\n|";
   for (size_t i = 0; i < names.size() + 5; ++i) md += "---|";
   md += "\n";
+  IntervalMix mix;  // of the ratios' intervals, for the marks and the legend
+  for (const JoinedRow& j : join.both)
+    if (j.base->status == "ok" && j.head->status == "ok")
+      for (const std::string& m : speed_metric_names())
+        if (const std::optional<SpeedComparison> c = compare_speed(j, m))
+          mix.add(c->ratio.interval.kind, int64_t(std::min(c->n_base, c->n_head)));
   for (const JoinedRow& j : join.both) {
     std::string prefix = "| ";
     for (const std::string& n : names) {
@@ -119,9 +153,13 @@ std::string render_comparison(const RowJoin& join) {
     for (const std::string& m : speed_metric_names()) {
       const std::optional<SpeedComparison> c = compare_speed(j, m);
       if (!c) continue;
-      md += prefix + fmt::format("{} | {} | {} | {:.3f} [{:.3f}, {:.3f}] | {:.3g} |\n", m,
-                                 short_number(c->base_median), short_number(c->head_median),
-                                 c->ratio.ratio, c->ratio.ci95.lo, c->ratio.ci95.hi, c->test.p);
+      const Interval& in = c->ratio.interval;
+      md += prefix + fmt::format("{} | {} | {} | {} | {:.3g} |\n", m, short_number(c->base_median),
+                                 short_number(c->head_median),
+                                 interval_cell(fmt::format("{:.3f}", c->ratio.ratio),
+                                               fmt::format("{:.3f}", in.lo),
+                                               fmt::format("{:.3f}", in.hi), in.kind, mix),
+                                 c->test.p);
     }
     for (const std::string& m : scalar_metric_names()) {
       const std::optional<double> b = j.base->number(m), h = j.head->number(m);
@@ -132,6 +170,7 @@ std::string render_comparison(const RowJoin& join) {
     }
   }
   md += "\n";
+  if (!mix.empty()) md += ratio_legend(mix) + "\n\n";
   for (const ResultRow* r : join.only_base) md += "- only in BASE: " + row_label(*r) + "\n";
   for (const ResultRow* r : join.only_head) md += "- only in HEAD: " + row_label(*r) + "\n";
   return md;

@@ -1,8 +1,10 @@
 // `fish compare BASE HEAD`: rows of two results sets joined on their parameters (model file name,
 // config, workload, path — not cell_id, which also hashes the harness version and the model's
 // sha256, so a rebuilt synthetic model or a new harness still joins), and per speed metric the
-// ratio of medians head/base with a bootstrap 95% CI and the two-sided Mann-Whitney p-value from
-// the raw samples; per scalar metric (quality, GB/s, memory) base, head and the difference.
+// ratio of medians head/base with its distribution-free interval (a 95% CI where the sample
+// sizes allow one, else the range of the pairwise ratios; harness/stats.h) and the two-sided
+// Mann-Whitney p-value from the raw samples; per scalar metric (quality, GB/s, memory) base, head
+// and the difference.
 #pragma once
 
 #include <map>
@@ -34,19 +36,22 @@ struct RowJoin {
 // A row's parameters: model (file name), config and workload fields, path.
 std::map<std::string, nlohmann::json> row_params(const ResultRow& r);
 
-// Joins the latest rows of each set (results_reader.h) on canonical parameters; a parameter
-// key repeated within one side keeps its later row.
-RowJoin join_rows(const ResultSet& base, const ResultSet& head);
+// Joins the latest rows of each set (results_reader.h) on canonical parameters. Errors: two
+// current rows of one side with the same parameters (the same cell measured under different
+// provenance, or with another model file, harness version or quality spec): the message names
+// both rows and what differs.
+Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head);
 
 struct SpeedComparison {
   std::string metric;
   double base_median = 0, head_median = 0;
-  RatioEstimate ratio;  // head / base
-  MannWhitney test;     // head samples vs base samples
+  size_t n_base = 0, n_head = 0;  // samples
+  RatioEstimate ratio;            // head / base
+  MannWhitney test;               // head samples vs base samples
 };
 
-// The speed metric `metric` of a joined pair; nullopt when either side has no samples or the
-// base median is 0.
+// The speed metric `metric` of a joined pair; nullopt when either side has no samples or a base
+// sample is <= 0 (no ratio).
 std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::string& metric);
 
 // Markdown for `fish compare`: a table per joined row and metric, then the unmatched rows.

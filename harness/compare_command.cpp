@@ -15,8 +15,10 @@ void add_compare_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "Compare two sets of results: rows joined on model, config, workload and path; per speed "
-      "metric the ratio of medians HEAD/BASE with a bootstrap 95% CI and the Mann-Whitney U "
-      "p-value of the raw samples; per quality/scalar metric both values and the difference.");
+      "metric the ratio of medians HEAD/BASE with its 95% CI (the ratios a Mann-Whitney test does "
+      "not reject; [min, max] of the pairwise ratios where the sample sizes allow no CI) and the "
+      "Mann-Whitney U p-value of the raw samples; per quality/scalar metric both values and the "
+      "difference.");
   cmd->add_option("base", args->base, "Results .jsonl of the baseline (comma-separate several)")
       ->required();
   cmd->add_option("head", args->head, "Results .jsonl to compare with it (comma-separate several)")
@@ -36,7 +38,12 @@ void add_compare_command(CLI::App& app, int* exit_code) {
     for (const ResultSet* s : {&base.value(), &head.value()})
       for (const std::string& w : s->warnings)
         std::fprintf(stderr, "fish %s: %s\n", "compare", w.c_str());
-    const RowJoin join = join_rows(*base, *head);
+    auto joined = join_rows(*base, *head);
+    if (!joined.ok()) {
+      std::fprintf(stderr, "fish compare: %s\n", joined.error().message.c_str());
+      return;
+    }
+    const RowJoin& join = joined.value();
     const std::string md = render_comparison(join);
     std::fwrite(md.data(), 1, md.size(), stdout);
     std::fprintf(stderr, "fish compare: %zu rows joined, %zu only in BASE, %zu only in HEAD\n",

@@ -11,7 +11,7 @@
 //    "sweep": {"act": ["int8", "f32"], "n_threads": "1-2"},
 //    "exclude": [{"act": "f32", "n_threads": 1}],
 //    "workload": {"n_prompt": 64, "n_gen": 32},
-//    "measure": {"paths": ["cpu"], "repetitions": 5},
+//    "measure": {"paths": ["cpu"], "repetitions": 6},
 //    "quality": {"metrics": ["top1", "kl", "ppl"], "reference": {"act": "f32"}}}
 //
 // A cell is one model + one resolved Config. Cells are ordered model-major (one model load per
@@ -49,11 +49,11 @@ std::span<const FieldSpec<Workload>> workload_fields();
 struct MeasureSpec {
   std::vector<std::string> paths = {"cpu"};
   int64_t warmup = 1;
-  int64_t repetitions = 5;
+  int64_t repetitions = 6;  // the fewest whose median has an order-statistic 95% CI
   bool interleave = true;
   double max_cv = 0.10;
   int64_t stream_MiB = 1024;
-  int64_t stream_passes = 5;
+  int64_t stream_passes = 6;
 };
 std::span<const FieldSpec<MeasureSpec>> measure_fields();
 

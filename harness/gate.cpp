@@ -1,11 +1,13 @@
 #include "harness/gate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/interval_label.h"
 #include "harness/report_svg.h"
 
 namespace fish {
@@ -35,6 +37,8 @@ const char* verdict_name(Verdict v) {
       return "REGRESSION";
     case Verdict::missing:
       return "MISSING";
+    case Verdict::underpowered:
+      return "UNDERPOWERED";
   }
   return "?";
 }
@@ -58,11 +62,11 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
         problem("alpha", fmt::format("expected a number in (0, 1), found {}", v.dump()));
       else
         rules.alpha = v.get<double>();
-    } else if (k == "missing") {
+    } else if (k == "missing" || k == "underpowered") {
       if (v != "fail" && v != "ignore")
-        problem("missing", fmt::format("expected \"fail\"|\"ignore\", found {}", v.dump()));
+        problem(k, fmt::format("expected \"fail\"|\"ignore\", found {}", v.dump()));
       else
-        rules.missing_fails = v == "fail";
+        (k == "missing" ? rules.missing_fails : rules.underpowered_fails) = v == "fail";
     } else if (k == "metrics") {
       if (!v.is_object()) {
         problem("metrics", fmt::format("expected an object, found {}", json_type_name(v)));
@@ -111,7 +115,7 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
         rules.rules.push_back(r);
       }
     } else {
-      problem(k, "unknown key (expected schema, alpha, missing, metrics)");
+      problem(k, "unknown key (expected schema, alpha, missing, underpowered, metrics)");
     }
   }
   if (!j.contains("metrics")) problem("metrics", "missing (the rules per metric)");
@@ -131,104 +135,175 @@ Result<GateRules> load_gate_rules(const std::string& path) {
   return parse_gate_rules(ss.str(), path);
 }
 
+GateRules default_gate_rules(const RowJoin& join) {
+  GateRules rules;
+  for (const std::string& m : speed_metric_names()) {
+    const bool in_base = std::any_of(join.both.begin(), join.both.end(), [&](const JoinedRow& j) {
+      return j.base->speed(m).has_value();
+    });
+    if (in_base) rules.rules.push_back({m, true, true, kDefaultMaxRegressionPct, 0});
+  }
+  return rules;
+}
+
+std::vector<std::string> repetition_warnings(int64_t repetitions, double alpha) {
+  std::vector<std::string> w;
+  const size_t n = size_t(std::max<int64_t>(repetitions, 0));
+  const double min_p = mann_whitney_min_p(n, n);
+  if (min_p >= alpha) {
+    size_t enough = n;
+    while (mann_whitney_min_p(enough, enough) >= alpha) ++enough;
+    w.push_back(fmt::format(
+        "measure.repetitions {}: fish gate of two such runs can reach p = {:.3g} at best, never "
+        "alpha {}: every speed check would be underpowered and fail the gate (use >= {})",
+        repetitions, min_p, alpha, enough));
+  }
+  if (n < kMinSamplesForMedianCi)
+    w.push_back(fmt::format(
+        "measure.repetitions {}: fewer than {} allow no 95% CI of the median; tables show [min, "
+        "max] instead (it covers the median with probability {:.4g}%)",
+        repetitions, kMinSamplesForMedianCi, 100 * min_max_coverage(n)));
+  return w;
+}
+
+namespace {
+
+// A speed metric of a joined pair against its rule; nullopt when the baseline did not measure it.
+std::optional<GateCheck> speed_check(const JoinedRow& j, const GateRule& rule,
+                                     const GateRules& rules) {
+  GateCheck c;
+  c.metric = rule.metric;
+  c.speed = true;
+  const std::optional<SpeedMetric> base = j.base->speed(rule.metric);
+  if (!base) return std::nullopt;
+  const std::optional<SpeedComparison> s = compare_speed(j, rule.metric);
+  if (!s) {
+    c.base = short_number(base->median);
+    c.head = "absent";
+    c.verdict = Verdict::missing;
+    return c;
+  }
+  const double ratio = s->ratio.ratio;
+  // Worsening in %: a slowdown for higher-is-better rates, a growth for lower-is-better.
+  const double worse_pct = (rule.higher_is_better ? 1 - ratio : ratio - 1) * 100;
+  const Interval& in = s->ratio.interval;
+  c.base = short_number(s->base_median);
+  c.head = short_number(s->head_median);
+  c.change = fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", (ratio - 1) * 100, (in.lo - 1) * 100,
+                         (in.hi - 1) * 100);
+  c.interval = in.kind;
+  c.p = s->test.p;
+  c.min_p = mann_whitney_min_p(s->n_head, s->n_base);
+  c.threshold = fmt::format("{}{}%", rule.higher_is_better ? "-" : "+",
+                            short_number(rule.max_regression_pct));
+  const bool significant = s->test.p < rules.alpha;
+  if (c.min_p >= rules.alpha)
+    c.verdict = Verdict::underpowered;  // no data could have made it significant
+  else if (significant && worse_pct > rule.max_regression_pct)
+    c.verdict = Verdict::regression;
+  else if (significant && -worse_pct > rule.max_regression_pct)
+    c.verdict = Verdict::improved;
+  return c;
+}
+
+// A scalar metric of a joined pair against its absolute tolerance; nullopt when the baseline
+// did not measure it.
+std::optional<GateCheck> scalar_check(const JoinedRow& j, const GateRule& rule) {
+  GateCheck c;
+  c.metric = rule.metric;
+  const std::optional<double> b = j.base->number(rule.metric), h = j.head->number(rule.metric);
+  if (!b) return std::nullopt;
+  c.base = short_number(*b);
+  c.threshold =
+      fmt::format("{}{}", rule.higher_is_better ? "-" : "+", short_number(rule.tolerance));
+  if (!h) {
+    c.head = "absent";
+    c.verdict = Verdict::missing;
+    return c;
+  }
+  c.head = short_number(*h);
+  c.change = fmt::format("{:+.4g}", *h - *b);
+  const double worse = rule.higher_is_better ? *b - *h : *h - *b;
+  // A tiny epsilon so a change of exactly the tolerance, after float rounding, passes.
+  const double eps = 1e-12 * std::max({1.0, std::fabs(*b), std::fabs(*h)});
+  if (worse > rule.tolerance + eps)
+    c.verdict = Verdict::regression;
+  else if (-worse > rule.tolerance + eps)
+    c.verdict = Verdict::improved;
+  return c;
+}
+
+}  // namespace
+
 GateResult run_gate(const RowJoin& join, const GateRules& rules) {
   GateResult result;
   std::vector<std::string> names = join.varying;
   if (names.empty()) names.push_back("path");
   auto add = [&](GateCheck c) {
-    if (c.verdict == Verdict::regression || (c.verdict == Verdict::missing && rules.missing_fails))
+    if (c.verdict == Verdict::underpowered) ++result.n_underpowered;
+    if (c.verdict == Verdict::regression ||
+        (c.verdict == Verdict::missing && rules.missing_fails) ||
+        (c.verdict == Verdict::underpowered && rules.underpowered_fails))
       ++result.n_regressions;
     result.checks.push_back(std::move(c));
+  };
+  auto lost = [](std::string params, std::string head) {
+    GateCheck c;
+    c.params = std::move(params);
+    c.metric = "row";
+    c.base = "ok";
+    c.head = std::move(head);
+    c.verdict = Verdict::missing;
+    return c;
   };
   for (const JoinedRow& j : join.both) {
     const std::string params = params_text(j, names);
     if (j.base->status != "ok") continue;  // nothing to regress from
     if (j.head->status != "ok") {
-      add({params, "row", "ok",
-           j.head->status + (j.head->error.empty() ? "" : ": " + j.head->error), "", 1, "",
-           Verdict::missing});
+      add(lost(params, j.head->status + (j.head->error.empty() ? "" : ": " + j.head->error)));
       continue;
     }
     for (const GateRule& rule : rules.rules) {
-      GateCheck c;
-      c.params = params;
-      c.metric = rule.metric;
-      if (rule.speed) {
-        const bool in_base = j.base->speed(rule.metric).has_value();
-        const std::optional<SpeedComparison> s = compare_speed(j, rule.metric);
-        if (!s) {
-          if (!in_base) continue;  // the baseline did not measure it
-          c.base = short_number(j.base->speed(rule.metric)->median);
-          c.head = "absent";
-          c.verdict = Verdict::missing;
-          add(std::move(c));
-          continue;
-        }
-        const double ratio = s->ratio.ratio;
-        // Worsening in %: a slowdown for higher-is-better rates, a growth for lower-is-better.
-        const double worse_pct = (rule.higher_is_better ? 1 - ratio : ratio - 1) * 100;
-        c.base = short_number(s->base_median);
-        c.head = short_number(s->head_median);
-        c.change = fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", (ratio - 1) * 100,
-                               (s->ratio.ci95.lo - 1) * 100, (s->ratio.ci95.hi - 1) * 100);
-        c.p = s->test.p;
-        c.threshold = fmt::format("{}{}%", rule.higher_is_better ? "-" : "+",
-                                  short_number(rule.max_regression_pct));
-        const bool significant = s->test.p < rules.alpha;
-        if (significant && worse_pct > rule.max_regression_pct)
-          c.verdict = Verdict::regression;
-        else if (significant && -worse_pct > rule.max_regression_pct)
-          c.verdict = Verdict::improved;
-        add(std::move(c));
-      } else {
-        const std::optional<double> b = j.base->number(rule.metric),
-                                    h = j.head->number(rule.metric);
-        if (!b) continue;
-        c.base = short_number(*b);
-        c.threshold =
-            fmt::format("{}{}", rule.higher_is_better ? "-" : "+", short_number(rule.tolerance));
-        if (!h) {
-          c.head = "absent";
-          c.verdict = Verdict::missing;
-          add(std::move(c));
-          continue;
-        }
-        c.head = short_number(*h);
-        c.change = fmt::format("{:+.4g}", *h - *b);
-        const double worse = rule.higher_is_better ? *b - *h : *h - *b;
-        // A tiny epsilon so a change of exactly the tolerance, after float rounding, passes.
-        const double eps = 1e-12 * std::max({1.0, std::fabs(*b), std::fabs(*h)});
-        if (worse > rule.tolerance + eps)
-          c.verdict = Verdict::regression;
-        else if (-worse > rule.tolerance + eps)
-          c.verdict = Verdict::improved;
-        add(std::move(c));
-      }
+      std::optional<GateCheck> c = rule.speed ? speed_check(j, rule, rules) : scalar_check(j, rule);
+      if (!c) continue;
+      c->params = params;
+      add(std::move(*c));
     }
   }
   for (const ResultRow* r : join.only_base) {  // rows NEW lost, after the joined ones
     if (r->status != "ok") continue;
-    const JoinedRow lost{r, nullptr, row_params(*r)};
-    add({params_text(lost, names), "row", "ok", "absent", "", 1, "", Verdict::missing});
+    const JoinedRow gone{r, nullptr, row_params(*r)};
+    add(lost(params_text(gone, names), "absent"));
   }
   return result;
 }
 
 std::string render_gate(const GateResult& result, const GateRules& rules) {
+  IntervalMix mix;
+  for (const GateCheck& c : result.checks)
+    if (c.speed && !c.change.empty()) mix.add(c.interval, 0);
   std::string md =
-      "| parameters | metric | base | new | change [95% CI] | p | threshold | verdict |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      "| parameters | metric | base | new | change [interval] | p | min p | threshold | verdict "
+      "|\n|---|---|---|---|---|---|---|---|---|\n";
   for (const GateCheck& c : result.checks) {
-    std::string p = c.p < 1 || !c.change.empty() ? fmt::format("{:.3g}", c.p) : "";
-    if (c.change.find('%') == std::string::npos) p = "";  // scalar checks have no test
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.params, c.metric, c.base,
-                      c.head, c.change, p, c.threshold, verdict_name(c.verdict));
+    const bool tested = c.speed && !c.change.empty();
+    std::string change = c.change;
+    if (tested && c.interval == IntervalKind::min_max && mix.mixed()) change += " (min-max)";
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.params, c.metric,
+                      c.base, c.head, change, tested ? fmt::format("{:.3g}", c.p) : "",
+                      tested ? fmt::format("{:.3g}", c.min_p) : "", c.threshold,
+                      verdict_name(c.verdict));
   }
+  md += "\n";
+  if (!mix.empty()) md += ratio_legend(mix) + "\n";
   md += fmt::format(
-      "\n{} checks, {} failing (speed: significant at alpha {} and beyond the threshold; "
-      "scalars: beyond the absolute tolerance; missing rows/metrics {}): {}\n",
+      "{} checks, {} failing (speed: significant at alpha {} and beyond the threshold; "
+      "scalars: beyond the absolute tolerance; missing rows/metrics {}; {} underpowered, "
+      "whose sample sizes cannot reach p < alpha (min p >= alpha), {}): {}\n",
       result.checks.size(), result.n_regressions, rules.alpha,
-      rules.missing_fails ? "fail" : "are ignored", result.passed() ? "PASS" : "FAIL");
+      rules.missing_fails ? "fail" : "are ignored", result.n_underpowered,
+      rules.underpowered_fails ? "failing: raise measure.repetitions" : "ignored by the rules",
+      result.passed() ? "PASS" : "FAIL");
   return md;
 }
 

@@ -1,8 +1,10 @@
 // fish: the FISH command-line entry point. Subcommands live in harness/*_command.cpp.
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "base/build_info.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 
@@ -13,7 +15,10 @@ int main(int argc, char** argv) {
                "3 regression gate failed.",
                "fish"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", FISH_VERSION);
+  // The binary's provenance: version, commit (dirty + diff digest), build flags, compiler.
+  std::string version = fish::build_info_text();
+  while (!version.empty() && version.back() == '\n') version.pop_back();
+  app.set_version_flag("--version", version);
   int exit_code = fish::kExitOk;
   fish::add_inspect_command(app, &exit_code);
   fish::add_make_model_command(app, &exit_code);

@@ -72,14 +72,19 @@ std::vector<PathSamples> measure_paths(
   return out;
 }
 
-nlohmann::json speed_metric_json(std::span<const double> samples) {
+nlohmann::json sample_summary_json(std::span<const double> samples) {
   if (samples.empty()) return nullptr;
-  const Interval ci = median_ci95(samples);
-  return nlohmann::json{{"median", median(samples)},
-                        {"ci95", {ci.lo, ci.hi}},
-                        {"cv", coefficient_of_variation(samples)},
-                        {"n", samples.size()},
-                        {"samples", std::vector<double>(samples.begin(), samples.end())}};
+  const Interval in = median_interval(samples);
+  return nlohmann::json{
+      {"median", median(samples)}, {interval_key(in.kind), {in.lo, in.hi}}, {"n", samples.size()}};
+}
+
+nlohmann::json speed_metric_json(std::span<const double> samples) {
+  nlohmann::json j = sample_summary_json(samples);
+  if (j.is_null()) return j;
+  j["cv"] = coefficient_of_variation(samples);
+  j["samples"] = std::vector<double>(samples.begin(), samples.end());
+  return j;
 }
 
 std::vector<std::string> validity_flags(const PathSamples& p, double max_cv) {

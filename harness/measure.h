@@ -47,8 +47,13 @@ struct PathSamples {
 std::vector<PathSamples> measure_paths(const MeasureSpec& spec,
                                        std::span<const std::function<Result<RepSample>()>> rep_fns);
 
-// {"median","ci95":[lo,hi],"cv","n","samples"}: median and its order-statistic 95% CI
-// (harness/stats.h), coefficient of variation, the raw samples. null when there are none.
+// {"median", K: [lo, hi], "n"}: the median and its interval (harness/stats.h median_interval)
+// under the key that names it, K = "ci95" for a 95% CI (n >= 6) or "min_max" for the range of
+// fewer samples. The context's stream and GPU copy bandwidths. null when there are no samples.
+nlohmann::json sample_summary_json(std::span<const double> samples);
+
+// sample_summary_json plus "cv" (coefficient of variation) and "samples" (the raw values): a
+// speed metric of a row. null when there are no samples.
 nlohmann::json speed_metric_json(std::span<const double> samples);
 
 // Validity flags of a row: "few_repetitions" (fewer than 6 samples: no order-statistic pair of

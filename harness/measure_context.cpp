@@ -6,18 +6,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <random>
 
+#include "base/build_info.h"
+#include "harness/env_knobs.h"
 #include "kernels/cpu_features.h"
-
-#ifndef FISH_BUILD_TYPE
-#define FISH_BUILD_TYPE "unknown"
-#endif
-#ifndef FISH_BUILD_FLAGS
-#define FISH_BUILD_FLAGS ""
-#endif
 
 namespace fish {
 namespace {
@@ -100,27 +96,15 @@ nlohmann::json run_context(const Experiment& e, const RunIdentity& id) {
   c["shard"] = {{"index", id.shard_index}, {"count", id.shard_count}};
   c["started_utc"] = utc_now();
 
-  const char* env_commit = std::getenv("FISH_COMMIT");
-  if (env_commit && *env_commit) {
-    c["commit"] = env_commit;
-    c["dirty"] = nullptr;
-  } else {
-    const std::string sha = capture("git rev-parse HEAD");
-    c["commit"] = sha.empty() ? "unknown" : sha;
-    c["dirty"] = sha.empty() ? nlohmann::json()
-                             : nlohmann::json(!capture("git status --porcelain "
-                                                       "--untracked-files=no")
-                                                   .empty());
-  }
-  c["build_type"] = FISH_BUILD_TYPE;
-  c["build_flags"] = FISH_BUILD_FLAGS;
-#if defined(__clang__)
-  c["compiler"] = "clang " __clang_version__;
-#elif defined(__GNUC__)
-  c["compiler"] = "g++ " __VERSION__;
-#else
-  c["compiler"] = "unknown";
-#endif
+  // Provenance from the binary itself (base/build_info.h), whatever directory it runs in.
+  const BuildInfo& b = build_info();
+  c["commit"] = std::string(b.commit);
+  c["dirty"] = b.dirty < 0 ? nlohmann::json() : nlohmann::json(b.dirty == 1);
+  if (b.dirty == 1) c["dirty_diff_sha256"] = std::string(b.diff_sha256);
+  c["build_type"] = std::string(b.build_type);
+  c["build_flags"] = std::string(b.build_flags);
+  c["compiler"] = std::string(b.compiler);
+  c["env"] = env_knobs_json([](const char* n) { return std::getenv(n); });
   c["cpu"] = cpu_features().brand;
   c["cpu_features"] = cpu_features_summary();
   c["n_cpus"] = int64_t(::sysconf(_SC_NPROCESSORS_ONLN));

@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "harness/results_reader.h"
+#include "harness/row_provenance.h"
 
 namespace fish {
 namespace {
@@ -81,16 +83,24 @@ Result<MergeSummary> merge_results(const std::vector<std::string>& inputs, const
   for (const ResultContext& c : set.contexts)
     if (run_ids.insert(c.run_id).second) text += c.text + "\n";
 
-  std::map<std::string, size_t> latest;  // (cell_id, path) -> index of the last row
-  for (size_t i = 0; i < set.rows.size(); ++i) {
-    auto [it, inserted] = latest.insert({set.rows[i].key(), i});
-    if (!inserted) {
-      it->second = i;
-      ++summary.n_replaced;
-    }
+  // The current rows (results_reader.h latest_rows): a later row of equal provenance replaces
+  // an earlier one; one cell measured under different provenance cannot go into one file
+  // without dropping a measurement.
+  std::vector<const ResultRow*> rows = set.latest_rows();
+  if (const auto variants = set.cell_variants(); !variants.empty()) {
+    // In read order (rows live in one vector): the earlier row first.
+    const auto [pa, pb] =
+        std::minmax(variants[0][0], variants[0][1], std::less<const ResultRow*>());
+    const ResultRow& a = *pa;
+    const ResultRow& b = *pb;
+    return make_error(
+        "merge: {}:{} and {}:{} hold cell {} ({}, cell {}) measured under different provenance "
+        "({}); merging would keep only one: keep them in separate files (fish report shows them "
+        "side by side)",
+        a.file, a.line, b.file, b.line, a.cell_id, a.path, a.cell_index,
+        provenance_difference(set.context_of(a).provenance, set.context_of(b).provenance));
   }
-  std::vector<const ResultRow*> rows;
-  for (const auto& [key, i] : latest) rows.push_back(&set.rows[i]);
+  summary.n_replaced = set.rows.size() - rows.size();
   std::sort(rows.begin(), rows.end(), [](const ResultRow* a, const ResultRow* b) {
     if (a->cell_index != b->cell_index) return a->cell_index < b->cell_index;
     if (a->path != b->path) return a->path < b->path;

@@ -17,7 +17,8 @@ void add_merge_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "merge",
       "Merge results files (e.g. the shards of a Slurm array) into OUT: contexts kept, rows unique "
-      "by (cell_id, path) with the later input winning, sorted by cell index. Lists the cells "
+      "by (cell_id, path) with the later input winning, sorted by cell index; a cell measured "
+      "under different provenance (commit, machine, FISH_* knobs) is refused. Lists the cells "
       "of each experiment no row covers (exit code 2 when any is missing).");
   cmd->add_option("out", args->out, "Output JSONL (written atomically; may be an input)")
       ->required();

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/interval_label.h"
 #include "harness/report_gbench.h"
 #include "harness/report_svg.h"
 
@@ -34,9 +35,9 @@ std::string file_safe(const std::string& s) {
   return out;
 }
 
-std::string interval_text(const SpeedMetric& m) {
-  return fmt::format("{} [{}, {}]", short_number(m.median), short_number(m.ci_lo),
-                     short_number(m.ci_hi));
+std::string interval_text(const SpeedMetric& m, const IntervalMix& mix) {
+  return interval_cell(short_number(m.median), short_number(m.interval.lo),
+                       short_number(m.interval.hi), m.interval.kind, mix);
 }
 
 struct MetricColumn {
@@ -99,9 +100,9 @@ std::string context_text(const ResultContext& c) {
       j["stream_GBps"].contains("median") && j["stream_GBps"]["median"].is_number()) {
     const json& st = j["stream_GBps"];
     out += fmt::format("; stream {} GB/s", short_number(st["median"].get<double>()));
-    if (st.contains("ci95") && st["ci95"].is_array() && st["ci95"].size() == 2)
-      out +=
-          fmt::format(" [{}, {}]", json_value_text(st["ci95"][0]), json_value_text(st["ci95"][1]));
+    if (const std::optional<Interval> in = summary_interval(st))
+      out += fmt::format(" [{}, {}] ({})", short_number(in->lo), short_number(in->hi),
+                         interval_title(in->kind));
   }
   return md_escape(out);
 }
@@ -127,10 +128,12 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
     if (!numeric || xs.size() < 3) continue;
     for (const MetricColumn& metric : kSpeedColumns) {
       std::map<std::string, PlotSeries> series;  // by name: deterministic legend order
+      IntervalMix mix;
       for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i]->status != "ok") continue;
         const std::optional<SpeedMetric> m = rows[i]->speed(metric.key);
         if (!m) continue;
+        mix.add(m->interval.kind, m->n);
         std::string name;
         for (const std::string& v : varying)
           if (v != x_axis)
@@ -138,7 +141,8 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
                 fmt::format("{}{}={}", name.empty() ? "" : ", ", v, json_value_text(axes[i].at(v)));
         PlotSeries& s = series[name.empty() ? metric.title : name];
         s.name = name.empty() ? metric.title : name;
-        s.points.push_back({axes[i].at(x_axis).get<double>(), m->median, m->ci_lo, m->ci_hi, ""});
+        s.points.push_back(
+            {axes[i].at(x_axis).get<double>(), m->median, m->interval.lo, m->interval.hi, ""});
       }
       size_t longest = 0;
       for (const auto& [n, s] : series) longest = std::max(longest, s.points.size());
@@ -146,7 +150,7 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
       Plot p;
       p.title = fmt::format("{}: {} vs {}", experiment, metric.title, x_axis);
       p.x_label = x_axis;
-      p.y_label = fmt::format("{} (median, 95% CI)", metric.title);
+      p.y_label = plot_interval_label(metric.title, mix);
       p.x_log2 = *xs.begin() > 0 && *xs.rbegin() / *xs.begin() >= 8;
       for (auto& [n, s] : series) {
         std::sort(s.points.begin(), s.points.end(),
@@ -217,6 +221,38 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
     plots->push_back({file, render_svg(p)});
     *md += fmt::format("![{}]({}/{})\n\n", p.title, options.plots_link, file);
   }
+}
+
+// Where one cell of the section has rows of different provenance (results_reader.h
+// latest_rows), the provenance fields that tell them apart become columns like parameters: each
+// row's value (or "unset") goes into its axes and the field names after `names`. Returns those
+// field names (none when every cell has one row).
+std::vector<std::string> add_variant_axes(const ResultSet& set,
+                                          const std::vector<const ResultRow*>& rows,
+                                          std::vector<std::string>* names,
+                                          std::vector<std::map<std::string, json>>* axes) {
+  std::map<std::string, std::vector<size_t>> by_cell;  // cell_id/path -> indices into rows
+  for (size_t i = 0; i < rows.size(); ++i) by_cell[rows[i]->key()].push_back(i);
+  std::set<std::string> fields;
+  for (const auto& [key, idx] : by_cell)
+    for (size_t a : idx)
+      for (size_t b : idx) {
+        const auto& pa = set.context_of(*rows[a]).provenance;
+        const auto& pb = set.context_of(*rows[b]).provenance;
+        for (const auto& [f, v] : pa)
+          if (!pb.count(f) || pb.at(f) != v) fields.insert(f);
+        for (const auto& [f, v] : pb)
+          if (!pa.count(f)) fields.insert(f);
+      }
+  std::vector<std::string> out(fields.begin(), fields.end());
+  for (const std::string& f : out) {
+    if (std::find(names->begin(), names->end(), f) == names->end()) names->push_back(f);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& p = set.context_of(*rows[i]).provenance;
+      (*axes)[i][f] = p.count(f) ? json(p.at(f)) : json("unset");
+    }
+  }
+  return out;
 }
 
 Status read_text(const std::string& path, std::string* out) {
@@ -296,6 +332,7 @@ std::string render_experiment_section(const ResultSet& set,
     }
     axes.push_back(std::move(a));
   }
+  const std::vector<std::string> variant_fields = add_variant_axes(set, rows, &names, &axes);
   std::vector<std::string> varying;
   std::string fixed;
   for (const std::string& n : names) {
@@ -308,6 +345,14 @@ std::string render_experiment_section(const ResultSet& set,
       fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", n, json_value_text(axes[0][n]));
   }
   if (!fixed.empty()) md += fmt::format("Fixed: {}.\n\n", md_escape(fixed));
+  if (!variant_fields.empty()) {
+    std::string list;
+    for (const std::string& f : variant_fields) list += (list.empty() ? "" : ", ") + f;
+    md += fmt::format(
+        "Some cells were measured under different provenance; their rows are shown side by side, "
+        "told apart by: {}.\n\n",
+        md_escape(list));
+  }
 
   std::vector<const MetricColumn*> speed_cols, scalar_cols;
   for (const MetricColumn& c : kSpeedColumns)
@@ -343,6 +388,10 @@ std::string render_experiment_section(const ResultSet& set,
   md += "|\n|";
   for (size_t i = 0; i < header.size(); ++i) md += "---|";
   md += "\n";
+  IntervalMix mix;  // of every speed interval the table shows
+  for (const ResultRow* r : rows)
+    for (const MetricColumn* c : speed_cols)
+      if (const std::optional<SpeedMetric> m = r->speed(c->key)) mix.add(m->interval.kind, m->n);
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = *rows[i];
     std::vector<std::string> cells;
@@ -352,7 +401,7 @@ std::string render_experiment_section(const ResultSet& set,
           json_value_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
     for (const MetricColumn* c : speed_cols) {
       const std::optional<SpeedMetric> m = r.speed(c->key);
-      cells.push_back(m ? interval_text(*m) : "-");
+      cells.push_back(m ? interval_text(*m, mix) : "-");
     }
     for (const MetricColumn* c : scalar_cols) cells.push_back(scalar_text(r, c->key));
     if (show_notes) cells.push_back(notes_of(r));
@@ -361,8 +410,7 @@ std::string render_experiment_section(const ResultSet& set,
     md += "|\n";
   }
   md += "\n";
-  if (!speed_cols.empty())
-    md += "Speeds: median [95% CI] over the repetitions (order-statistic CI of the median).\n\n";
+  if (!mix.empty()) md += median_legend("Speeds", mix) + "\n\n";
   for (const ResultRow* r : rows)
     if (r->status == "error")
       md += fmt::format("- cell {} ({}): {}\n", r->cell_index, r->path, md_escape(r->error));
@@ -409,9 +457,11 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
       "Generated by `fish report` (`scripts/render_benchmarks.py` lists the inputs) from the\n"
       "results committed under `results/`; do not edit by hand. Experiment tables show only the\n"
       "parameters that vary (the fixed ones are listed above each table); speeds are medians with\n"
-      "their 95% CI in brackets. Benchmark times are medians over repetitions with [min, max]\n"
-      "and the coefficient of variation; rates are medians of per-repetition rates. Every section\n"
-      "names the commit, build, CPU, GPU and OS it was measured on.\n\n";
+      "an interval in brackets that the line under each table names: the order-statistic 95% CI\n"
+      "of the median where a row has >= 6 repetitions, else [min, max] (too few for a CI).\n"
+      "Benchmark times are medians over repetitions with [min, max] and the coefficient of\n"
+      "variation; rates are medians of per-repetition rates. Every section names the commit,\n"
+      "build, CPU, GPU and OS it was measured on (docs/measurement.md).\n\n";
   const std::vector<const ResultRow*> rows = set.latest_rows();
   if (!rows.empty()) out.markdown += "## Experiments\n\n";
   for (size_t i = 0; i < rows.size();) {

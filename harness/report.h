@@ -37,7 +37,8 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
 
 // One experiment's section ("### NAME" under "## Experiments": experiment file, contexts, fixed
 // parameters, a table whose key columns are only the parameters that vary, metric columns only
-// where some row has a value, "median [lo, hi]" for speeds, failed rows listed, plots). `rows` are
+// where some row has a value, "median [lo, hi]" for speeds with a legend naming the interval
+// (harness/interval_label.h), failed rows listed, plots). `rows` are
 // that experiment's latest rows in report order. Plots are appended to `plots`.
 std::string render_experiment_section(const ResultSet& set,
                                       const std::vector<const ResultRow*>& rows,

@@ -18,7 +18,8 @@ void add_report_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "report",
       "Render results as Markdown: one section per experiment (only the parameters that vary as "
-      "columns, median [95% CI]), google-benchmark JSON files and command-run folders; SVG plots "
+      "columns, median [95% CI] or [min, max] where too few repetitions allow no CI, each table "
+      "saying which), google-benchmark JSON files and command-run folders; SVG plots "
       "of tok/s against numeric parameters and of quality against bits per weight.");
   cmd->add_option("inputs", args->inputs,
                   "Results .jsonl files, google-benchmark .json files, command-run folders")

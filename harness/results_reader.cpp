@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "harness/row_provenance.h"
+
 namespace fish {
 namespace {
 
@@ -80,9 +82,13 @@ void check_speed_metric(const std::string& name, const json& m, std::vector<std:
       p->push_back(fmt::format("metrics.{}.{}: expected number", name, k));
   if (!m.contains("n") || !m["n"].is_number_integer())
     p->push_back(fmt::format("metrics.{}.n: expected integer", name));
-  if (!m.contains("ci95") || !m["ci95"].is_array() || m["ci95"].size() != 2 ||
-      !m["ci95"][0].is_number() || !m["ci95"][1].is_number())
-    p->push_back(fmt::format("metrics.{}.ci95: expected [lo, hi] numbers", name));
+  const bool ci = m.contains("ci95"), range = m.contains("min_max");
+  if (ci == range)
+    p->push_back(fmt::format("metrics.{}: expected one of \"ci95\" or \"min_max\", found {}", name,
+                             ci ? "both" : "neither"));
+  else if (!summary_interval(m))
+    p->push_back(
+        fmt::format("metrics.{}.{}: expected [lo, hi] numbers", name, ci ? "ci95" : "min_max"));
   if (!m.contains("samples") || !m["samples"].is_array() ||
       !std::all_of(m["samples"].begin(), m["samples"].end(),
                    [](const json& s) { return s.is_number(); }))
@@ -119,6 +125,23 @@ const char* json_type_name(const nlohmann::json& j) {
   if (j.is_string()) return "string";
   if (j.is_array()) return "array";
   return "object";
+}
+
+std::optional<Interval> summary_interval(const nlohmann::json& summary) {
+  if (!summary.is_object()) return std::nullopt;
+  for (const IntervalKind kind : {IntervalKind::ci95, IntervalKind::min_max}) {
+    auto it = summary.find(interval_key(kind));
+    if (it == summary.end()) continue;
+    if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number() || !(*it)[1].is_number())
+      return std::nullopt;
+    Interval in{(*it)[0].get<double>(), (*it)[1].get<double>(), kind};
+    const auto n = summary.find("n");
+    if (n != summary.end() && n->is_number_integer() &&
+        n->get<int64_t>() < int64_t(kMinSamplesForMedianCi))
+      in.kind = IntervalKind::min_max;  // a legacy "ci95" of too few samples was the range
+    return in;
+  }
+  return std::nullopt;
 }
 
 std::vector<std::pair<std::string, nlohmann::json>> ResultRow::params() const {
@@ -160,8 +183,7 @@ std::optional<SpeedMetric> ResultRow::speed(const std::string& name) const {
   const nlohmann::json& s = (*m)[name];
   SpeedMetric r;
   r.median = s["median"].get<double>();
-  r.ci_lo = s["ci95"][0].get<double>();
-  r.ci_hi = s["ci95"][1].get<double>();
+  r.interval = *summary_interval(s);
   r.cv = s["cv"].get<double>();
   r.n = s["n"].get<int64_t>();
   r.samples = s["samples"].get<std::vector<double>>();
@@ -181,21 +203,43 @@ std::optional<double> ResultRow::number(const std::string& name) const {
 
 std::vector<const ResultRow*> ResultSet::latest_rows() const {
   // Keyed by experiment too: two experiments may share a cell (same model, config, workload).
-  std::map<std::string, size_t> latest;  // key -> index of the last row with it
-  for (size_t i = 0; i < rows.size(); ++i)
-    latest[context_of(rows[i]).experiment + "/" + rows[i].key()] = i;
+  std::map<std::string, std::vector<size_t>> current;  // cell key -> indices of current rows
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<size_t>& kept = current[context_of(rows[i]).experiment + "/" + rows[i].key()];
+    const std::string& prov = context_of(rows[i]).provenance_key;
+    std::erase_if(kept, [&](size_t k) {
+      return context_of(rows[k]).provenance_key == prov || rows[k].status != "ok";
+    });
+    kept.push_back(i);
+  }
   std::vector<const ResultRow*> out;
-  out.reserve(latest.size());
-  for (const auto& [key, i] : latest) out.push_back(&rows[i]);
+  for (const auto& [key, kept] : current)
+    for (size_t i : kept) out.push_back(&rows[i]);
   std::sort(out.begin(), out.end(), [this](const ResultRow* a, const ResultRow* b) {
     const std::string& ea = context_of(*a).experiment;
     const std::string& eb = context_of(*b).experiment;
     if (ea != eb) return ea < eb;
     if (a->cell_index != b->cell_index) return a->cell_index < b->cell_index;
     if (a->path != b->path) return a->path < b->path;
-    return a->cell_id < b->cell_id;
+    if (a->cell_id != b->cell_id) return a->cell_id < b->cell_id;
+    return context_of(*a).provenance_key < context_of(*b).provenance_key;
   });
   return out;
+}
+
+std::vector<std::vector<const ResultRow*>> ResultSet::cell_variants() const {
+  std::map<std::string, std::vector<const ResultRow*>> by_cell;  // in latest_rows order
+  std::vector<std::string> order;
+  for (const ResultRow* r : latest_rows()) {
+    const std::string key = context_of(*r).experiment + "/" + r->key();
+    auto [it, fresh] = by_cell.try_emplace(key);
+    if (fresh) order.push_back(key);
+    it->second.push_back(r);
+  }
+  std::vector<std::vector<const ResultRow*>> groups;
+  for (const std::string& k : order)
+    if (by_cell[k].size() > 1) groups.push_back(by_cell[k]);
+  return groups;
 }
 
 std::string canonical_json(const nlohmann::json& j) {
@@ -247,6 +291,8 @@ Status read_results_file(const std::string& path, ResultSet* set) {
           ctx.shard_count = static_cast<int>(s.integer("count"));
         }
         if (line_problems.empty()) {
+          ctx.provenance = provenance_fields(j, path);
+          ctx.provenance_key = provenance_key(ctx.provenance);
           ctx.json = std::move(j);
           ctx.text = text;
           run_contexts[ctx.run_id] = set->contexts.size();

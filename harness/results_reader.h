@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/result.h"
+#include "harness/stats.h"
 
 namespace fish {
 
@@ -25,14 +27,26 @@ struct ResultContext {
   int shard_index = 0, shard_count = 1;
   nlohmann::json json;  // the whole line
   std::string text;     // the line as read (merge writes it back byte for byte)
+  // Binary, machine and behaviour knobs of the run (harness/row_provenance.h) and its canonical
+  // text: rows of one cell whose contexts differ here are different measurements.
+  std::map<std::string, std::string> provenance;
+  std::string provenance_key;
 };
 
-// A speed metric object: {"median","ci95":[lo,hi],"cv","n","samples":[...]}.
+// A speed metric object: {"median", "ci95" or "min_max": [lo, hi], "cv", "n", "samples": [...]}
+// (harness/measure.h speed_metric_json).
 struct SpeedMetric {
-  double median = 0, ci_lo = 0, ci_hi = 0, cv = 0;
+  double median = 0, cv = 0;
+  Interval interval;  // of the median: a 95% CI, or [min, max] of fewer than 6 samples
   int64_t n = 0;
   std::vector<double> samples;
 };
+
+// The interval of a summary object {"median", "ci95" | "min_max": [lo, hi], "n"} (a speed metric,
+// the context's stream_GBps). Files written before intervals were named carry "ci95" whatever n;
+// below 6 samples that was always [min, max] (harness/stats.h), and it reads as min_max. nullopt
+// when neither key holds two numbers.
+std::optional<Interval> summary_interval(const nlohmann::json& summary);
 
 struct ResultRow {
   std::string file;
@@ -67,9 +81,16 @@ struct ResultSet {
   std::vector<std::string> warnings;
 
   const ResultContext& context_of(const ResultRow& r) const { return contexts[r.context]; }
-  // Rows unique by (experiment, cell_id, path), the later row winning, ordered by experiment name,
-  // then cell_index, then path: the deterministic view reports, compare and gate use.
+  // The current rows, ordered by experiment name, cell_index, path, then provenance: the
+  // deterministic view reports, compare, gate and merge use. Per (experiment, cell_id, path) a
+  // later row replaces an earlier one of equal provenance (a resume, a re-measurement) and any
+  // earlier row that is not ok (a failed or skipped attempt); rows of different provenance that
+  // are both ok (or a later failure after an ok row) are all kept: different measurements of the
+  // cell, never silently one of them.
   std::vector<const ResultRow*> latest_rows() const;
+  // Groups of latest_rows() that share (experiment, cell_id, path): one cell measured under
+  // different provenance. Empty when every cell has one current row.
+  std::vector<std::vector<const ResultRow*>> cell_variants() const;
 };
 
 // Names of the speed metrics (objects with samples) and of the scalar metrics a row may carry.

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "engine/config.h"
+#include "harness/interval_label.h"
 #include "harness/results_reader.h"
 
 namespace fish {
@@ -192,7 +193,7 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
                                    "path",       "status",     "model"};
   for (const auto& f : config_fields()) cols.emplace_back(f.name);
   for (const char* s : {"prefill_tok_s", "decode_tok_s"})
-    for (const char* part : {"", "_ci_lo", "_ci_hi", "_cv", "_n"})
+    for (const char* part : {"", "_lo", "_hi", "_interval", "_cv", "_n"})
       cols.push_back(std::string(s) + part);
   for (const char* m : kScalarMetrics) cols.emplace_back(m);
   for (const char* c : {"greedy_exact", "validity", "t_wall_s", "error"}) cols.emplace_back(c);
@@ -212,13 +213,13 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
       v.push_back(cfg.is_object() && cfg.contains(k) ? value_text(cfg[k]) : "");
     }
     for (const char* s : {"prefill_tok_s", "decode_tok_s"}) {
-      const json& m = metric(*r, s);
-      const bool has = m.is_object();
-      v.push_back(has ? exact(m["median"]) : "");
-      v.push_back(has ? exact(m["ci95"][0]) : "");
-      v.push_back(has ? exact(m["ci95"][1]) : "");
-      v.push_back(has ? exact(m["cv"]) : "");
-      v.push_back(has ? exact(m["n"]) : "");
+      const std::optional<SpeedMetric> m = r->speed(s);
+      v.push_back(m ? exact(m->median) : "");
+      v.push_back(m ? exact(m->interval.lo) : "");
+      v.push_back(m ? exact(m->interval.hi) : "");
+      v.push_back(m ? interval_key(m->interval.kind) : "");  // ci95 | min_max
+      v.push_back(m ? exact(m->cv) : "");
+      v.push_back(m ? exact(m->n) : "");
     }
     for (const char* m : kScalarMetrics) v.push_back(exact(metric(*r, m)));
     v.push_back(greedy_text(metric(*r, "greedy_exact")));
@@ -281,10 +282,15 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
   out += "|\n";
   for (size_t i = 0; i < head.size(); ++i) out += "|---";
   out += "|\n";
-  auto speed = [](const json& m) {
-    if (!m.is_object()) return std::string();
-    return fmt::format("{} [{}, {}]", num(m["median"], 4), num(m["ci95"][0], 4),
-                       num(m["ci95"][1], 4));
+  IntervalMix mix;  // of every speed interval in the table
+  for (const ResultRow* r : rows)
+    for (const char* k : {"prefill_tok_s", "decode_tok_s"})
+      if (const std::optional<SpeedMetric> m = r->speed(k)) mix.add(m->interval.kind, m->n);
+  auto speed = [&](const ResultRow& r, const char* key) {
+    const std::optional<SpeedMetric> m = r.speed(key);
+    if (!m) return std::string();
+    return interval_cell(num(m->median, 4), num(m->interval.lo, 4), num(m->interval.hi, 4),
+                         m->interval.kind, mix);
   };
   for (const ResultRow* r : rows) {
     std::vector<std::string> v = {std::to_string(r->cell_index)};
@@ -292,8 +298,8 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
     for (const std::string& f : varying) v.push_back(value_text(r->json["config"][f]));
     v.push_back(r->path);
     v.push_back(r->status);
-    v.push_back(speed(metric(*r, "prefill_tok_s")));
-    v.push_back(speed(metric(*r, "decode_tok_s")));
+    v.push_back(speed(*r, "prefill_tok_s"));
+    v.push_back(speed(*r, "decode_tok_s"));
     const json& gb = metric(*r, "weight_GBps");
     const json& pct = metric(*r, "weight_GBps_pct_stream");
     const json& pct_gpu = metric(*r, "weight_GBps_pct_gpu_copy");
@@ -316,6 +322,7 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
     for (const std::string& x : v) out += "| " + x + " ";
     out += "|\n";
   }
+  if (!mix.empty()) out += "\n" + median_legend("Speeds", mix) + "\n";
   return out;
 }
 

@@ -64,9 +64,11 @@ class ResultsWriter {
 };
 
 // Renderings of the rows of a results file (the latest row per (cell_id, path), in cell order):
-// CSV with every column (config fields by the Config table, speed metrics with CI bounds and CV,
-// every other metric), and a Markdown table showing the config fields that vary, speeds as
-// "median [lo, hi]", quality columns when any row has them. Errors: the reader's.
+// CSV with every column (config fields by the Config table; per speed metric the median, the
+// interval's _lo and _hi, _interval naming it "ci95" or "min_max", _cv and _n; every other
+// metric), and a Markdown table showing the config fields that vary, speeds as "median [lo, hi]"
+// with a legend line naming the interval, quality columns when any row has them. Errors: the
+// reader's.
 Result<std::string> render_csv(const std::string& jsonl_path);
 Result<std::string> render_markdown(const std::string& jsonl_path);
 

@@ -22,6 +22,7 @@
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "harness/experiment.h"
+#include "harness/gate.h"
 #include "harness/gpu_cell.h"
 #include "harness/measure.h"
 #include "harness/measure_context.h"
@@ -271,6 +272,8 @@ int run_experiment(const RunOptions& o) {
   auto shard_r = resolve_shard(o.shard, [](const char* n) { return std::getenv(n); });
   if (!shard_r.ok()) return fail(shard_r.error().message);
   const Shard shard = shard_r.value();
+  for (const std::string& w : repetition_warnings(e.measure.repetitions))
+    std::fprintf(stderr, "fish run: %s: warning: %s\n", e.file_path.c_str(), w.c_str());
 
   const std::vector<Cell> all = expand_cells(e);
   std::vector<const Cell*> cells;
@@ -360,19 +363,15 @@ int run_experiment(const RunOptions& o) {
     const std::vector<double> stream =
         measure_stream_GBps(size_t(e.measure.stream_MiB) << 20, int(e.measure.stream_passes), 0);
     const double stream_median = median(stream);
-    const Interval stream_ci = median_ci95(stream);
     json ctx = run_context(e, rid);
-    ctx["stream_GBps"] = {
-        {"median", stream_median}, {"ci95", {stream_ci.lo, stream_ci.hi}}, {"n", stream.size()}};
+    ctx["stream_GBps"] = sample_summary_json(stream);
     // The gpu rows' reference: what a compute shader moves on the device, measured in this run.
     double gpu_copy_median = 0;
     if (std::find(e.measure.paths.begin(), e.measure.paths.end(), "gpu") != e.measure.paths.end()) {
       const std::vector<double> gc = measure_gpu_copy_GBps(int(e.measure.stream_passes));
       if (!gc.empty()) {
         gpu_copy_median = median(gc);
-        const Interval gci = median_ci95(gc);
-        ctx["gpu_copy_GBps"] = {
-            {"median", gpu_copy_median}, {"ci95", {gci.lo, gci.hi}}, {"n", gc.size()}};
+        ctx["gpu_copy_GBps"] = sample_summary_json(gc);
       }
     }
     if (Status st = writer.append(ctx); !st.ok()) return fail(st.error().message);

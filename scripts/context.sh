@@ -3,25 +3,45 @@
 # compiler, CPU model and SIMD features, GPU and driver (Vulkan), OS. Used by run_bench.sh and
 # recorded with every committed result.
 #   scripts/context.sh [BUILD_DIR]
+# commit, build and compiler come from the fish binary itself (`fish --version`: baked in at build
+# time), FISH_BIN or BUILD_DIR/fish, so a binary carried elsewhere still names what it was built
+# from. Only without a runnable binary are they read from this checkout's git and CMakeCache.txt
+# (FISH_COMMIT / FISH_BUILD_DESC override that fallback).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
-# FISH_COMMIT / FISH_BUILD_DESC override what cannot be read where the binaries were carried to
-# (the GPU machine gets a copy of the tree without .git and a build made elsewhere).
-if [ -n "${FISH_COMMIT:-}" ]; then
-  commit=$FISH_COMMIT
+fish_bin=${FISH_BIN:-$build/fish}
+version=""
+[ -x "$fish_bin" ] && version=$("$fish_bin" --version 2>/dev/null)
+if [ -n "$version" ]; then
+  # "commit SHA (clean)" | "commit SHA (dirty, diff sha256 DIGEST)" | "commit SHA (dirty unknown)"
+  line=$(sed -n 's/^commit //p' <<<"$version")
+  sha=${line%% *}
+  state=${line#* }
+  commit=${sha:0:12}
+  [ "$sha" = unknown ] && commit=unknown
+  case "$state" in
+    "(dirty, diff sha256 "*) digest=${state#(dirty, diff sha256 }; commit="$commit-dirty.${digest:0:8}" ;;
+    "(dirty unknown)") [ "$commit" != unknown ] && commit="$commit-dirty?" ;;
+  esac
+  build_desc=$(sed -n 's/^build //p' <<<"$version" | sed 's/: / /')
+  compiler=$(sed -n 's/^compiler //p' <<<"$version")
 else
-  commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-  [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+  if [ -n "${FISH_COMMIT:-}" ]; then
+    commit=$FISH_COMMIT
+  else
+    commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+    [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+  fi
+  cache=$build/CMakeCache.txt
+  cget() { sed -n "s/^$1:[A-Z]*=//p" "$cache" 2>/dev/null | head -1; }
+  build_desc=$(cget CMAKE_BUILD_TYPE)
+  for o in FISH_NATIVE FISH_SCALAR_ONLY FISH_SANITIZE FISH_VULKAN; do
+    [ "$(cget $o)" = "ON" ] && build_desc="$build_desc $o"
+  done
+  [ -n "${FISH_BUILD_DESC:-}" ] && build_desc=$FISH_BUILD_DESC
+  compiler="$(cget CMAKE_CXX_COMPILER) $("$(cget CMAKE_CXX_COMPILER)" -dumpfullversion 2>/dev/null)"
 fi
-cache=$build/CMakeCache.txt
-cget() { sed -n "s/^$1:[A-Z]*=//p" "$cache" 2>/dev/null | head -1; }
-build_type=$(cget CMAKE_BUILD_TYPE)
-opts=""
-for o in FISH_NATIVE FISH_SCALAR_ONLY FISH_SANITIZE FISH_VULKAN; do
-  [ "$(cget $o)" = "ON" ] && opts="$opts $o"
-done
-compiler="$(cget CMAKE_CXX_COMPILER) $("$(cget CMAKE_CXX_COMPILER)" -dumpfullversion 2>/dev/null)"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 ncpu=$(nproc)
 feats=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' | tr '\n' ' ')
@@ -33,7 +53,6 @@ if command -v vulkaninfo >/dev/null 2>&1; then
   [ -n "$g" ] && gpu="$g (driver $d, Vulkan $a)"
 fi
 # Without vulkaninfo (the GPU machine carries only the loader): what FISH itself opened.
-fish_bin=${FISH_BIN:-$build/fish}
 if [ "$gpu" = none ] && [ -x "$fish_bin" ]; then
   g=$("$fish_bin" gpu 2>/dev/null | sed -n 's/^status: vulkan: //p' | head -1)
   case "$g" in "" | off:* | "not opened"*) ;; *) gpu="$g" ;; esac
@@ -48,12 +67,8 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") 
 echo "commit=$commit"
-if [ -n "${FISH_BUILD_DESC:-}" ]; then
-  echo "build=$FISH_BUILD_DESC"
-else
-  echo "build=${build_type:-unknown}${opts}"
-  echo "compiler=$compiler"
-fi
+echo "build=${build_desc:-unknown}"
+echo "compiler=$compiler"
 echo "cpu=$cpu x$ncpu [${feats% }]"
 echo "gpu=$gpu"
 echo "os=$os $(uname -r)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one google-benchmark executable with repetitions and writes its JSON, the measurement
-# context (scripts/context.sh) embedded, to results/bench/<name>-<host>.json.
+# context (scripts/context.sh: machine; the executable itself: commit and build) embedded, to
+# results/bench/<name>-<host>.json.
 #   scripts/run_bench.sh NAME [BUILD_DIR] [-- extra benchmark args]   e.g. run_bench.sh dequant_bench
 # Environment: FISH_BENCH_REPS (default 5), FISH_RESULTS (default results/bench).
 set -euo pipefail
@@ -14,8 +15,12 @@ exe=$build/bench/fish_$name
 out_dir=${FISH_RESULTS:-$root/results/bench}
 mkdir -p "$out_dir"
 # One --benchmark_context=k=v,k=v flag (only the last such flag counts); values lose their commas.
+# commit, build and compiler are left out: the executable records its own (bench/bench_context.cpp).
 ctx=""
-while IFS= read -r kv; do ctx="$ctx${ctx:+,}${kv//,/;}"; done < <("$root/scripts/context.sh" "$build")
+while IFS= read -r kv; do
+  case "$kv" in commit=* | build=* | compiler=*) continue ;; esac
+  ctx="$ctx${ctx:+,}${kv//,/;}"
+done < <("$root/scripts/context.sh" "$build")
 host=$(hostname -s)
 out=$out_dir/$name-$host.json
 "$exe" --benchmark_repetitions="${FISH_BENCH_REPS:-5}" --benchmark_report_aggregates_only=false \

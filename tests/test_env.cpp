@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 
 namespace fish::test {
@@ -64,6 +65,11 @@ TempDir::~TempDir() {
 size_t TempDir::n_entries() const {
   return size_t(std::distance(std::filesystem::directory_iterator(path_),
                               std::filesystem::directory_iterator()));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::string model_path(const std::string& file_name) {

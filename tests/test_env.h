@@ -15,6 +15,8 @@ std::string python();        // FISH_PYTHON (venv with numpy + gguf)
 std::filesystem::path temp_dir();
 // Path of a real model in FISH_MODELS_DIR; empty when it is not there (setup.sh fetches it).
 std::string model_path(const std::string& file_name);
+// The whole file as bytes; empty when it cannot be read.
+std::string read_file(const std::string& path);
 inline const char* kSmolLm2 = "SmolLM2-135M-Instruct.Q4_1.gguf";
 inline const char* kGemma3 = "gemma-3-270m-q4_k_m.gguf";
 

@@ -49,7 +49,7 @@ void scale_speed(json& m, F f) {
 GateResult gate_against_baseline(const ResultSet& head) {
   auto base = read_results_files({baseline_path()});
   EXPECT_TRUE(base.ok()) << base.error().message;
-  return run_gate(join_rows(base.value(), head), committed_rules());
+  return run_gate(join_rows(base.value(), head).value(), committed_rules());
 }
 
 size_t count_verdict(const GateResult& r, Verdict v, const std::string& metric) {
@@ -154,6 +154,28 @@ TEST(CiGate, TheExperimentMeasuresBothModelsOnBothPathsWithTheGreedyReference) {
   EXPECT_EQ(e->measure.paths, (std::vector<std::string>{"gpu", "cpu"}));
   EXPECT_EQ(e->quality.source, "greedy");
   EXPECT_GE(e->measure.repetitions, 6);  // Mann-Whitney needs samples to call anything
+}
+
+TEST(CiGate, EveryGatedSpeedCheckCanReachAlpha) {
+  // The run's repetitions against the baseline's samples: the smallest possible p is below
+  // alpha, so no speed check is underpowered (one would fail the gate by construction).
+  auto e = load_experiment(test::source_dir() + "/experiments/ci_gate.json");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const GateRules rules = committed_rules();
+  EXPECT_TRUE(rules.underpowered_fails);
+  auto base = read_results_files({baseline_path()});
+  ASSERT_TRUE(base.ok()) << base.error().message;
+  for (const ResultRow* r : base->latest_rows()) {
+    for (const GateRule& rule : rules.rules) {
+      if (!rule.speed || !r->speed(rule.metric)) continue;
+      EXPECT_LT(
+          mann_whitney_min_p(size_t(e->measure.repetitions), r->speed(rule.metric)->samples.size()),
+          rules.alpha)
+          << r->path << " " << rule.metric;
+    }
+  }
+  const ResultSet same = edited_baseline(test::TempDir{}, [](json&) {});
+  EXPECT_EQ(gate_against_baseline(same).n_underpowered, 0u);
 }
 
 }  // namespace

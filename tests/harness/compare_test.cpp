@@ -35,7 +35,7 @@ TEST(Compare, JoinsOnParametersNotOnCellId) {
   json only_head = test::make_row("bbbbbbbbbbbbbbbb", 2, "gpu", {{"n_threads", 1}}, {});
   const ResultSet base = results(dir, "base.jsonl", {a, only_base});
   const ResultSet head = results(dir, "head.jsonl", {b, only_head});
-  const RowJoin join = join_rows(base, head);
+  const RowJoin join = join_rows(base, head).value();
   ASSERT_EQ(join.both.size(), 1u);
   EXPECT_EQ(join.both[0].base->cell_index, 0);
   EXPECT_EQ(join.both[0].head->cell_index, 3);
@@ -63,15 +63,16 @@ TEST(Compare, RatioOfMediansWithCiAndMannWhitneyFromTheSamples) {
   const ResultSet head = results(
       dir, "h.jsonl",
       {test::make_row("bbbbbbbbbbbbbbbb", 0, "cpu", {{"n_threads", 1}}, {{"decode_tok_s", hm}})});
-  const RowJoin join = join_rows(base, head);
+  const RowJoin join = join_rows(base, head).value();
   ASSERT_EQ(join.both.size(), 1u);
   const std::optional<SpeedComparison> c = compare_speed(join.both[0], "decode_tok_s");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->base_median, 10.2);
   EXPECT_EQ(c->ratio.ratio, 2);
-  EXPECT_LE(c->ratio.ci95.lo, 2);
-  EXPECT_GE(c->ratio.ci95.hi, 2);
-  EXPECT_GT(c->ratio.ci95.lo, 1.5);                            // every resampled ratio is >= 19/11
+  EXPECT_LE(c->ratio.interval.lo, 2);
+  EXPECT_GE(c->ratio.interval.hi, 2);
+  EXPECT_EQ(c->ratio.interval.kind, IntervalKind::ci95);       // 5 vs 5 can reach p < 0.05
+  EXPECT_GT(c->ratio.interval.lo, 1.5);                        // every pairwise ratio is >= 19/11
   EXPECT_NEAR(c->test.p, 2.0 / 252.0, 1e-15);                  // complete separation of 5 vs 5
   EXPECT_FALSE(compare_speed(join.both[0], "prefill_tok_s"));  // null on both sides
   EXPECT_THAT(render_comparison(join), HasSubstr("| decode_tok_s | 10.2 | 20.4 | 2.000 ["));
@@ -85,7 +86,7 @@ TEST(Compare, QualityMetricsShowBothValuesAndTheDifference) {
   const ResultSet head =
       results(dir, "h.jsonl",
               {test::make_row("bbbbbbbbbbbbbbbb", 0, "cpu", {{"act", "int8"}}, {{"top1", 0.97}})});
-  EXPECT_THAT(render_comparison(join_rows(base, head)),
+  EXPECT_THAT(render_comparison(join_rows(base, head).value()),
               HasSubstr("| top1 | 0.95 | 0.97 | +0.02 (difference) |"));
 }
 
@@ -102,7 +103,7 @@ TEST(Compare, CommandPrintsTheTableAndTheUnmatchedRows) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   std::ifstream in(dir.file("out"));
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(out, HasSubstr("| act | n_threads | metric | base | head | head/base [95% CI] |"));
+  EXPECT_THAT(out, HasSubstr("| act | n_threads | metric | base | head | head/base [interval] |"));
   EXPECT_THAT(out, HasSubstr("| int8 | 1 | decode_tok_s | 40 | 40 | 1.000 ["));
   EXPECT_THAT(out, HasSubstr("sweep.jsonl:4 (cell 2, cpu)"));  // shard 2 was not given
   EXPECT_THAT(out, HasSubstr("4 rows joined, 2 only in BASE, 0 only in HEAD"));

@@ -1,6 +1,7 @@
-// fish gate: noise alone does not trip it, a real slowdown beyond the threshold does, a large
-// change that is not significant does not, quality gates on absolute tolerances, lost rows fail,
-// and the rules file is validated with JSON paths.
+// fish gate: noise alone does not trip it, a real slowdown beyond the threshold does, a check
+// whose sample sizes cannot reach alpha fails as underpowered, quality gates on absolute
+// tolerances, lost rows fail, the rules file is validated with JSON paths, and without one every
+// shared speed metric is checked.
 #include "harness/gate.h"
 
 #include <gmock/gmock.h>
@@ -43,7 +44,7 @@ struct Runs {
     test::write_jsonl(dir.file(name), {test::make_context(run, "gate", 1),
                                        test::make_row(run, 0, "cpu", {{"n_threads", 4}}, metrics)});
   }
-  GateResult gate(const GateRules& r) { return run_gate(join_rows(base, head), r); }
+  GateResult gate(const GateRules& r) { return run_gate(join_rows(base, head).value(), r); }
 };
 
 json decode(const std::vector<double>& s) {
@@ -85,17 +86,109 @@ TEST(Gate, ARealSlowdownBeyondTheThresholdTrips) {
   EXPECT_EQ(c.change.substr(0, 6), "-20.0%");
   EXPECT_THAT(render_gate(r, rules()),
               HasSubstr("| path cpu | decode_tok_s | 100 | 80 | -20.0% ["));
-  EXPECT_THAT(render_gate(r, rules()), HasSubstr("| -5% | REGRESSION |"));
+  EXPECT_THAT(render_gate(r, rules()), HasSubstr("| 0.00794 | 0.00794 | -5% | REGRESSION |"));
   EXPECT_THAT(render_gate(r, rules()), HasSubstr("1 checks, 1 failing"));
 }
 
-TEST(Gate, ALargeChangeWithoutEnoughEvidenceDoesNotTrip) {
-  // 2 vs 2 samples can never reach p < 0.05 (the smallest exact p is 2/6).
+TEST(Gate, ALargeChangeWithoutEnoughEvidenceIsUnderpoweredAndFails) {
+  // 2 vs 2 samples can never reach p < 0.05 (the smallest exact p is 2/6): not a pass.
   Runs runs;
   runs.set(decode({100, 101}), decode({70, 71}));
-  const GateCheck& c = only_check(runs.gate(rules()));
+  const GateResult r = runs.gate(rules());
+  const GateCheck& c = only_check(r);
   EXPECT_NEAR(c.p, 1.0 / 3.0, 1e-15);
-  EXPECT_EQ(c.verdict, Verdict::ok);
+  EXPECT_NEAR(c.min_p, 1.0 / 3.0, 1e-15);
+  EXPECT_EQ(c.verdict, Verdict::underpowered);
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(r.n_underpowered, 1u);
+}
+
+// `n` distinct decode samples around `centre` within +-5%, high and low interleaved.
+std::vector<double> jittered(double centre, int n, int phase = 0) {
+  std::vector<double> s;
+  for (int i = 0; i < n; ++i)
+    s.push_back(centre * (1 + 0.05 * (((i + phase) % 5) - 2) / 2.0 + 0.001 * (i + phase)));
+  return s;
+}
+
+TEST(Gate, AHalvedDecodeAtThreeRepetitionsDoesNotPass) {
+  // 3 vs 3: the smallest possible p is 2 / C(6, 3) = 0.1 > alpha, so even a 50% slowdown
+  // cannot be called a regression; the check is underpowered, and that fails the gate.
+  Runs runs;
+  runs.set(decode(jittered(100, 3)), decode(jittered(50, 3)));
+  const GateResult r = runs.gate(rules());
+  const GateCheck& c = only_check(r);
+  EXPECT_NEAR(c.p, 0.1, 1e-15);
+  EXPECT_NEAR(c.min_p, 0.1, 1e-15);
+  EXPECT_EQ(c.verdict, Verdict::underpowered);
+  EXPECT_FALSE(r.passed());
+  const std::string md = render_gate(r, rules());
+  EXPECT_THAT(md, HasSubstr("| UNDERPOWERED |"));
+  EXPECT_THAT(md, HasSubstr("1 underpowered"));
+  EXPECT_THAT(md, HasSubstr("[min, max] of the pairwise sample ratios"));  // no CI at 3 vs 3
+  // Rules may accept underpowered checks (e.g. a smoke run); then it passes, still listed.
+  GateRules lenient = rules();
+  lenient.underpowered_fails = false;
+  EXPECT_TRUE(runs.gate(lenient).passed());
+  EXPECT_EQ(runs.gate(lenient).n_underpowered, 1u);
+}
+
+TEST(Gate, AHalvedDecodeAtEightRepetitionsFailsAsARegression) {
+  Runs runs;
+  runs.set(decode(jittered(100, 8)), decode(jittered(50, 8)));
+  const GateResult r = runs.gate(rules());
+  const GateCheck& c = only_check(r);
+  EXPECT_NEAR(c.p, 2.0 / 12870.0, 1e-15);  // complete separation of 8 vs 8
+  EXPECT_EQ(c.verdict, Verdict::regression);
+  EXPECT_EQ(c.interval, IntervalKind::ci95);
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(r.n_underpowered, 0u);
+}
+
+TEST(Gate, FivePercentJitterAtEightRepetitionsPasses) {
+  Runs runs;
+  runs.set(decode(jittered(100, 8)), decode(jittered(100, 8, 2)));
+  const GateResult r = runs.gate(rules());
+  EXPECT_EQ(only_check(r).verdict, Verdict::ok);
+  EXPECT_TRUE(r.passed()) << render_gate(r, rules());
+}
+
+TEST(Gate, WithoutARulesFileEverySpeedMetricOfTheBaselineIsChecked) {
+  Runs runs;
+  runs.set({{"decode_tok_s", test::speed_metric(jittered(100, 8))},
+            {"prefill_tok_s", test::speed_metric(jittered(900, 8))},
+            {"decode_vs_cpu", test::speed_metric(jittered(2, 8))},
+            {"top1", 0.9}},
+           {{"decode_tok_s", test::speed_metric(jittered(50, 8))},
+            {"prefill_tok_s", test::speed_metric(jittered(900, 8, 1))}});
+  const RowJoin join = join_rows(runs.base, runs.head).value();
+  const GateRules d = default_gate_rules(join);
+  std::vector<std::string> metrics;
+  for (const GateRule& rule : d.rules) {
+    metrics.push_back(rule.metric);
+    EXPECT_TRUE(rule.speed && rule.higher_is_better);
+    EXPECT_EQ(rule.max_regression_pct, kDefaultMaxRegressionPct);
+  }
+  // top1 is not a speed; decode_vs_cpu is, and NEW lost it.
+  EXPECT_EQ(metrics, (std::vector<std::string>{"prefill_tok_s", "decode_tok_s", "decode_vs_cpu"}));
+  const GateResult r = run_gate(join, d);
+  ASSERT_EQ(r.checks.size(), 3u);
+  EXPECT_EQ(r.checks[0].verdict, Verdict::ok);
+  EXPECT_EQ(r.checks[1].verdict, Verdict::regression);
+  EXPECT_EQ(r.checks[2].verdict, Verdict::missing);
+}
+
+TEST(Gate, RunPlanningWarnsWhenRepetitionsCannotReachAlphaOrACi) {
+  const std::vector<std::string> three = repetition_warnings(3);
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_THAT(three[0], HasSubstr("p = 0.1 at best"));
+  EXPECT_THAT(three[0], HasSubstr("use >= 4"));
+  EXPECT_THAT(three[1], HasSubstr("[min, max]"));
+  EXPECT_THAT(three[1], HasSubstr("75%"));
+  const std::vector<std::string> five = repetition_warnings(5);
+  ASSERT_EQ(five.size(), 1u);  // powered (2 / C(10, 5)), but no CI of the median
+  EXPECT_THAT(five[0], HasSubstr("93.75%"));
+  EXPECT_TRUE(repetition_warnings(6).empty());
 }
 
 TEST(Gate, ASpeedUpIsReportedAsImproved) {
@@ -162,6 +255,11 @@ TEST(Gate, RulesAreValidatedWithTheirJsonPath) {
   EXPECT_THAT(m, HasSubstr("metrics.top1: missing key \"tolerance\""));
   EXPECT_THAT(m, HasSubstr("metrics.tok_s: unknown metric (known: prefill_tok_s|decode_tok_s|"));
   EXPECT_FALSE(parse_gate_rules("{", "x.json").ok());
+  auto u = parse_gate_rules(R"({"underpowered": "pass", "metrics": {}})", "u.json");
+  ASSERT_FALSE(u.ok());
+  EXPECT_THAT(u.error().message, HasSubstr("underpowered: expected \"fail\"|\"ignore\""));
+  EXPECT_FALSE(parse_gate_rules(R"({"underpowered": "ignore", "metrics": {}})", "u.json")
+                   ->underpowered_fails);
 }
 
 TEST(Gate, TheCommittedDefaultRulesParse) {

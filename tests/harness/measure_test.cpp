@@ -76,8 +76,18 @@ TEST(SpeedMetric, HasMedianCiCvCountAndTheRawSamples) {
   EXPECT_EQ(j["samples"], nlohmann::json(x));  // in measurement order
   // n = 7: the order-statistic 95% CI of the median is [x_(1), x_(7)] (coverage 98.4%).
   EXPECT_EQ(j["ci95"], nlohmann::json({1.0, 7.0}));
+  EXPECT_FALSE(j.contains("min_max"));
   EXPECT_NEAR(j["cv"].get<double>(), 2.1602468994692865 / 4.0, 1e-12);
   EXPECT_TRUE(speed_metric_json(std::vector<double>{}).is_null());
+}
+
+TEST(SpeedMetric, FewerThanSixSamplesCarryTheirRangeUnderItsOwnName) {
+  // n = 3: no 95% CI of the median exists; [min, max] is written as "min_max", never "ci95".
+  const nlohmann::json j = speed_metric_json(std::vector<double>{5, 1, 4});
+  EXPECT_EQ(j["min_max"], nlohmann::json({1.0, 5.0}));
+  EXPECT_FALSE(j.contains("ci95"));
+  const nlohmann::json s = sample_summary_json(std::vector<double>{3, 2});
+  EXPECT_EQ(s, nlohmann::json({{"median", 2.5}, {"min_max", {2.0, 3.0}}, {"n", 2}}));
 }
 
 TEST(Validity, FlagsFewRepetitionsAndNoise) {

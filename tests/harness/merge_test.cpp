@@ -87,15 +87,23 @@ TEST(Merge, TheLaterRowOfAKeyWinsAndContextsAreKept) {
   EXPECT_GT(m->rows[1].speed("decode_tok_s")->median, 50);
 }
 
+// A context of experiment "e" with its knobs recorded (none set): equal provenance across files.
+nlohmann::json recorded_context(const std::string& run) {
+  nlohmann::json c = test::make_context(run, "e", 1);
+  c["env"] = nlohmann::json::object();
+  return c;
+}
+
 TEST(Merge, InputOrderDecidesWhichDuplicateWins) {
+  // Two runs of one cell under equal provenance (same binary, machine, knobs): a re-measurement.
   test::TempDir dir;
   const nlohmann::json cfg = {{"n_threads", 1}};
   test::write_jsonl(dir.file("old.jsonl"),
-                    {test::make_context("1111111111111111", "e", 1),
+                    {recorded_context("1111111111111111"),
                      test::make_row("1111111111111111", 0, "cpu", cfg,
                                     {{"decode_tok_s", test::speed_metric({1, 1, 1})}})});
   test::write_jsonl(dir.file("new.jsonl"),
-                    {test::make_context("2222222222222222", "e", 1),
+                    {recorded_context("2222222222222222"),
                      test::make_row("2222222222222222", 0, "cpu", cfg,
                                     {{"decode_tok_s", test::speed_metric({2, 2, 2})}})});
   ASSERT_TRUE(
@@ -106,6 +114,22 @@ TEST(Merge, InputOrderDecidesWhichDuplicateWins) {
           .ok());
   EXPECT_EQ(read_results_files({dir.file("a.jsonl")})->rows[0].speed("decode_tok_s")->median, 2);
   EXPECT_EQ(read_results_files({dir.file("b.jsonl")})->rows[0].speed("decode_tok_s")->median, 1);
+}
+
+TEST(Merge, RefusesOneCellFromTwoFilesWithoutRecordedKnobs) {
+  // Files written before knobs were recorded: which knobs each ran under is unknown, so the two
+  // rows are not taken for a re-measurement of one another.
+  test::TempDir dir;
+  const nlohmann::json cfg = {{"n_threads", 1}};
+  for (const char* run : {"1111111111111111", "2222222222222222"})
+    test::write_jsonl(
+        dir.file(std::string(run) + ".jsonl"),
+        {test::make_context(run, "e", 1),
+         test::make_row(run, 0, "cpu", cfg, {{"decode_tok_s", test::speed_metric({1, 1, 1})}})});
+  auto m = merge_results({dir.file("1111111111111111.jsonl"), dir.file("2222222222222222.jsonl")},
+                         dir.file("m.jsonl"), false);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.error().message, HasSubstr("knobs unrecorded ("));
 }
 
 TEST(Merge, ListsCellsNoShardCovered) {

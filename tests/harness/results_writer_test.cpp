@@ -191,10 +191,10 @@ TEST_F(Renderings, CsvHasEveryConfigFieldAndTheLatestRowPerCellInCellOrder) {
           "act,n_batch,isa,requant,weight_path,group_size,zero_point,"
           "quantize_head,quantize_embedding,prefill_dequant,direct_dequant,"
           "dequant_threshold,gpu_layers,vram_budget_mb,gpu_requant,gpu_span,swa_kv,prefill_tok_s,"
-          "prefill_tok_s_ci_lo"));
+          "prefill_tok_s_lo,prefill_tok_s_hi,prefill_tok_s_interval,prefill_tok_s_cv"));
   // The fixture's rows predate the requant..swa_kv fields: their cells are empty.
   EXPECT_THAT(r0, HasSubstr("t,0,c000000000000000,cpu,ok,models/m.gguf,512,1,int8,256,auto,,,,,,,,,"
-                            ",,,,,,100,99,101,0.01,3,"));
+                            ",,,,,,100,99,101,min_max,0.01,3,"));
   EXPECT_THAT(r1, HasSubstr("t,1,c111111111111111,cpu,ok,"));
   EXPECT_THAT(r0, HasSubstr(",3/4,few_repetitions,1.5,"));
 }
@@ -210,6 +210,11 @@ TEST_F(Renderings, MarkdownShowsVaryingFieldsSpeedsWithCisAndQuality) {
               HasSubstr("| 0 | int8 | cpu | ok | 100 [99, 101] | 20 [19, 21] | 2 (20%) |  | 0.5 | "
                         "3/4 | few_repetitions |"));
   EXPECT_THAT(md.value(), ::testing::Not(HasSubstr("n_threads |")));  // does not vary
+  // 3 repetitions: the brackets are the range, and the legend says so (with its coverage).
+  EXPECT_THAT(md.value(), HasSubstr("Speeds: median [min, max] over 3 repetitions: fewer than 6 "
+                                    "allow no 95% CI of the median"));
+  EXPECT_THAT(md.value(), HasSubstr("probability 75% at n = 3"));
+  EXPECT_THAT(md.value(), ::testing::Not(HasSubstr("95% CI]")));
 }
 
 }  // namespace

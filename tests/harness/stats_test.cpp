@@ -1,12 +1,14 @@
 // Statistics against values computed by hand or read from published tables (no scipy here):
 // order-statistic CIs of the median (the binomial table), Mann-Whitney critical values
 // (two-sided alpha = 0.05: n = 5 -> 2, n = 8 -> 13, n = 10 -> 23), the tie-corrected normal
-// approximation worked through on paper.
+// approximation worked through on paper; the ratio's interval by inverting the tested test.
 #include "harness/stats.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace fish {
@@ -39,27 +41,38 @@ TEST(Stats, MedianOfOddAndEvenCounts) {
 
 TEST(Stats, MedianCiFollowsTheBinomialTable) {
   // n = 9: P(X <= 1) = 10/512 <= 2.5% < P(X <= 2) = 46/512 -> [x2, x8].
-  Interval ci = median_ci95(iota(1, 9));
+  Interval ci = median_interval(iota(1, 9));
   EXPECT_EQ(ci.lo, 2);
   EXPECT_EQ(ci.hi, 8);
   // n = 10: P(X <= 1) = 11/1024, P(X <= 2) = 56/1024 -> [x2, x9].
-  ci = median_ci95(iota(1, 10));
+  ci = median_interval(iota(1, 10));
   EXPECT_EQ(ci.lo, 2);
   EXPECT_EQ(ci.hi, 9);
   // n = 20: P(X <= 5) = 0.0207, P(X <= 6) = 0.0577 -> [x6, x15].
-  ci = median_ci95(iota(1, 20));
+  ci = median_interval(iota(1, 20));
   EXPECT_EQ(ci.lo, 6);
   EXPECT_EQ(ci.hi, 15);
   // n = 6: P(X <= 0) = 1/64 -> [min, max] with 96.9% coverage.
-  ci = median_ci95(std::vector<double>{6, 5, 4, 3, 2, 1});
+  ci = median_interval(std::vector<double>{6, 5, 4, 3, 2, 1});
   EXPECT_EQ(ci.lo, 1);
   EXPECT_EQ(ci.hi, 6);
+  EXPECT_EQ(ci.kind, IntervalKind::ci95);
 }
 
-TEST(Stats, MedianCiBelowSixSamplesIsTheRange) {
-  const Interval ci = median_ci95(std::vector<double>{10, 12, 11, 30, 9});
+TEST(Stats, BelowSixSamplesTheMedianHasNoCiOnlyItsRangeLabelledAsSuch) {
+  const Interval ci = median_interval(std::vector<double>{10, 12, 11, 30, 9});
   EXPECT_EQ(ci.lo, 9);
   EXPECT_EQ(ci.hi, 30);
+  EXPECT_EQ(ci.kind, IntervalKind::min_max);
+  EXPECT_EQ(median_interval(std::vector<double>{7}).kind, IntervalKind::min_max);
+  EXPECT_EQ(std::string(interval_title(ci.kind)), "min-max");
+  EXPECT_EQ(std::string(interval_key(ci.kind)), "min_max");
+  // [min, max] of n samples covers the median with 1 - 2^(1-n): 75% at 3, 93.75% at 5.
+  EXPECT_EQ(min_max_coverage(3), 0.75);
+  EXPECT_EQ(min_max_coverage(5), 0.9375);
+  EXPECT_EQ(min_max_coverage(1), 0);
+  EXPECT_GE(min_max_coverage(kMinSamplesForMedianCi), 0.95);
+  EXPECT_LT(min_max_coverage(kMinSamplesForMedianCi - 1), 0.95);
 }
 
 TEST(Stats, CoefficientOfVariationUsesSampleStdDev) {
@@ -73,28 +86,73 @@ TEST(Stats, CoefficientOfVariationUsesSampleStdDev) {
 TEST(Stats, RatioOfConstantSamplesHasAPointInterval) {
   const RatioEstimate r = ratio_of_medians(std::vector<double>{2, 2, 2}, std::vector<double>{1, 1});
   EXPECT_EQ(r.ratio, 2);
-  EXPECT_EQ(r.ci95.lo, 2);
-  EXPECT_EQ(r.ci95.hi, 2);
+  EXPECT_EQ(r.interval.lo, 2);
+  EXPECT_EQ(r.interval.hi, 2);
 }
 
-TEST(Stats, RatioCiBracketsTheRatioWithinTheSampleExtremes) {
-  const std::vector<double> head{10, 11, 12, 13, 14}, base{5, 5.5, 6, 6.5, 7};
+// The p-value of the Mann-Whitney test of head / rho against base.
+double p_at_ratio(const std::vector<double>& head, const std::vector<double>& base, double rho) {
+  std::vector<double> scaled;
+  for (double x : head) scaled.push_back(x / rho);
+  return mann_whitney_u(scaled, base).p;
+}
+
+TEST(Stats, RatioCiIsTheSetOfRatiosTheMannWhitneyTestDoesNotReject) {
+  // 5 vs 5: the critical U is 2, so the CI is the 3rd..23rd of the 25 pairwise ratios; a ratio
+  // just inside is not rejected at 5%, one just outside is.
+  const std::vector<double> head{10.3, 11.9, 12.2, 13.7, 14.1}, base{5.1, 5.45, 6.2, 6.6, 7.3};
   const RatioEstimate r = ratio_of_medians(head, base);
-  EXPECT_EQ(r.ratio, 2);
-  EXPECT_LT(r.ci95.lo, 2);
-  EXPECT_GT(r.ci95.hi, 2);
-  EXPECT_GE(r.ci95.lo, 10.0 / 7.0);  // smallest possible resampled ratio
-  EXPECT_LE(r.ci95.hi, 14.0 / 5.0);  // largest
+  EXPECT_EQ(r.ratio, 12.2 / 6.2);
+  ASSERT_EQ(r.interval.kind, IntervalKind::ci95);
+  std::vector<double> ratios;
+  for (double h : head)
+    for (double b : base) ratios.push_back(h / b);
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_EQ(r.interval.lo, ratios[2]);
+  EXPECT_EQ(r.interval.hi, ratios[22]);
+  EXPECT_GT(p_at_ratio(head, base, r.interval.lo * (1 + 1e-9)), 0.05);
+  EXPECT_GT(p_at_ratio(head, base, r.interval.hi * (1 - 1e-9)), 0.05);
+  EXPECT_LE(p_at_ratio(head, base, r.interval.lo * (1 - 1e-9)), 0.05);
+  EXPECT_LE(p_at_ratio(head, base, r.interval.hi * (1 + 1e-9)), 0.05);
 }
 
-TEST(Stats, RatioCiIsReproducibleForASeedAndVariesWithIt) {
-  const std::vector<double> head{10, 11, 12, 13, 14, 15, 9}, base{5, 5.5, 6, 6.5, 7, 4, 8};
-  const RatioEstimate a = ratio_of_medians(head, base, 2000, 42);
-  const RatioEstimate b = ratio_of_medians(head, base, 2000, 42);
-  const RatioEstimate c = ratio_of_medians(head, base, 2000, 43);
-  EXPECT_EQ(a.ci95.lo, b.ci95.lo);
-  EXPECT_EQ(a.ci95.hi, b.ci95.hi);
-  EXPECT_TRUE(a.ci95.lo != c.ci95.lo || a.ci95.hi != c.ci95.hi);
+TEST(Stats, RatioCiOfLargeSamplesUsesTheNormalApproximation) {
+  // 30 vs 30 (> 50 values): still the inversion of the test, now of its normal approximation.
+  std::vector<double> head, base;
+  for (int i = 0; i < 30; ++i) {
+    head.push_back(200 + 7.0 * ((i * 17) % 30) + 0.01 * i);
+    base.push_back(100 + 3.0 * ((i * 11) % 30) + 0.013 * i);
+  }
+  const RatioEstimate r = ratio_of_medians(head, base);
+  ASSERT_EQ(r.interval.kind, IntervalKind::ci95);
+  EXPECT_LT(r.interval.lo, r.ratio);
+  EXPECT_GT(r.interval.hi, r.ratio);
+  EXPECT_GT(p_at_ratio(head, base, r.interval.lo * (1 + 1e-9)), 0.05);
+  EXPECT_LE(p_at_ratio(head, base, r.interval.lo * (1 - 1e-6)), 0.05);
+}
+
+TEST(Stats, RatioOfThreeVersusThreeHasOnlyTheRangeOfThePairwiseRatios) {
+  // The smallest two-sided p of 3 vs 3 is 0.1: no interval reaches 95%.
+  const RatioEstimate r =
+      ratio_of_medians(std::vector<double>{50, 52, 49}, std::vector<double>{100, 97, 103});
+  EXPECT_EQ(r.interval.kind, IntervalKind::min_max);
+  EXPECT_EQ(r.interval.lo, 49.0 / 103.0);
+  EXPECT_EQ(r.interval.hi, 52.0 / 97.0);
+  // 4 vs 4 reaches it (2 / C(8, 4) = 0.029): the same range, now a 97.1% CI.
+  EXPECT_EQ(
+      ratio_of_medians(std::vector<double>{50, 52, 49, 51}, std::vector<double>{100, 97, 103, 99})
+          .interval.kind,
+      IntervalKind::ci95);
+}
+
+TEST(Stats, SmallestMannWhitneyPOfTwoSampleSizes) {
+  EXPECT_NEAR(mann_whitney_min_p(3, 3), 0.1, 1e-15);         // 2 / C(6, 3)
+  EXPECT_NEAR(mann_whitney_min_p(4, 4), 2.0 / 70.0, 1e-15);  // 2 / C(8, 4)
+  EXPECT_NEAR(mann_whitney_min_p(2, 2), 1.0 / 3.0, 1e-15);   // 2 / C(4, 2)
+  EXPECT_NEAR(mann_whitney_min_p(3, 4), 2.0 / 35.0, 1e-15);  // above 0.05: underpowered
+  EXPECT_NEAR(mann_whitney_min_p(8, 8), 2.0 / 12870.0, 1e-18);
+  EXPECT_LT(mann_whitney_min_p(30, 30), 1e-9);  // the normal approximation
+  EXPECT_EQ(mann_whitney_min_p(0, 5), 1);
 }
 
 TEST(Stats, MannWhitneyExactSmallSamples) {
