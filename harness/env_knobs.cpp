@@ -37,6 +37,8 @@ const EnvKnob kKnobs[] = {
      "default thread count (config n_threads 0)"},
     {"FISH_VK_ATTN_SPLIT", E::results, "engine/vulkan/vulkan_options.cpp",
      "auto|0|N: KV splits of the span attention (auto: the grid-filling rule)"},
+    {"FISH_VK_FAULT", E::results, "engine/vulkan/vulkan_options.cpp",
+     "lost:N|timeout:N: the N-th compute submit fails (a device-fault test)"},
     {"FISH_VK_MATVEC", E::results, "engine/vulkan/vulkan_options.cpp",
      "1: decode with the generic matvec1_<type> kernels (A/B measurement)"},
     {"FISH_VK_QUEUE", E::results, "engine/vulkan/vulkan_options.cpp",
