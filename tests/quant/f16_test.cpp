@@ -73,7 +73,7 @@ TEST(F16, F32ToF16RoundsToNearestEvenLikeNumpy) {
   ASSERT_EQ(test::run_quant_reference(
                 dir, {"quant f16 " + dir.file("in.f32") + " " + dir.file("out.bin")}),
             "");
-  const std::vector<uint8_t> want = test::read_file(dir.file("out.bin"));
+  const std::vector<uint8_t> want = test::read_bytes(dir.file("out.bin"));
   ASSERT_EQ(want.size(), in.size() * 2);
   for (size_t i = 0; i < in.size(); ++i) {
     const uint16_t w = uint16_t(want[2 * i] | (want[2 * i + 1] << 8));
@@ -93,7 +93,7 @@ TEST(F16, F32ToBf16MatchesGgufPackage) {
   ASSERT_EQ(test::run_quant_reference(
                 dir, {"quant bf16 " + dir.file("in.f32") + " " + dir.file("out.bin")}),
             "");
-  const std::vector<uint8_t> want = test::read_file(dir.file("out.bin"));
+  const std::vector<uint8_t> want = test::read_bytes(dir.file("out.bin"));
   ASSERT_EQ(want.size(), in.size() * 2);
   for (size_t i = 0; i < in.size(); ++i) {
     const uint16_t w = uint16_t(want[2 * i] | (want[2 * i + 1] << 8));

@@ -53,13 +53,13 @@ inline void write_file(const std::string& path, const void* data, size_t n_bytes
   out.write(static_cast<const char*>(data), std::streamsize(n_bytes));
 }
 
-inline std::vector<uint8_t> read_file(const std::string& path) {
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
 inline std::vector<float> read_floats(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const std::vector<uint8_t> bytes = read_bytes(path);
   std::vector<float> out(bytes.size() / sizeof(float));
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
   return out;

@@ -54,7 +54,7 @@ TEST_P(QuantMatchesGgufPackage, OnGaussianAndEdgeCaseBlocks) {
   const std::string job =
       "quant " + std::string(info.name) + " " + dir.file("in.f32") + " " + dir.file("out.bin");
   ASSERT_EQ(test::run_quant_reference(dir, {job}), "");
-  const std::vector<uint8_t> want = test::read_file(dir.file("out.bin"));
+  const std::vector<uint8_t> want = test::read_bytes(dir.file("out.bin"));
   ASSERT_EQ(want.size(), row_bytes(info.type, n));
 
   std::vector<uint8_t> got(want.size(), 0xee);
