@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/env_knobs.h"
 #include "engine/vulkan/compute_layout.h"
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vram_budget.h"
@@ -1020,8 +1021,8 @@ SpanHost VulkanBackend::span_host() {
     else
       m.spans.erase(std::remove(m.spans.begin(), m.spans.end(), sp), m.spans.end());
   };
-  const char* prof = std::getenv("FISH_GPU_PROFILE");
-  h.profile = prof && std::string_view(prof) == "2";
+  const auto prof = env_word("FISH_GPU_PROFILE");  // checked by VulkanOptions::from_env
+  h.profile = prof.ok() && prof.value() == "2";
   if (m.opt.ok()) h.attn_split = m.opt->attn_split;
   return h;
 }
