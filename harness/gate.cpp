@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/path_checks.h"
 #include "harness/report_svg.h"
 
 namespace fish {
@@ -124,11 +125,9 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
 }
 
 Result<GateRules> load_gate_rules(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error("gate rules: {}: cannot open", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_gate_rules(ss.str(), path);
+  auto text = read_regular_file(path, kMaxJsonFileBytes, "a gate rules file");
+  if (!text.ok()) return make_error("gate rules: {}", text.error().message);
+  return parse_gate_rules(text.value(), path);
 }
 
 GateResult run_gate(const RowJoin& join, const GateRules& rules) {

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "base/path_checks.h"
 #include "engine/model.h"
 #include "engine/requant.h"
 #include "engine/session.h"
@@ -29,11 +30,7 @@ namespace fish {
 namespace {
 
 Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read text file {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(path, kMaxTextFileBytes, "a text file");
 }
 
 // log-softmax of n logits, in double.
