@@ -72,4 +72,19 @@ CLI::Option* add_field_option(CLI::App* cmd, const std::string& flags, T* obj,
   return o;
 }
 
+// One flag of a command bound to a field-table row: CLI11 spelling, row name, help (empty: the
+// row's doc).
+struct FieldFlag {
+  const char* flags;
+  const char* field;
+  const char* doc;
+};
+
+// add_field_option for each of `flags`, in order.
+template <typename T>
+void add_field_options(CLI::App* cmd, T* obj, std::span<const FieldSpec<T>> table,
+                       std::span<const FieldFlag> flags) {
+  for (const FieldFlag& f : flags) add_field_option(cmd, f.flags, obj, table, f.field, f.doc);
+}
+
 }  // namespace fish

@@ -109,51 +109,47 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   // Flags with a field-table row: range, allowed values and default from the row.
-  const auto gen = generate_fields();
-  const auto cfg = config_fields();
-  add_field_option(cmd, "-n,--n-predict", &a->gen, gen, "n_predict", "Tokens to generate");
-  add_field_option(cmd, "--threads", &a->cfg, cfg, "n_threads",
-                   "Threads (0: FISH_THREADS or all hardware threads)");
-  add_field_option(cmd, "--n-ctx", &a->gen, gen, "n_ctx",
-                   "Context size (0: prompt + n, at most the training size)");
-  add_field_option(cmd, "--n-batch", &a->cfg, cfg, "n_batch",
-                   "Prefill batch (tokens per matrix x matrix pass)");
-  add_field_option(cmd, "--swa-kv", &a->cfg, cfg, "swa_kv",
-                   "Sliding-window layers' KV (Gemma 3): ring (window + n-batch rows) or full "
-                   "(n-ctx rows)");
-  add_field_option(cmd, "--seed", &a->gen, gen, "seed", "Sampling seed");
-  add_field_option(cmd, "--temp", &a->gen, gen, "temp", "Temperature (0: greedy)");
-  add_field_option(cmd, "--top-k", &a->gen, gen, "top_k", "Top-k cut (0: none)");
-  add_field_option(cmd, "--top-p", &a->gen, gen, "top_p", "Top-p (nucleus) cut (1: none)");
-  add_field_option(cmd, "--act", &a->cfg, cfg, "act",
-                   "Activations: int8 (quantised, fast) or f32 (reference)");
-  add_field_option(
-      cmd, "--requant", &a->cfg, cfg, "requant",
-      "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised "
-      "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)");
-  add_field_option(cmd, "--gpu-requant", &a->cfg, cfg, "gpu_requant",
-                   "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the "
-                   "CPU copy is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> "
-                   "q4_k, 3 q4_k -> fq3 and q6_k -> q4_k; -1: FISH_GPU_REQUANT (default 0)");
-  add_field_option(cmd, "--weight-path", &a->cfg, cfg, "weight_path",
-                   "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: "
-                   "gguf), gguf, w4a8, w4a16, ref (f32)");
-  add_field_option(cmd, "--group-size", &a->cfg, cfg, "group_size",
-                   "w4a8/w4a16 repacking: int4 group size 32|64|128");
-  add_field_option(cmd, "--zero-point", &a->cfg, cfg, "zero_point",
-                   "w4a8/w4a16 repacking: sym, asym or fp (float offset per group: "
-                   "q4_0/q4_1/q4_k weights repack exactly at --group-size 32)");
-  add_field_option(cmd, "--quantize-head", &a->cfg, cfg, "quantize_head",
-                   "w4a8/w4a16: int4 output head (false keeps it on the gguf path)");
-  add_field_option(cmd, "--quantize-embedding", &a->cfg, cfg, "quantize_embedding",
-                   "w4a8/w4a16: embedding rows from an int4 copy");
-  add_field_option(
-      cmd, "--prefill-dequant", &a->cfg, cfg, "prefill_dequant",
-      "w4a16: batches above --dequant-threshold dequantise + GEMM (false: decode kernel)");
-  add_field_option(cmd, "--direct-dequant", &a->cfg, cfg, "direct_dequant",
-                   "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)");
-  add_field_option(cmd, "--dequant-threshold", &a->cfg, cfg, "dequant_threshold",
-                   "w4a16: tokens per batch above which prefill dequantises");
+  static constexpr FieldFlag kGenerateFlags[] = {
+      {"-n,--n-predict", "n_predict", "Tokens to generate"},
+      {"--n-ctx", "n_ctx", "Context size (0: prompt + n, at most the training size)"},
+      {"--seed", "seed", "Sampling seed"},
+      {"--temp", "temp", "Temperature (0: greedy)"},
+      {"--top-k", "top_k", "Top-k cut (0: none)"},
+      {"--top-p", "top_p", "Top-p (nucleus) cut (1: none)"},
+  };
+  static constexpr FieldFlag kConfigFlags[] = {
+      {"--threads", "n_threads", "Threads (0: FISH_THREADS or all hardware threads)"},
+      {"--n-batch", "n_batch", "Prefill batch (tokens per matrix x matrix pass)"},
+      {"--swa-kv", "swa_kv",
+       "Sliding-window layers' KV (Gemma 3): ring (window + n-batch rows) or full (n-ctx rows)"},
+      {"--act", "act", "Activations: int8 (quantised, fast) or f32 (reference)"},
+      {"--requant", "requant",
+       "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised weight -> "
+       "fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)"},
+      {"--gpu-requant", "gpu_requant",
+       "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the CPU copy "
+       "is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and "
+       "q6_k -> q4_k; -1: FISH_GPU_REQUANT (default 0)"},
+      {"--weight-path", "weight_path",
+       "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: gguf), "
+       "gguf, w4a8, w4a16, ref (f32)"},
+      {"--group-size", "group_size", "w4a8/w4a16 repacking: int4 group size 32|64|128"},
+      {"--zero-point", "zero_point",
+       "w4a8/w4a16 repacking: sym, asym or fp (float offset per group: q4_0/q4_1/q4_k weights "
+       "repack exactly at --group-size 32)"},
+      {"--quantize-head", "quantize_head",
+       "w4a8/w4a16: int4 output head (false keeps it on the gguf path)"},
+      {"--quantize-embedding", "quantize_embedding",
+       "w4a8/w4a16: embedding rows from an int4 copy"},
+      {"--prefill-dequant", "prefill_dequant",
+       "w4a16: batches above --dequant-threshold dequantise + GEMM (false: decode kernel)"},
+      {"--direct-dequant", "direct_dequant",
+       "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)"},
+      {"--dequant-threshold", "dequant_threshold",
+       "w4a16: tokens per batch above which prefill dequantises"},
+  };
+  add_field_options(cmd, &a->gen, generate_fields(), kGenerateFlags);
+  add_field_options(cmd, &a->cfg, config_fields(), kConfigFlags);
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->callback([a, exit_code] {

@@ -29,18 +29,17 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
       "W4A8 / W4A16 paths.");
   cmd->add_option("in", args->in, "Input GGUF")->required();
   cmd->add_option("out", args->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
-  const auto cfg = config_fields();
-  add_field_option(cmd, "--group-size", &args->cfg, cfg, "group_size",
-                   "Weights per int4 group: 32, 64 or 128");
-  add_field_option(cmd, "--zero-point", &args->cfg, cfg, "zero_point",
-                   "sym (constant zero point 8), asym (per-group integer zero point) or fp "
-                   "(per-group f16 offset: q4_0/q4_1/q4_k tensors repack exactly at --group-size "
-                   "32)");
-  add_field_option(cmd, "--quantize-head", &args->cfg, cfg, "quantize_head",
-                   "Quantise the output head (a tied embedding is untied); false keeps it as is");
-  add_field_option(cmd, "--quantize-embedding", &args->cfg, cfg, "quantize_embedding",
-                   "Also store token_embd.weight as int4");
-  add_field_option(cmd, "--threads", &args->cfg, cfg, "n_threads", "Threads (0: all)");
+  static constexpr FieldFlag kFlags[] = {
+      {"--group-size", "group_size", "Weights per int4 group: 32, 64 or 128"},
+      {"--zero-point", "zero_point",
+       "sym (constant zero point 8), asym (per-group integer zero point) or fp (per-group f16 "
+       "offset: q4_0/q4_1/q4_k tensors repack exactly at --group-size 32)"},
+      {"--quantize-head", "quantize_head",
+       "Quantise the output head (a tied embedding is untied); false keeps it as is"},
+      {"--quantize-embedding", "quantize_embedding", "Also store token_embd.weight as int4"},
+      {"--threads", "n_threads", "Threads (0: all)"},
+  };
+  add_field_options(cmd, &args->cfg, config_fields(), kFlags);
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
     auto fail = [](const Error& e) {

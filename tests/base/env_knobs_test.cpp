@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "base/fault_injection.h"
 #include "test_env.h"
@@ -63,21 +65,21 @@ TEST(EnvKnobs, TableIsSortedAndEveryRowHasADoc) {
 }
 
 TEST(EnvKnobs, RejectsValuesOutsideTheRowNamingTheAllowedOnes) {
-  // The values the issue found accepted: each is an error with the allowed values.
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_GPU_SPAN"), "maybe")),
-            "FISH_GPU_SPAN='maybe': expected one of 0, off, false, no, 1, on, true, yes");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_GPU"), "maybe")),
-            "FISH_GPU='maybe': expected one of 0, off, false, no, 1, on, true, yes, cpu");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_THREADS"), "abc")),
-            "FISH_THREADS='abc': expected an integer 1 to 512");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_GPU_REQUANT"), "7")),
-            "FISH_GPU_REQUANT='7': expected an integer 0 to 3");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_VK_ATTN_SPLIT"), "65")),
-            "FISH_VK_ATTN_SPLIT='65': expected auto or an integer 0 to 64");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_ISA"), "sse2")),
-            "FISH_ISA='sse2': expected one of scalar, avx2, avx512");
-  EXPECT_EQ(error_of(check_env_value(*find_env_knob("FISH_THREADS"), "4x")),
-            "FISH_THREADS='4x': expected an integer 1 to 512");
+  // The values the review found accepted, and one of each other kind: an error with the allowed
+  // values each.
+  const std::vector<std::array<const char*, 3>> cases = {
+      {"FISH_GPU_SPAN", "maybe",
+       "FISH_GPU_SPAN='maybe': expected one of 0, off, false, no, 1, on, true, yes"},
+      {"FISH_GPU", "maybe",
+       "FISH_GPU='maybe': expected one of 0, off, false, no, 1, on, true, yes, cpu"},
+      {"FISH_THREADS", "abc", "FISH_THREADS='abc': expected an integer 1 to 512"},
+      {"FISH_THREADS", "4x", "FISH_THREADS='4x': expected an integer 1 to 512"},
+      {"FISH_GPU_REQUANT", "7", "FISH_GPU_REQUANT='7': expected an integer 0 to 3"},
+      {"FISH_VK_ATTN_SPLIT", "65", "FISH_VK_ATTN_SPLIT='65': expected auto or an integer 0 to 64"},
+      {"FISH_ISA", "sse2", "FISH_ISA='sse2': expected one of scalar, avx2, avx512"},
+  };
+  for (const auto& [name, value, message] : cases)
+    EXPECT_EQ(error_of(check_env_value(*find_env_knob(name), value)), message) << name;
   EXPECT_FALSE(check_env_value(*find_env_knob("FISH_VRAM_BUDGET_MB"), "0").ok());
   EXPECT_TRUE(check_env_value(*find_env_knob("FISH_MODELS_DIR"), "any/path").ok());
 }
