@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/path_checks.h"
+#include "harness/json_strict.h"
 #include "harness/report_svg.h"
 
 namespace fish {
@@ -41,6 +42,8 @@ const char* verdict_name(Verdict v) {
 }
 
 Result<GateRules> parse_gate_rules(const std::string& json_text, const std::string& file_name) {
+  if (Status st = check_json_strict(json_text, file_name); !st.ok())
+    return make_error("gate rules: {}", st.error().message);
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return make_error("gate rules: {}: not valid JSON", file_name);
   if (!j.is_object())

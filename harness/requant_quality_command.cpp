@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "base/env_knobs.h"
 #include "base/path_checks.h"
 #include "engine/model.h"
 #include "engine/requant.h"
@@ -124,6 +125,7 @@ void add_requant_quality_command(CLI::App& app, int* exit_code) {
     auto fail = [](const Error& e) {
       std::fprintf(stderr, "fish requant-quality: %s\n", e.message.c_str());
     };
+    if (Status st = check_env_knobs(/*with_gpu=*/false); !st.ok()) return fail(st.error());
     auto ref_r = Model::load(a->model);
     if (!ref_r.ok()) return fail(ref_r.error());
     std::shared_ptr<const Model> ref = ref_r.value();

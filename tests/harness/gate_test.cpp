@@ -162,6 +162,10 @@ TEST(Gate, RulesAreValidatedWithTheirJsonPath) {
   EXPECT_THAT(m, HasSubstr("metrics.top1: missing key \"tolerance\""));
   EXPECT_THAT(m, HasSubstr("metrics.tok_s: unknown metric (known: prefill_tok_s|decode_tok_s|"));
   EXPECT_FALSE(parse_gate_rules("{", "x.json").ok());
+  auto dup = parse_gate_rules(R"({"schema": "fish-gate-rules/1", "alpha": 0.1, "alpha": 0.5})",
+                              "d.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.error().message, HasSubstr("gate rules: d.json: alpha: duplicate key"));
 }
 
 TEST(Gate, TheCommittedDefaultRulesParse) {
