@@ -51,6 +51,26 @@ SamplingParams sampling_params(const GenerateFields& g) {
 
 namespace cli_detail {
 
+std::string type_text(FieldType t, std::span<const std::string_view> allowed, double min,
+                      double max) {
+  if (!allowed.empty()) {
+    std::string s;
+    for (std::string_view a : allowed) s += fmt::format("{}{}", s.empty() ? "{" : ",", a);
+    return s + "}";
+  }
+  const std::string range = field_detail::range_text(min, max);
+  switch (t) {
+    case FieldType::integer:
+      return range.empty() ? "INT" : "INT " + range;
+    case FieldType::number:
+      return range.empty() ? "FLOAT" : "FLOAT " + range;
+    case FieldType::boolean:
+      return "BOOL";
+    default:
+      return "TEXT";
+  }
+}
+
 std::string expected_text(FieldType t, std::span<const std::string_view> allowed, double min,
                           double max) {
   if (!allowed.empty()) return " (allowed: " + field_detail::allowed_list(allowed) + ")";

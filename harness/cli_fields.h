@@ -40,6 +40,9 @@ namespace cli_detail {
 // string); errors name `flag`, what is wrong and `expected` (" (expected 0 to 100)" or empty).
 Result<nlohmann::json> flag_json(FieldType t, const std::string& text, const std::string& flag,
                                  const std::string& expected);
+// The help's value column: "INT 1 to 65536", "{int8,f32}", "FLOAT 0 to 100", "BOOL", "TEXT".
+std::string type_text(FieldType t, std::span<const std::string_view> allowed, double min,
+                      double max);
 // " (expected 1 to 65536)", " (allowed: int8, f32)" or "" for a row without bounds.
 std::string expected_text(FieldType t, std::span<const std::string_view> allowed, double min,
                           double max);
@@ -69,6 +72,7 @@ CLI::Option* add_field_option(CLI::App* cmd, const std::string& flags, T* obj,
       doc.empty() ? std::string(f->doc) : doc);
   const nlohmann::json def = field_get(*obj, *f);  // the value before parsing is the default
   o->default_str(def.is_string() ? def.get<std::string>() : def.dump());
+  o->type_name(cli_detail::type_text(f->type(), f->allowed, f->min, f->max));
   return o;
 }
 
