@@ -1,13 +1,13 @@
 #include "base/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "base/path_checks.h"
 
 namespace fish {
 
@@ -37,21 +37,12 @@ void MappedFile::reset() {
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return make_error("{}: cannot stat: {}", path, std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error("{}: not a regular file", path);
-  }
+  // Regular files only: a FIFO would block the open, a device would map nothing useful.
+  FISH_ASSIGN_OR_RETURN(const RegularFile f, open_regular_file(path));
+  const int fd = f.fd;
   MappedFile m;
   m.path_ = path;
-  m.size_ = size_t(st.st_size);
+  m.size_ = size_t(f.size);
   if (m.size_ > 0) {
     void* p = mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

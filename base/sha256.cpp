@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/path_checks.h"
+
 namespace fish {
 namespace {
 
@@ -118,6 +120,9 @@ std::string sha256_hex(std::string_view s) {
 }
 
 Result<std::string> sha256_file_hex(const std::string& path) {
+  // Regular files only: /dev/zero would never end, a FIFO would block.
+  if (Status st = check_input_file(path, UINT64_MAX, "a hashed file"); !st.ok())
+    return make_error("sha256: {}", st.error().message);
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return make_error("sha256: {}: cannot open: {}", path, std::strerror(errno));
   Sha256 h;

@@ -27,10 +27,10 @@ std::span<const FieldSpec<Config>> config_fields() {
       {"n_ctx", &Config::n_ctx, "KV cache positions (must hold n_prompt + n_gen)", {}, 1, 1 << 20},
       {"n_threads",
        &Config::n_threads,
-       "CPU threads (0: FISH_THREADS or all hardware threads)",
+       "CPU threads (0: FISH_THREADS or all hardware threads; at most llama.cpp's 512)",
        {},
        0,
-       4096},
+       512},
       {"act",
        &Config::act,
        "activations: int8 (quantised per row, integer dots) or f32 (dequantised weights, f32 "

@@ -2,6 +2,7 @@
 // Validity rules and the file layout are documented in gguf.h.
 #include "engine/gguf.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -180,6 +181,9 @@ constexpr uint64_t kMinKvBytes = 8 + 4 + 1;       // empty key, value type, 1-by
 // Empty name, n_dims, one dimension (n_dims >= 1), type id, offset.
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 constexpr size_t kMaxNameInMessage = 96;  // longer names are cut in error messages
+// Tensor / key counts up to this are ones a real model may have (the largest have ~10^4 tensors):
+// a file too short for them was cut short, not corrupted.
+constexpr uint64_t kPlausibleCount = uint64_t(1) << 24;
 
 // Bytes one encoded value of type t takes at least: its scalar size, a string's length field,
 // an array's elem_type + count.
@@ -373,6 +377,54 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+// "blk.0.ffn_up.weight (q4_0 [576, 1536], 497664 bytes at data offset 1024)"
+std::string tensor_text(const GgufTensorInfo& t) {
+  return fmt::format("{} ({} {}, {} bytes at data offset {})", printable(t.name), type_name(t.type),
+                     dims_text(t.dims), t.n_bytes, t.offset);
+}
+
+// The data ranges, in offset order: no two tensors may share bytes, and each tensor's room (up
+// to the next tensor, or the end of the file for the last) must be its type's byte size rounded
+// up to the alignment, as every GGUF writer lays them out. A type relabelled to a smaller one
+// (q4_1 -> q4_0 keeps the dims valid) leaves room the tensor does not fill. Empty tensors take
+// no room and are not checked.
+Status check_tensor_layout(const std::vector<GgufTensorInfo>& tensors, uint64_t data_offset,
+                           uint64_t file_bytes, uint64_t alignment, Parser& p) {
+  std::vector<const GgufTensorInfo*> order;
+  for (const GgufTensorInfo& t : tensors)
+    if (t.n_bytes > 0) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 0; i < order.size(); ++i) {
+    const GgufTensorInfo& t = *order[i];
+    p.set_context(fmt::format("tensor {}", printable(t.name)));
+    const uint64_t padded = (t.n_bytes + alignment - 1) / alignment * alignment;
+    if (i + 1 < order.size()) {
+      const GgufTensorInfo& next = *order[i + 1];
+      const uint64_t room = next.offset - t.offset;
+      if (room < t.n_bytes)
+        return p.fail("data overlaps tensor {}: {} ends at data offset {}, {} bytes into it",
+                      tensor_text(next), tensor_text(t), t.offset + t.n_bytes,
+                      t.offset + t.n_bytes - next.offset);
+      if (room > padded)
+        return p.fail(
+            "byte size does not match the data: {} has {} bytes of room up to tensor {} (its "
+            "type x element count, padded to the alignment {}, is {}): the type or dims were "
+            "changed",
+            tensor_text(t), room, printable(next.name), alignment, padded);
+    } else {
+      const uint64_t room = file_bytes - data_offset - t.offset;
+      if (room > padded)
+        return p.fail(
+            "byte size does not match the data: {} is the last tensor, with {} bytes of room to "
+            "the end of the file (its type x element count, padded to the alignment {}, is {}): "
+            "the type or dims were changed",
+            tensor_text(t), room, alignment, padded);
+    }
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 // ---- GgufFile ----------------------------------------------------------------------------------
@@ -422,8 +474,16 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string nam
   FISH_ASSIGN_OR_RETURN(uint64_t kv_count, p.read<uint64_t>("kv count"));
   // Every entry takes a minimum number of bytes, so a count the rest of the file cannot hold is a
   // lie: reject it before reserving memory for it.
+  // A count a real file could have but the rest of this one cannot hold means the file was cut
+  // short; a count beyond any real file is corruption.
   const uint64_t left = p.left();
   if (tensor_count > left / kMinTensorInfoBytes) {
+    if (tensor_count <= kPlausibleCount)
+      return p.fail(
+          "truncated file: {} bytes in all, but the header's {} tensor infos need at least {} "
+          "bytes after the header, which has {} (the file was cut short; download or copy it "
+          "again)",
+          bytes.size(), tensor_count, tensor_count * kMinTensorInfoBytes, left);
     return p.fail(
         "absurd tensor count {} at byte 8: the {} bytes after the header hold at most {} "
         "tensor infos of >= {} bytes",
@@ -431,6 +491,13 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string nam
   }
   const uint64_t left_for_kvs = left - tensor_count * kMinTensorInfoBytes;
   if (kv_count > left_for_kvs / kMinKvBytes) {
+    if (kv_count <= kPlausibleCount)
+      return p.fail(
+          "truncated file: {} bytes in all, but the header's {} key-value pairs and {} tensor "
+          "infos need at least {} bytes after the header, which has {} (the file was cut short; "
+          "download or copy it again)",
+          bytes.size(), kv_count, tensor_count,
+          kv_count * kMinKvBytes + tensor_count * kMinTensorInfoBytes, left);
     return p.fail(
         "absurd kv count {} at byte 16: the {} bytes after the header (less {} for the "
         "{} tensor infos) hold at most {} key-value pairs of >= {} bytes",
@@ -558,6 +625,7 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::string nam
     }
     t.data = bytes.data() + begin;
   }
+  FISH_TRY(check_tensor_layout(f.tensors_, data_offset, file_bytes, f.alignment_, p));
   return f;
 }
 

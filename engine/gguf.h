@@ -19,7 +19,10 @@
 //   order, so [2^62, 4, 0] is rejected although its product is 0). dims[0] (the row) must be a
 //   multiple of the type's block size. The type id must be known to quant/types.h.
 // - tensor offsets are multiples of the alignment and [data_offset + offset, + n_bytes) lies in
-//   the file. Tensors may be in any order; overlap is not checked (the data is only read).
+//   the file. Tensors may be in any order, but no two share a byte, and in offset order each
+//   tensor's room (to the next one, or to the end of the file for the last) is its n_bytes padded
+//   to the alignment, as every writer lays them out: a type relabelled to a smaller one (q4_1 ->
+//   q4_0) is an error, not garbage. A file shorter than its header's counts need is "truncated".
 // - arrays nest at most kGgufMaxArrayDepth deep; a bool byte is 0 or 1.
 // Memory: counts are checked against the bytes left before anything is reserved, so the parsed
 // metadata takes at most ~48 bytes per file byte (a GgufValue per 1-byte array element) and in

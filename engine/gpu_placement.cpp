@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/env_knobs.h"
+
 namespace fish {
 
 namespace {
@@ -35,10 +37,9 @@ SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
 
 SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch) {
   SpanRequest r;
-  const char* v = std::getenv("FISH_GPU_SPAN");
-  std::string s = v ? v : "";
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  r.n_ctx = (s == "0" || s == "off" || s == "false" || s == "no") ? 0 : n_ctx;
+  // A bad value leaves spans on here; commands and fish run rows refuse it (base/env_knobs.h).
+  const Result<bool> on = env_switch("FISH_GPU_SPAN", true);
+  r.n_ctx = on.ok() && !on.value() ? 0 : n_ctx;
   r.max_tok = n_batch;
   return r;
 }
@@ -154,14 +155,8 @@ GpuPlacement::~GpuPlacement() {
 }
 
 Result<int64_t> gpu_layers_from_env() {
-  const char* v = std::getenv("FISH_GPU_LAYERS");
-  if (!v || !*v) return int64_t(-1);
-  const std::string_view s(v);
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 0)
-    return make_error("FISH_GPU_LAYERS='{}': expected a layer count >= 0", s);
-  return n;
+  FISH_ASSIGN_OR_RETURN(std::optional<int64_t> n, env_int("FISH_GPU_LAYERS"));
+  return n ? *n : int64_t(-1);
 }
 
 }  // namespace fish

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/fault_injection.h"
 #include "engine/requant.h"
 #include "kernels/registry.h"
 #include "quant/dequantize.h"
@@ -207,6 +208,7 @@ Status read_params(const GgufFile& f, ModelParams& p) {
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path,
                                                  const ModelLoadOptions& opt) {
+  inject_fault("model_load");  // tests of the exception boundaries (base/fault_injection.h)
   FISH_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
   return from_gguf(std::move(file), opt);
 }

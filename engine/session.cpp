@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/fault_injection.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/registry.h"
@@ -222,6 +223,16 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (opt.n_ctx < 1) return make_error("session: n_ctx {} must be >= 1", opt.n_ctx);
   if (opt.n_batch < 1) return make_error("session: n_batch {} must be >= 1", opt.n_batch);
   const WeightPath path = resolve_weight_path(opt.weights.weight_path, *model);
+  {
+    SessionOptions resolved = opt;
+    resolved.weights.weight_path = path;
+    FISH_ASSIGN_OR_RETURN(const HostMemory have, host_memory_available());
+    FISH_TRY(check_host_memory(
+        memory_estimate(*model, resolved), have,
+        fmt::format("session: n_ctx {}, n_batch {}", opt.n_ctx, opt.n_batch),
+        "a smaller n_ctx or n_batch; FISH_RAM_BUDGET_MB sets FISH's own ceiling"));
+  }
+  inject_fault("session_create");  // tests of the exception boundaries (base/fault_injection.h)
   std::unique_ptr<Int4Weights> int4;
   if (path == WeightPath::w4a8 || path == WeightPath::w4a16) {
     FISH_ASSIGN_OR_RETURN(int4, Int4Weights::build(*model, path, opt.weights));
@@ -532,6 +543,54 @@ void Session::attention(int64_t il, int64_t n, int64_t pos0) {
                           p.attn_scale, att_.data() + qoff, scratch, nullptr);
     }
   });
+}
+
+namespace {
+
+// a * b, saturating: a library caller may pass any n_ctx; the estimate must still say "too much".
+uint64_t mul_sat(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+uint64_t add_sat(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+}  // namespace
+
+SessionMemory Session::memory_estimate(const Model& model, const SessionOptions& opt) {
+  const ModelParams& p = model.params();
+  const uint64_t B = uint64_t(std::max<int64_t>(1, opt.n_batch));
+  const uint64_t T = uint64_t(opt.n_threads > 0 ? opt.n_threads : default_thread_count());
+  const uint64_t f = sizeof(float);
+  SessionMemory m;
+  // The constructor's allocations, one line each (kv_, att_scratch_, the work buffers, act_).
+  uint64_t kv_rows = 0;
+  for (int64_t r : kv_layer_rows(opt, p)) kv_rows = add_sat(kv_rows, uint64_t(r));
+  m.kv = mul_sat(mul_sat(kv_rows, uint64_t(p.kv_dim())), 2 * f);
+  const uint64_t group = uint64_t(p.n_head / std::max<int64_t>(1, p.n_head_kv));
+  m.scores = mul_sat(mul_sat(std::max(uint64_t(p.n_head), T * group), uint64_t(opt.n_ctx)), f);
+  const int64_t max_in = std::max({p.n_embd, p.q_dim(), p.n_ff});
+  const uint64_t per_token = uint64_t(2 * p.n_embd + std::max(p.n_embd, p.q_dim()) + 2 * p.q_dim() +
+                                      2 * p.kv_dim() + 2 * p.n_ff + 2 * p.n_rot);
+  m.buffers = add_sat(mul_sat(mul_sat(B, per_token), f), uint64_t(p.n_vocab) * f);
+  m.buffers = add_sat(m.buffers, mul_sat(3, act_capacity(max_in, int64_t(B))));
+  if (opt.act == ActMode::f32 || opt.weights.weight_path == WeightPath::ref)
+    m.buffers = add_sat(m.buffers, T * uint64_t(max_in) * f);
+  // w4a8 / w4a16: 4 bits a weight plus an f16 scale and zero per group; w4a16 without
+  // direct_dequant keeps a row-major duplicate.
+  const WeightPath wp = opt.weights.weight_path;
+  if (wp == WeightPath::w4a8 || wp == WeightPath::w4a16) {
+    double elems = 0;
+    for (const LayerWeights& L : model.layers())
+      for (const MatrixView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+        elems += double(v->n_in) * double(v->n_out);
+    if (opt.weights.quantize_head) elems += double(model.output().n_in) * model.output().n_out;
+    const double per_weight = 0.5 + 4.0 / double(std::max(1, opt.weights.fmt.group_size));
+    const double dup = wp == WeightPath::w4a16 && !opt.weights.direct_dequant ? 2.0 : 1.0;
+    m.int4 = uint64_t(elems * per_weight * dup);
+  }
+  return m;
 }
 
 }  // namespace fish

@@ -21,6 +21,7 @@
 #include "base/result.h"
 #include "engine/gpu_placement.h"
 #include "engine/kv_cache.h"
+#include "engine/memory_budget.h"
 #include "engine/model.h"
 #include "engine/weight_path.h"
 #include "kernels/cpu_features.h"
@@ -64,8 +65,14 @@ class Session {
  public:
   // Resolves opts.weights.weight_path (ref runs ActMode::f32; w4a8 / w4a16 pack the model's
   // matrices here, once per session). Errors: n_ctx or n_batch < 1; a matrix int4 packing rejects.
+  // Errors also: the host memory the session needs (memory_estimate) exceeds what this process
+  // can get (host_memory_available), naming both.
   static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model,
                                                  const SessionOptions& opt = {});
+  // The host bytes a session of `model` with `opt` allocates (KV of every layer, since a layer
+  // span that fails falls back to host KV), before allocating any. `opt.weights.weight_path`
+  // must be resolved (not automatic) for the int4 part to count.
+  static SessionMemory memory_estimate(const Model& model, const SessionOptions& opt);
 
   // Runs `tokens` at positions [pos0, pos0 + n). pos0 may be below n_past() (the cache is first
   // truncated to pos0) but not above it. Returns n_vocab logits for the last token, or n x n_vocab

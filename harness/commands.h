@@ -20,5 +20,6 @@ void add_compare_command(CLI::App& app, int* exit_code);
 void add_gate_command(CLI::App& app, int* exit_code);
 void add_quantize_w4_command(CLI::App& app, int* exit_code);
 void add_gpu_command(CLI::App& app, int* exit_code);
+void add_env_command(CLI::App& app, int* exit_code);  // FISH_* knobs: list and check
 
 }  // namespace fish

@@ -8,9 +8,11 @@
 #include <set>
 #include <sstream>
 
+#include "base/path_checks.h"
 #include "base/sha256.h"
 #include "engine/model_shapes.h"
 #include "engine/synthetic_model.h"
+#include "harness/json_strict.h"
 
 namespace fish {
 namespace {
@@ -246,8 +248,48 @@ bool valid_name(const std::string& s) {
 
 }  // namespace
 
-Result<Experiment> parse_experiment(std::string_view text, std::string_view label_sv) {
+namespace {
+
+// Dimensions of the cross product: each zip group or lone axis, at the position of its first
+// axis; each dimension lists the axes it moves, which share one value index.
+std::vector<std::vector<const SweepAxis*>> sweep_dims(const Experiment& e) {
+  std::vector<std::vector<const SweepAxis*>> dims;
+  std::set<std::string> done;
+  for (const SweepAxis& a : e.sweep) {
+    if (done.count(a.name)) continue;
+    std::vector<const SweepAxis*> dim = {&a};
+    done.insert(a.name);
+    for (const auto& group : e.zip) {
+      if (std::find(group.begin(), group.end(), a.name) == group.end()) continue;
+      for (const std::string& other : group) {
+        if (done.count(other)) continue;
+        for (const SweepAxis& b : e.sweep)
+          if (b.name == other) dim.push_back(&b);
+        done.insert(other);
+      }
+    }
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+// "2 models x n_ctx 10 x act+n_threads 3"
+std::string sweep_dims_text(const Experiment& e) {
+  std::string s = fmt::format("{} model{}", e.models.size(), e.models.size() == 1 ? "" : "s");
+  for (const auto& dim : sweep_dims(e)) {
+    std::string names;
+    for (const SweepAxis* a : dim) names += (names.empty() ? "" : "+") + a->name;
+    s += fmt::format(" x {} {}", names, dim[0]->values.size());
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<Experiment> parse_experiment(std::string_view text, std::string_view label_sv,
+                                    int64_t max_cells) {
   const std::string label(label_sv);
+  FISH_TRY(check_json_strict(text, label));
   json root;
   nlohmann::ordered_json ordered;
   try {
@@ -514,7 +556,13 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
       err(fmt::format("{}: measure.paths: a path is listed twice", label));
   }
 
-  if (errors.empty() && expand_cells(e).empty())
+  // The cross product is counted, not built: a 10^10-cell sweep is refused at once.
+  if (errors.empty() && count_cells(e) > uint64_t(max_cells))
+    err(
+        fmt::format("{}: sweep: {} cells ({}), over the limit of {} cells (fish run --max-cells N "
+                    "raises it)",
+                    label, count_cells(e), sweep_dims_text(e), max_cells));
+  else if (errors.empty() && expand_cells(e).empty())
     err(fmt::format("{}: exclude: empty sweep: the exclude rules remove every cell", label));
   if (!errors.empty()) {
     std::string msg =
@@ -525,39 +573,24 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
   return e;
 }
 
-Result<Experiment> load_experiment(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot open the experiment file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  FISH_ASSIGN_OR_RETURN(Experiment e, parse_experiment(text, path));
+Result<Experiment> load_experiment(const std::string& path, int64_t max_cells) {
+  FISH_ASSIGN_OR_RETURN(const std::string text,
+                        read_regular_file(path, kMaxJsonFileBytes, "an experiment file"));
+  FISH_ASSIGN_OR_RETURN(Experiment e, parse_experiment(text, path, max_cells));
   e.file_path = path;
   e.file_sha256 = sha256_hex(text);
   return e;
 }
 
-std::vector<Cell> expand_cells(const Experiment& e) {
-  // Dimensions: each zip group or lone axis, at the position of its first axis; each dimension
-  // lists the axes it moves and shares one value index.
-  std::vector<std::vector<const SweepAxis*>> dims;
-  std::set<std::string> done;
-  for (const SweepAxis& a : e.sweep) {
-    if (done.count(a.name)) continue;
-    std::vector<const SweepAxis*> dim = {&a};
-    done.insert(a.name);
-    for (const auto& group : e.zip) {
-      if (std::find(group.begin(), group.end(), a.name) == group.end()) continue;
-      for (const std::string& other : group) {
-        if (done.count(other)) continue;
-        for (const SweepAxis& b : e.sweep)
-          if (b.name == other) dim.push_back(&b);
-        done.insert(other);
-      }
-    }
-    dims.push_back(dim);
-  }
+uint64_t count_cells(const Experiment& e) {
+  uint64_t n = e.models.size();
+  for (const auto& dim : sweep_dims(e))
+    if (__builtin_mul_overflow(n, uint64_t(dim[0]->values.size()), &n)) return UINT64_MAX;
+  return n;
+}
 
+std::vector<Cell> expand_cells(const Experiment& e) {
+  const std::vector<std::vector<const SweepAxis*>> dims = sweep_dims(e);
   std::vector<Cell> cells;
   for (size_t mi = 0; mi < e.models.size(); ++mi) {
     std::vector<size_t> idx(dims.size(), 0);
@@ -632,6 +665,7 @@ nlohmann::json quality_json(const QualitySpec& q) {
 
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256) {
   const json j = {{"harness_version", std::string(kHarnessVersion)},
+                  {"model", e.models[c.model_index]},
                   {"model_sha256", std::string(model_sha256)},
                   {"config", fields_to_json(c.config, config_fields())},
                   {"workload", workload_json(e.workload)},

@@ -35,6 +35,9 @@
 namespace fish {
 
 inline constexpr int64_t kExperimentSchemaVersion = 1;
+// Cells a sweep may have before fish run refuses it (--max-cells raises it): at a few seconds a
+// cell, 100000 cells are days of measurement; more is a typo in a range string.
+inline constexpr int64_t kDefaultMaxCells = 100000;
 inline constexpr std::string_view kHarnessVersion = FISH_VERSION;
 
 // What each measurement runs: n_prompt tokens of prefill, then n_gen greedy decode steps.
@@ -112,9 +115,14 @@ std::span<const TopLevelKey> experiment_top_level_keys();
 // keys, wrong types, values out of range or not allowed, bad range strings, empty sweeps, zip
 // groups naming a non-axis or of unequal lengths, exclude rules on unknown or unswept keys or
 // values no axis has, and a sweep whose exclude rules remove every cell.
-Result<Experiment> parse_experiment(std::string_view text, std::string_view label);
-// Reads the file, then parse_experiment; records file_path and file_sha256.
-Result<Experiment> load_experiment(const std::string& path);
+// Also: a key twice in one object, nesting deeper than kMaxJsonDepth (harness/json_strict.h), and
+// a cross product of more than max_cells cells (counted before anything is expanded, so a
+// 10^10-cell sweep is refused in microseconds with its count and dimensions).
+Result<Experiment> parse_experiment(std::string_view text, std::string_view label,
+                                    int64_t max_cells = kDefaultMaxCells);
+// Reads the file (a regular file of at most kMaxJsonFileBytes, base/path_checks.h), then
+// parse_experiment; records file_path and file_sha256.
+Result<Experiment> load_experiment(const std::string& path, int64_t max_cells = kDefaultMaxCells);
 
 // A model entry "synthetic:SHAPE:TYPE[:SEED]" (fish make-model's shapes and file types; seed 1
 // when omitted): `fish run` writes the file once into $FISH_SYNTHETIC_DIR (default
@@ -137,6 +145,9 @@ struct Cell {
 
 // The cells in run order (see the header comment). parse_experiment guarantees at least one.
 std::vector<Cell> expand_cells(const Experiment& e);
+// The cross product's size before exclude rules (models x each axis or zip group), saturating
+// at UINT64_MAX; expand_cells returns at most this many.
+uint64_t count_cells(const Experiment& e);
 
 // Integer values of a range string: "A-B" (step 1), "A-B+STEP", "A-B*FACTOR" (geometric), A <= B,
 // both ends included when hit. Errors say what is wrong with the string.
@@ -148,7 +159,9 @@ nlohmann::json workload_json(const Workload& w);
 // `chunk` only when not the default, so ids from before those keys existed stay).
 nlohmann::json quality_json(const QualitySpec& q);
 // First 16 hex digits of sha256 over the canonical JSON (sorted keys, no spaces) of
-// {"harness_version","model_sha256","config","workload","quality"}.
+// {"harness_version","model","model_sha256","config","workload","quality"}: "model" is the entry
+// as listed, so two listed models with the same bytes (or two missing files, whose sha256 is
+// empty) are different cells.
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256);
 
 // Markdown reference of every key of the experiment file (for --help-fields and the README).

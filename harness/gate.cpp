@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/path_checks.h"
 #include "harness/interval_label.h"
+#include "harness/json_strict.h"
 #include "harness/report_svg.h"
 
 namespace fish {
@@ -44,6 +46,8 @@ const char* verdict_name(Verdict v) {
 }
 
 Result<GateRules> parse_gate_rules(const std::string& json_text, const std::string& file_name) {
+  if (Status st = check_json_strict(json_text, file_name); !st.ok())
+    return make_error("gate rules: {}", st.error().message);
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return make_error("gate rules: {}: not valid JSON", file_name);
   if (!j.is_object())
@@ -128,11 +132,9 @@ Result<GateRules> parse_gate_rules(const std::string& json_text, const std::stri
 }
 
 Result<GateRules> load_gate_rules(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error("gate rules: {}: cannot open", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_gate_rules(ss.str(), path);
+  auto text = read_regular_file(path, kMaxJsonFileBytes, "a gate rules file");
+  if (!text.ok()) return make_error("gate rules: {}", text.error().message);
+  return parse_gate_rules(text.value(), path);
 }
 
 GateRules default_gate_rules(const RowJoin& join) {

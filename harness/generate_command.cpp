@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "base/env_knobs.h"
 #include "engine/compute_backend.h"
+#include "engine/config.h"
 #include "engine/gguf.h"
 #include "engine/gpu_placement.h"
 #include "engine/model.h"
@@ -17,6 +19,7 @@
 #include "engine/sampling.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "harness/cli_fields.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "kernels/cpu_features.h"
@@ -96,21 +99,10 @@ class Streamer {
 void add_generate_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string model, prompt;
-    int n_predict = 32;
-    int threads = 0;
-    int64_t n_ctx = 0;
-    int64_t n_batch = 256;
-    std::string swa_kv = "ring";
-    SamplingParams sampling;
+    Config cfg;          // the Config fields generate takes (threads, batch, act, weight path...)
+    GenerateFields gen;  // tokens to generate, context, sampling
     bool chat = false;
     bool ignore_eos = false;
-    std::string act = "int8";
-    int requant = 0;
-    int gpu_requant = -1;  // -1: FISH_GPU_REQUANT
-    std::string weight_path = "auto";
-    int group_size = 64;
-    std::string zero_point = "asym";
-    WeightPathOptions w;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -121,71 +113,51 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "stderr. With a GPU backend (fish gpu) the output projection and the last layers' "
       "projections run on the GPU, as many as fit (FISH_GPU_LAYERS=N caps the layers), as one "
       "layer span per forward unless FISH_GPU_SPAN=0; FISH_GPU_PROFILE=2 prints its per-stage GPU "
-      "time.");
+      "time. Every flag's range is the experiment format's (fish run --help-fields).");
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Threads (0: FISH_THREADS or all hardware threads)")
-      ->capture_default_str();
-  cmd->add_option("--n-ctx", a->n_ctx, "Context size (0: prompt + n, at most the training size)")
-      ->capture_default_str();
-  cmd->add_option("--n-batch", a->n_batch, "Prefill batch (tokens per matrix x matrix pass)")
-      ->capture_default_str();
-  cmd->add_option("--swa-kv", a->swa_kv,
-                  "Sliding-window layers' KV (Gemma 3): ring (window + n-batch rows) or full "
-                  "(n-ctx rows)")
-      ->check(CLI::IsMember({"ring", "full"}))
-      ->capture_default_str();
-  cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
-  cmd->add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)")
-      ->capture_default_str();
-  cmd->add_option("--top-k", a->sampling.top_k, "Top-k cut (0: none)")->capture_default_str();
-  cmd->add_option("--top-p", a->sampling.top_p, "Top-p (nucleus) cut (1: none)")
-      ->capture_default_str();
-  cmd->add_option("--act", a->act, "Activations: int8 (quantised, fast) or f32 (reference)")
-      ->check(CLI::IsMember({"int8", "f32"}))
-      ->capture_default_str();
-  cmd->add_option(
-         "--requant", a->requant,
-         "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised "
-         "weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)")
-      ->check(CLI::Range(0, 3))
-      ->capture_default_str();
-  cmd->add_option("--gpu-requant", a->gpu_requant,
-                  "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the "
-                  "CPU copy is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, "
-                  "3 q4_k -> fq3 and q6_k -> q4_k; -1: FISH_GPU_REQUANT (default 0)")
-      ->check(CLI::Range(-1, 3))
-      ->capture_default_str();
-  cmd->add_option("--weight-path", a->weight_path,
-                  "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: "
-                  "gguf), gguf, w4a8, w4a16, ref (f32)")
-      ->check(CLI::IsMember({"auto", "gguf", "w4a8", "w4a16", "ref"}))
-      ->capture_default_str();
-  cmd->add_option("--group-size", a->group_size, "w4a8/w4a16 repacking: int4 group size 32|64|128")
-      ->check(CLI::IsMember({32, 64, 128}))
-      ->capture_default_str();
-  cmd->add_option("--zero-point", a->zero_point,
-                  "w4a8/w4a16 repacking: sym, asym or fp (float offset per group: q4_0/q4_1/q4_k "
-                  "weights repack exactly at --group-size 32)")
-      ->check(CLI::IsMember({"sym", "asym", "fp"}))
-      ->capture_default_str();
-  cmd->add_option("--quantize-head", a->w.quantize_head,
-                  "w4a8/w4a16: int4 output head (false keeps it on the gguf path)")
-      ->capture_default_str();
-  cmd->add_option("--quantize-embedding", a->w.quantize_embedding,
-                  "w4a8/w4a16: embedding rows from an int4 copy")
-      ->capture_default_str();
-  cmd->add_option(
-         "--prefill-dequant", a->w.prefill_dequant,
-         "w4a16: batches above --dequant-threshold dequantise + GEMM (false: decode kernel)")
-      ->capture_default_str();
-  cmd->add_option("--direct-dequant", a->w.direct_dequant,
-                  "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)")
-      ->capture_default_str();
-  cmd->add_option("--dequant-threshold", a->w.dequant_threshold,
-                  "w4a16: tokens per batch above which prefill dequantises")
-      ->capture_default_str();
+  // Flags with a field-table row: range, allowed values and default from the row.
+  static constexpr FieldFlag kGenerateFlags[] = {
+      {"-n,--n-predict", "n_predict", "Tokens to generate"},
+      {"--n-ctx", "n_ctx", "Context size (0: prompt + n, at most the training size)"},
+      {"--seed", "seed", "Sampling seed"},
+      {"--temp", "temp", "Temperature (0: greedy)"},
+      {"--top-k", "top_k", "Top-k cut (0: none)"},
+      {"--top-p", "top_p", "Top-p (nucleus) cut (1: none)"},
+  };
+  static constexpr FieldFlag kConfigFlags[] = {
+      {"--threads", "n_threads", "Threads (0: FISH_THREADS or all hardware threads)"},
+      {"--n-batch", "n_batch", "Prefill batch (tokens per matrix x matrix pass)"},
+      {"--swa-kv", "swa_kv",
+       "Sliding-window layers' KV (Gemma 3): ring (window + n-batch rows) or full (n-ctx rows)"},
+      {"--act", "act", "Activations: int8 (quantised, fast) or f32 (reference)"},
+      {"--requant", "requant",
+       "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised weight -> "
+       "fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)"},
+      {"--gpu-requant", "gpu_requant",
+       "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the CPU copy "
+       "is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and "
+       "q6_k -> q4_k; -1: FISH_GPU_REQUANT (default 0)"},
+      {"--weight-path", "weight_path",
+       "CPU weight path: auto (fish_i4 files: w4a8 with AMX, else w4a16; other files: gguf), "
+       "gguf, w4a8, w4a16, ref (f32)"},
+      {"--group-size", "group_size", "w4a8/w4a16 repacking: int4 group size 32|64|128"},
+      {"--zero-point", "zero_point",
+       "w4a8/w4a16 repacking: sym, asym or fp (float offset per group: q4_0/q4_1/q4_k weights "
+       "repack exactly at --group-size 32)"},
+      {"--quantize-head", "quantize_head",
+       "w4a8/w4a16: int4 output head (false keeps it on the gguf path)"},
+      {"--quantize-embedding", "quantize_embedding",
+       "w4a8/w4a16: embedding rows from an int4 copy"},
+      {"--prefill-dequant", "prefill_dequant",
+       "w4a16: batches above --dequant-threshold dequantise + GEMM (false: decode kernel)"},
+      {"--direct-dequant", "direct_dequant",
+       "w4a16: dequantise from the packed layout (false: keep a row-major duplicate)"},
+      {"--dequant-threshold", "dequant_threshold",
+       "w4a16: tokens per batch above which prefill dequantises"},
+  };
+  add_field_options(cmd, &a->gen, generate_fields(), kGenerateFlags);
+  add_field_options(cmd, &a->cfg, config_fields(), kConfigFlags);
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->callback([a, exit_code] {
@@ -193,12 +165,17 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     auto fail = [](const Error& e) {
       std::fprintf(stderr, "fish generate: %s\n", e.message.c_str());
     };
-    auto model_r = Model::load(a->model, ModelLoadOptions{a->requant, a->threads});
+    if (Status st = check_env_knobs(/*with_gpu=*/true); !st.ok()) return fail(st.error());
+    auto load_r = model_load_options(a->cfg);
+    if (!load_r.ok()) return fail(load_r.error());
+    auto opt_r = session_options(a->cfg);  // isa, weight path, int4 format as a fish run cell
+    if (!opt_r.ok()) return fail(opt_r.error());
+    auto model_r = Model::load(a->model, load_r.value());
     if (!model_r.ok()) return fail(model_r.error());
     std::shared_ptr<const Model> model = model_r.value();
     if (const RequantResult* rq = model->requant())
       std::fprintf(stderr, "fish generate: requant %d: %s in %.2f s (%.1f ns/weight, %d threads)\n",
-                   a->requant, rq->describe().c_str(), rq->seconds, rq->ns_per_weight(),
+                   int(a->cfg.requant), rq->describe().c_str(), rq->seconds, rq->ns_per_weight(),
                    rq->n_threads);
     auto tok_r = Tokenizer::from_gguf(model->gguf());
     if (!tok_r.ok()) return fail(tok_r.error());
@@ -215,35 +192,30 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (prompt.empty()) return fail(make_error("the prompt encodes to no tokens"));
 
     const ModelParams& p = model->params();
-    SessionOptions opt;
-    opt.n_threads = a->threads;
-    opt.n_batch = a->n_batch;
-    opt.swa_kv = *parse_swa_kv(a->swa_kv);
-    opt.act = a->act == "f32" ? ActMode::f32 : ActMode::int8;
-    opt.weights = a->w;
-    opt.weights.weight_path = *parse_weight_path(a->weight_path);
-    opt.weights.fmt = {a->group_size, *parse_int4_zero_point(a->zero_point)};
-    const int64_t need = int64_t(prompt.size()) + a->n_predict;
-    opt.n_ctx = a->n_ctx > 0 ? a->n_ctx : std::min(need, p.n_ctx_train);
+    SessionOptions opt = opt_r.value();
+    const int64_t need = int64_t(prompt.size()) + a->gen.n_predict;
+    opt.n_ctx = a->gen.n_ctx > 0 ? a->gen.n_ctx : std::min(need, p.n_ctx_train);
     if (need > opt.n_ctx)
       return fail(make_error("prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
-                             prompt.size(), a->n_predict, opt.n_ctx));
+                             prompt.size(), a->gen.n_predict, opt.n_ctx));
     // Stage 1 GPU offload when a backend is registered (FISH_GPU, FISH_GPU_LAYERS; README).
     std::string gpu_detail = "off";
 #if FISH_HAVE_VULKAN
     gpu_detail = gpu::vulkan_status();
 #endif
-    if (a->gpu_requant >= 0 && !gpu_backend())
-      return fail(make_error("--gpu-requant {}: no GPU backend ({})", a->gpu_requant, gpu_detail));
+    const int gpu_requant = int(a->cfg.gpu_requant);
+    if (gpu_requant >= 0 && !gpu_backend())
+      return fail(make_error("--gpu-requant {}: no GPU backend ({})", gpu_requant, gpu_detail));
     if (ComputeBackend* b = gpu_backend()) {
       auto cap = gpu_layers_from_env();
       if (!cap.ok()) return fail(cap.error());
 #if FISH_HAVE_VULKAN
-      if (auto* vb = dynamic_cast<vk::VulkanBackend*>(b)) vb->set_requant_threads(a->threads);
-      if (a->gpu_requant >= 0) {
+      if (auto* vb = dynamic_cast<vk::VulkanBackend*>(b))
+        vb->set_requant_threads(int(a->cfg.n_threads));
+      if (gpu_requant >= 0) {
         auto* vb = dynamic_cast<vk::VulkanBackend*>(b);
         if (!vb) return fail(make_error("--gpu-requant needs the Vulkan backend"));
-        if (Status st = vb->set_run_requant(a->gpu_requant); !st.ok()) return fail(st.error());
+        if (Status st = vb->set_run_requant(gpu_requant); !st.ok()) return fail(st.error());
       }
 #endif
       // Stage 2 span over the placed layers unless FISH_GPU_SPAN=0.
@@ -258,7 +230,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     auto sess_r = Session::create(model, opt);
     if (!sess_r.ok()) return fail(sess_r.error());
     Session& s = *sess_r.value();
-    Sampler sampler(a->sampling);
+    Sampler sampler(sampling_params(a->gen));
     Streamer out(tok);
 
     const auto t0 = Clock::now();
@@ -269,10 +241,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
 
     int n_decoded = 0;
     const auto t1 = Clock::now();
-    for (int i = 0; i < a->n_predict; ++i) {
+    for (int64_t i = 0; i < a->gen.n_predict; ++i) {
       if (!a->ignore_eos && tok.is_eog(next)) break;
       out.push(next);
-      if (i + 1 == a->n_predict) break;
+      if (i + 1 == a->gen.n_predict) break;
       lg = s.append(std::span<const int32_t>(&next, 1));
       if (!lg.ok()) return fail(lg.error());
       ++n_decoded;
@@ -300,7 +272,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                      ? (", swa " + std::string(swa_kv_name(s.options().swa_kv))).c_str()
                      : "",
                  s.n_threads(), std::string(isa_name(s.kernel_isa())).c_str(),
-                 s.weight_path() == WeightPath::ref ? "f32" : a->act.c_str(), path.c_str(),
+                 s.weight_path() == WeightPath::ref ? "f32" : a->cfg.act.c_str(), path.c_str(),
                  gpu_detail.c_str());
     if (s.gpu_fallbacks() > 0)  // why: the backend's status names the failed call
       std::fprintf(stderr, "fish generate: GPU calls failed %lld time(s) and ran on the CPU (%s)\n",

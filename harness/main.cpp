@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/build_info.h"
+#include "harness/cell_guard.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   fish::add_gate_command(app, &exit_code);
   fish::add_quantize_w4_command(app, &exit_code);
   fish::add_gpu_command(app, &exit_code);
+  fish::add_env_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -42,6 +44,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return fish::kExitUsage;
+  } catch (...) {
+    // The command boundary: whatever a command throws (std::bad_alloc past the memory
+    // estimate, ...) is a message and exit 1, never std::terminate's abort.
+    const auto subs = app.get_subcommands();
+    std::fprintf(stderr, "fish %s: %s\n", subs.empty() ? "" : subs.front()->get_name().c_str(),
+                 fish::describe_current_exception().c_str());
     return fish::kExitUsage;
   }
   return exit_code;

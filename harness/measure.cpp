@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/path_checks.h"
 #include "engine/sampling.h"
 #include "harness/stats.h"
 #include "kernels/stream_bandwidth.h"
@@ -124,12 +125,10 @@ Result<std::vector<int32_t>> workload_prompt(const Workload& w, const Tokenizer*
       out.push_back(int32_t(splitmix64(s) % uint64_t(n_vocab)));
     return out;
   }
-  std::ifstream in(w.text, std::ios::binary);
-  if (!in) return make_error("workload.text: {}: cannot open", w.text);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_regular_file(w.text, kMaxTextFileBytes, "a text file");
+  if (!text.ok()) return make_error("workload.text: {}", text.error().message);
   if (!tok) return make_error("workload.text: {}: the model has no tokenizer", w.text);
-  const std::vector<int32_t> t = tok->encode(ss.str(), /*add_special=*/true, false);
+  const std::vector<int32_t> t = tok->encode(text.value(), /*add_special=*/true, false);
   if (t.empty()) return make_error("workload.text: {}: encodes to no tokens", w.text);
   while (int64_t(out.size()) < w.n_prompt)
     out.insert(out.end(), t.begin(),

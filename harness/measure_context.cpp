@@ -12,7 +12,7 @@
 #include <random>
 
 #include "base/build_info.h"
-#include "harness/env_knobs.h"
+#include "base/env_knobs.h"
 #include "kernels/cpu_features.h"
 
 namespace fish {

@@ -1,6 +1,6 @@
 // The context line of a results file: what was measured where (format "fish-results/1"): the
 // binary's commit, dirty flag and diff digest, build type and flags, compiler (all baked in at
-// build time, base/build_info.h), every FISH_* knob that is set (harness/env_knobs.h), CPU model
+// build time, base/build_info.h), every FISH_* knob that is set (base/env_knobs.h), CPU model
 // and features, GPU, driver and Vulkan version, OS, host, plus the stream-read bandwidth measured
 // in the same run. The C++ version of scripts/context.sh, so every run records it without a shell.
 #pragma once

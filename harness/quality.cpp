@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/path_checks.h"
 #include "engine/sampling.h"
 #include "engine/session.h"
 
@@ -13,11 +14,9 @@ namespace fish {
 namespace {
 
 Result<std::string> read_text(const std::string& path, const char* key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("quality.{}: {}: cannot open", key, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = read_regular_file(path, kMaxTextFileBytes, "a text file");
+  if (!text.ok()) return make_error("quality.{}: {}", key, text.error().message);
+  return text;
 }
 
 // log-softmax of `logits` into out (same size); returns the argmax.

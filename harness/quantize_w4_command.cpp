@@ -1,10 +1,15 @@
 // `fish quantize-w4 IN.gguf OUT.gguf --group-size 128 --zero-point asym`
+#include <array>
 #include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "base/env_knobs.h"
+#include "base/path_checks.h"
+#include "engine/config.h"
 #include "engine/quantize_w4.h"
+#include "harness/cli_fields.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 
@@ -13,13 +18,10 @@ namespace fish {
 void add_quantize_w4_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string in, out;
-    int group_size = 128;
-    std::string zero_point = "asym";
-    bool quantize_head = true;
-    bool quantize_embedding = false;
-    int threads = 0;
+    Config cfg;  // group_size, zero_point, quantize_head, quantize_embedding, n_threads
   };
   auto args = std::make_shared<Args>();
+  args->cfg.group_size = 128;  // a file's own default: the group the seed's W4 paths use
   CLI::App* cmd = app.add_subcommand(
       "quantize-w4",
       "Rewrite a GGUF with its linear layers (and the output head) as FISH packed int4 "
@@ -27,34 +29,32 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
       "W4A8 / W4A16 paths.");
   cmd->add_option("in", args->in, "Input GGUF")->required();
   cmd->add_option("out", args->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
-  cmd->add_option("--group-size", args->group_size, "Weights per int4 group: 32, 64 or 128")
-      ->capture_default_str();
-  cmd->add_option(
-         "--zero-point", args->zero_point,
-         "sym (constant zero point 8), asym (per-group integer zero point) or fp (per-group "
-         "f16 offset: q4_0/q4_1/q4_k tensors repack exactly at --group-size 32)")
-      ->capture_default_str();
-  cmd->add_option("--quantize-head", args->quantize_head,
-                  "Quantise the output head (a tied embedding is untied); false keeps it as is")
-      ->capture_default_str();
-  cmd->add_option("--quantize-embedding", args->quantize_embedding,
-                  "Also store token_embd.weight as int4")
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Threads (0: all)")->capture_default_str();
+  static constexpr FieldFlag kFlags[] = {
+      {"--group-size", "group_size", "Weights per int4 group: 32, 64 or 128"},
+      {"--zero-point", "zero_point",
+       "sym (constant zero point 8), asym (per-group integer zero point) or fp (per-group f16 "
+       "offset: q4_0/q4_1/q4_k tensors repack exactly at --group-size 32)"},
+      {"--quantize-head", "quantize_head",
+       "Quantise the output head (a tied embedding is untied); false keeps it as is"},
+      {"--quantize-embedding", "quantize_embedding", "Also store token_embd.weight as int4"},
+      {"--threads", "n_threads", "Threads (0: all)"},
+  };
+  add_field_options(cmd, &args->cfg, config_fields(), kFlags);
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
+    auto fail = [](const Error& e) {
+      std::fprintf(stderr, "fish quantize-w4: %s\n", e.message.c_str());
+    };
+    if (Status st = check_env_knobs(/*with_gpu=*/false); !st.ok()) return fail(st.error());
+    // Before anything is read or written: OUT (or the OUT.tmp it goes through) must not be IN.
+    if (Status st = check_output_path(args->out, std::array{args->in}, ".tmp"); !st.ok())
+      return fail(st.error());
     QuantizeW4Options opt;
-    opt.fmt.group_size = args->group_size;
-    const auto zp = parse_int4_zero_point(args->zero_point);
-    if (!zp) {
-      std::fprintf(stderr, "fish quantize-w4: --zero-point '%s' is not sym, asym or fp\n",
-                   args->zero_point.c_str());
-      return;
-    }
-    opt.fmt.zero_point = *zp;
-    opt.quantize_head = args->quantize_head;
-    opt.quantize_embedding = args->quantize_embedding;
-    opt.n_threads = args->threads;
+    opt.fmt.group_size = int(args->cfg.group_size);
+    opt.fmt.zero_point = *parse_int4_zero_point(args->cfg.zero_point);  // checked by the row
+    opt.quantize_head = args->cfg.quantize_head;
+    opt.quantize_embedding = args->cfg.quantize_embedding;
+    opt.n_threads = int(args->cfg.n_threads);
     const auto t0 = std::chrono::steady_clock::now();
     auto r = quantize_w4_gguf(args->in, args->out, opt);
     if (!r.ok()) {

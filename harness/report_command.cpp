@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/path_checks.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "harness/report.h"
@@ -37,6 +38,12 @@ void add_report_command(CLI::App& app, int* exit_code) {
     if (args->check && args->out.empty()) {
       std::fprintf(stderr, "fish report: --check needs -o FILE (the file to check)\n");
       return;
+    }
+    if (!args->out.empty()) {  // the Markdown must not replace a results file it renders
+      if (Status st = check_output_path(args->out, args->inputs); !st.ok()) {
+        std::fprintf(stderr, "fish report: %s\n", st.error().message.c_str());
+        return;
+      }
     }
     ReportOptions options;
     if (!args->no_plots) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/path_checks.h"
 #include "harness/stats.h"
 
 namespace fish {
@@ -84,11 +85,9 @@ std::string value_text(const ojson& v) {
 }  // namespace
 
 Result<std::string> render_gbench_section(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error("report: {}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  ojson data = ojson::parse(json_without_nan(text.str()), nullptr, /*allow_exceptions=*/false);
+  auto text = read_regular_file(path, kMaxResultsFileBytes, "a google-benchmark JSON file");
+  if (!text.ok()) return make_error("report: {}", text.error().message);
+  ojson data = ojson::parse(json_without_nan(text.value()), nullptr, /*allow_exceptions=*/false);
   if (data.is_discarded() || !data.is_object())
     return make_error("report: {}: not a JSON object (expected google-benchmark output)", path);
   if (!data.contains("benchmarks") || !data["benchmarks"].is_array())

@@ -2,13 +2,18 @@
 // re-quantised as mode N says (engine/requant.h), every other tensor and all metadata copied, plus
 // fish.requant.mode. Prints one line per converted or skipped tensor (relative RMS, time), a
 // summary per type pair (min/mean/max relative RMS, bytes) and ns/weight at the thread count used.
+#include <array>
 #include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "base/env_knobs.h"
+#include "base/path_checks.h"
+#include "engine/config.h"
 #include "engine/gguf.h"
 #include "engine/requant.h"
+#include "harness/cli_fields.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 
@@ -18,7 +23,7 @@ void add_requant_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string in, out;
     int mode = 1;
-    int threads = 0;
+    Config cfg;  // n_threads
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -31,17 +36,21 @@ void add_requant_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--mode", a->mode, "Re-quantisation mode 1..3")
       ->check(CLI::Range(1, 3))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Threads (0: FISH_THREADS or all hardware threads)")
-      ->capture_default_str();
+  add_field_option(cmd, "--threads", &a->cfg, config_fields(), "n_threads",
+                   "Threads (0: FISH_THREADS or all hardware threads)");
   cmd->callback([a, exit_code] {
     *exit_code = kExitUsage;
     auto fail = [](const Error& e) {
       std::fprintf(stderr, "fish requant: %s\n", e.message.c_str());
     };
+    if (Status st = check_env_knobs(/*with_gpu=*/false); !st.ok()) return fail(st.error());
+    // Before anything is read or written: OUT (or the OUT.tmp it goes through) must not be IN.
+    if (Status st = check_output_path(a->out, std::array{a->in}, ".tmp"); !st.ok())
+      return fail(st.error());
     auto file_r = GgufFile::open(a->in);
     if (!file_r.ok()) return fail(file_r.error());
     const GgufFile& f = file_r.value();
-    ThreadPool pool(a->threads);
+    ThreadPool pool(int(a->cfg.n_threads));
     auto rq_r = requantize_gguf(f, a->mode, pool);
     if (!rq_r.ok()) return fail(rq_r.error());
     const RequantResult& rq = rq_r.value();

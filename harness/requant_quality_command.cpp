@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "base/env_knobs.h"
+#include "base/path_checks.h"
 #include "engine/model.h"
 #include "engine/requant.h"
 #include "engine/session.h"
@@ -29,11 +31,7 @@ namespace fish {
 namespace {
 
 Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read text file {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(path, kMaxTextFileBytes, "a text file");
 }
 
 // log-softmax of n logits, in double.
@@ -127,6 +125,7 @@ void add_requant_quality_command(CLI::App& app, int* exit_code) {
     auto fail = [](const Error& e) {
       std::fprintf(stderr, "fish requant-quality: %s\n", e.message.c_str());
     };
+    if (Status st = check_env_knobs(/*with_gpu=*/false); !st.ok()) return fail(st.error());
     auto ref_r = Model::load(a->model);
     if (!ref_r.ok()) return fail(ref_r.error());
     std::shared_ptr<const Model> ref = ref_r.value();

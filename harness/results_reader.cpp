@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "base/path_checks.h"
 #include "harness/row_provenance.h"
 
 namespace fish {
@@ -247,6 +248,8 @@ std::string canonical_json(const nlohmann::json& j) {
 }  // std::map keys: sorted
 
 Status read_results_file(const std::string& path, ResultSet* set) {
+  if (Status st = check_input_file(path, kMaxResultsFileBytes, "a results file"); !st.ok())
+    return make_error("results: {}", st.error().message);
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("results: {}: cannot open (does the file exist?)", path);
   std::vector<std::string> problems;

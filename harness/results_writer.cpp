@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/path_checks.h"
 #include "engine/config.h"
 #include "harness/interval_label.h"
 #include "harness/results_reader.h"
@@ -37,10 +38,9 @@ Result<std::unique_ptr<ResultsWriter>> ResultsWriter::open(const std::string& pa
 
   std::string text;
   if (std::filesystem::exists(path)) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    auto r = read_regular_file(path, kMaxResultsFileBytes, "a results file");
+    if (!r.ok()) return make_error("results: {}", r.error().message);
+    text = std::move(r.value());
   }
   if (!text.empty() && !resume)
     return make_error(

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/env_knobs.h"
+#include "base/env_knobs.h"
 
 namespace fish {
 namespace {

@@ -18,7 +18,7 @@ namespace fish {
 //   commit      12 hex digits, "-dirty.DIGEST" (8 hex of the diff's sha256) for a dirty build
 //   build       build_type and build_flags;  compiler
 //   cpu         model and CPU count;  gpu  device, driver, Vulkan version ("none")
-//   FISH_*      every knob of "env" that affects measurement (harness/env_knobs.h)
+//   FISH_*      every knob of "env" that affects measurement (base/env_knobs.h)
 // A context written before knobs were recorded (no "env") has "knobs": "unrecorded (FILE)"
 // instead, so rows of two such files are never taken for the same measurement.
 // `file` is the results file the context was read from.

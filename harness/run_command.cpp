@@ -11,14 +11,19 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
+#include "base/env_knobs.h"
+#include "base/path_checks.h"
 #include "base/sha256.h"
 #include "engine/config.h"
 #include "engine/gpu_placement.h"
+#include "engine/memory_budget.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
+#include "harness/cell_guard.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
 #include "harness/experiment.h"
@@ -266,7 +271,7 @@ int run_experiment(const RunOptions& o) {
     std::fprintf(stderr, "fish run: %s\n", msg.c_str());
     return int(kExitUsage);
   };
-  auto exp_r = load_experiment(o.experiment_path);
+  auto exp_r = load_experiment(o.experiment_path, o.max_cells);
   if (!exp_r.ok()) return fail(exp_r.error().message);
   const Experiment& e = exp_r.value();
   auto shard_r = resolve_shard(o.shard, [](const char* n) { return std::getenv(n); });
@@ -294,6 +299,16 @@ int run_experiment(const RunOptions& o) {
   for (const Cell* c : cells)
     if (!models.count(c->model_index))
       models[c->model_index] = resolve_model(e.models[c->model_index], !o.dry_run);
+  // The results file is appended to and the renderings replaced: none may be an input.
+  {
+    std::vector<std::string> inputs = {o.experiment_path, e.workload.text, e.quality.text,
+                                       e.quality.prompt_file};
+    for (const auto& [i, m] : models) inputs.push_back(m.path);
+    const std::string stem = results_path.substr(0, results_path.size() - 6);  // drop ".jsonl"
+    for (const std::string& out : {results_path, stem + ".csv", stem + ".md"})
+      if (Status st = check_output_path(out, inputs, ".tmp"); !st.ok())
+        return fail(st.error().message);
+  }
   std::vector<std::string> ids;
   for (const Cell* c : cells) ids.push_back(cell_id(e, *c, models[c->model_index].sha256));
 
@@ -360,6 +375,16 @@ int run_experiment(const RunOptions& o) {
                  "bandwidth (%lld MiB)...\n",
                  e.name.c_str(), cells.size(), e.measure.paths.size(), n_todo,
                  o.resume ? " (resume)" : "", static_cast<long long>(e.measure.stream_MiB));
+    // The stream buffer is the run's one large allocation outside the cells: checked the same way.
+    SessionMemory stream_need;
+    stream_need.buffers = uint64_t(e.measure.stream_MiB) << 20;
+    auto have = host_memory_available();
+    if (!have.ok()) return fail(have.error().message);
+    if (Status st = check_host_memory(stream_need, have.value(),
+                                      fmt::format("measure.stream_MiB {}", e.measure.stream_MiB),
+                                      "a smaller measure.stream_MiB");
+        !st.ok())
+      return fail(st.error().message);
     const std::vector<double> stream =
         measure_stream_GBps(size_t(e.measure.stream_MiB) << 20, int(e.measure.stream_passes), 0);
     const double stream_median = median(stream);
@@ -379,8 +404,13 @@ int run_experiment(const RunOptions& o) {
     const auto t_run = Clock::now();
     size_t n_done = 0, n_cells_done = 0;  // rows; cells whose paths are all written
     size_t paths_left = 0;                // rows the current cell still has to write
+    int64_t written_cell = -1;            // the cell whose rows written_paths lists
+    std::set<std::string> written_paths;
     auto emit = [&](json row, const Cell& c, double t_cell) -> bool {
       row["t_wall_s"] = t_cell;
+      if (written_cell != c.index) written_paths.clear();
+      written_cell = c.index;
+      written_paths.insert(row["path"].get<std::string>());
       const std::string status = row["status"];
       if (status == "ok") ++n_ok;
       if (status == "error") {
@@ -426,13 +456,15 @@ int run_experiment(const RunOptions& o) {
     std::string model_error;
     std::vector<int32_t> prompt;
     std::optional<Result<QualityReference>> ref;
-    for (size_t i = 0; i < cells.size(); ++i) {
+    // One cell: its rows, then kCellDone; or the exit code when a row cannot be written.
+    constexpr int kCellDone = -1;
+    auto run_cell = [&](size_t i) -> int {
       const Cell& c = *cells[i];
       const ModelEntry& me = models[c.model_index];
       std::vector<std::string> todo;
       for (const std::string& p : e.measure.paths)
         if (todo_path(ids[i], p)) todo.push_back(p);
-      if (todo.empty()) continue;
+      if (todo.empty()) return kCellDone;
       if (loaded_index != c.model_index || loaded_requant != c.config.requant) {
         if (loaded_index != c.model_index) ref.reset();
         loaded_index = c.model_index;
@@ -476,6 +508,11 @@ int run_experiment(const RunOptions& o) {
           row["error"] = msg;
           return emit(row, c, seconds_since(t_cell));
         };
+        // A bad FISH_* value fails the paths it affects (FISH_GPU*: the gpu rows), not skips them.
+        if (Status st = check_env_knobs(path == "gpu"); !st.ok()) {
+          if (!error_row(st.error().message)) return kExitUsage;
+          continue;
+        }
         if (const std::string why = path_unavailable(path); !why.empty()) {
           row["status"] = "skipped";
           row["error"] = why;
@@ -519,7 +556,7 @@ int run_experiment(const RunOptions& o) {
         }
         runs.push_back({std::move(row), std::move(gpu), std::move(sess.value())});
       }
-      if (runs.empty()) continue;
+      if (runs.empty()) return kCellDone;
 
       // The paths' repetitions, back to back (interleaved per measure.interleave).
       std::vector<std::function<Result<RepSample>()>> fns;
@@ -621,6 +658,35 @@ int run_experiment(const RunOptions& o) {
         }
         if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
       }
+      return kCellDone;
+    };
+    // The cell boundary: an exception a cell throws (std::bad_alloc past the memory estimate,
+    // ...) becomes an error row for each path the cell had left; the model is loaded afresh for
+    // the next cell and the sweep goes on.
+    auto fail_cell = [&](size_t i, const std::string& why) -> int {
+      const Cell& c = *cells[i];
+      loaded_index.reset();
+      loaded_requant.reset();
+      model.reset();
+      tok.reset();
+      ref.reset();
+      for (const std::string& p : e.measure.paths) {
+        if (!todo_path(ids[i], p) || (written_cell == c.index && written_paths.count(p))) continue;
+        json row = row_base(rid.run_id, e, c, ids[i], p, models[c.model_index].sha256);
+        row["status"] = "error";
+        row["error"] = why;
+        if (!emit(row, c, 0.0)) return kExitUsage;
+      }
+      return kCellDone;
+    };
+    for (size_t i = 0; i < cells.size(); ++i) {
+      int rc = kCellDone;
+      try {
+        rc = run_cell(i);
+      } catch (...) {
+        rc = fail_cell(i, describe_current_exception());
+      }
+      if (rc != kCellDone) return rc;
     }
     std::fprintf(stderr, "fish run: %s: %zu ok, %zu error, %zu skipped in %s -> %s\n",
                  e.name.c_str(), n_ok, n_err, n_skip, duration_text(seconds_since(t_run)).c_str(),
@@ -682,6 +748,11 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--shard", a->o.shard,
                   "Run cells with index % N == i (default: SLURM_ARRAY_TASK_ID/"
                   "SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX/FISH_SHARD_COUNT, else 0/1)");
+  cmd->add_option("--max-cells", a->o.max_cells,
+                  "Refuse a sweep whose cross product has more cells than this (counted before "
+                  "anything is expanded)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
   cmd->add_flag("--help-fields", a->help_fields,
                 "Print every key of the experiment file format (Markdown) and exit");
   cmd->callback([a, exit_code] {

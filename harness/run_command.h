@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "harness/experiment.h"
 
 namespace fish {
 
@@ -34,9 +35,10 @@ struct RunOptions {
   std::string experiment_path;
   bool dry_run = false;
   bool resume = false;
-  bool retry_errors = false;  // with resume: error rows are not finished
-  std::string out_dir;        // empty: the experiment's output.dir
-  std::string shard;          // "i/N" or empty
+  bool retry_errors = false;             // with resume: error rows are not finished
+  std::string out_dir;                   // empty: the experiment's output.dir
+  std::string shard;                     // "i/N" or empty
+  int64_t max_cells = kDefaultMaxCells;  // a larger cross product is refused at planning
 };
 
 // Runs (or with dry_run lists) the experiment; returns the process exit code (harness/

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "base/env_knobs.h"
+
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -38,10 +40,8 @@ constexpr uint64_t kSliceMask = (uint64_t(1) << kSliceBits) - 1;
 }  // namespace
 
 int default_thread_count() {
-  if (const char* env = std::getenv("FISH_THREADS"); env != nullptr && *env != '\0') {
-    const int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
+  // Through the knob table (commands refuse a bad value before they start: base/env_knobs.h).
+  if (auto n = env_int("FISH_THREADS"); n.ok() && n.value()) return int(*n.value());
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }

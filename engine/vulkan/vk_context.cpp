@@ -264,20 +264,20 @@ void VkContext::mark_lost(std::string reason) {
   if (on_lost_) on_lost_(lost_reason_);
 }
 
-void VkContext::inject_fault(FaultKind kind, uint64_t n) {
-  fault_ = FaultPlan{kind, compute_submits_ + n};
+void VkContext::inject_fault(DeviceFaultKind kind, uint64_t n) {
+  fault_ = DeviceFault{kind, compute_submits_ + n};
 }
 
 Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
                                   std::string_view what) {
   if (lost()) return make_error("vulkan: {}: the device is lost ({})", what, lost_reason_);
-  FaultKind injected = FaultKind::none;
+  DeviceFaultKind injected = DeviceFaultKind::none;
   if (work == Work::compute && ++compute_submits_ == fault_.at) injected = fault_.kind;
   auto fail = [&](std::string why) -> Status {
     mark_lost(fmt::format("{}: {}", what, why));
     return make_error("vulkan: {}", lost_reason_);
   };
-  if (injected == FaultKind::lost)
+  if (injected == DeviceFaultKind::lost)
     return fail(
         fmt::format("vkQueueSubmit: VK_ERROR_DEVICE_LOST (injected by FISH_VK_FAULT at "
                     "compute submit {})",
@@ -291,10 +291,11 @@ Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
     return fail("vkQueueSubmit: " + vk_result_name(r));
   // An injected timeout still waits for the work, so no buffer is freed while in use; then it
   // reports what a hung device would.
-  VkResult r = vk().vkWaitForFences(handle(), 1, &fence, VK_TRUE,
-                                    injected == FaultKind::timeout ? UINT64_MAX : timeout_ns_);
-  if (injected == FaultKind::timeout && r == VK_SUCCESS) r = VK_TIMEOUT;
-  if (r == VK_TIMEOUT && injected == FaultKind::timeout)
+  VkResult r =
+      vk().vkWaitForFences(handle(), 1, &fence, VK_TRUE,
+                           injected == DeviceFaultKind::timeout ? UINT64_MAX : timeout_ns_);
+  if (injected == DeviceFaultKind::timeout && r == VK_SUCCESS) r = VK_TIMEOUT;
+  if (r == VK_TIMEOUT && injected == DeviceFaultKind::timeout)
     return fail(
         fmt::format("vkWaitForFences: VK_TIMEOUT (injected by FISH_VK_FAULT at compute "
                     "submit {}); the device is treated as hung",

@@ -144,7 +144,7 @@ class VkContext {
   }
   uint64_t compute_submits() const { return compute_submits_; }
   // Replaces FISH_VK_FAULT's plan: the n-th compute submit from now fails as kind (tests).
-  void inject_fault(FaultKind kind, uint64_t n);
+  void inject_fault(DeviceFaultKind kind, uint64_t n);
 
   // ---- live layer spans (for describe()) ------------------------------------------------------
   void add_span(const LayerSpan* s) { spans_.push_back(s); }
@@ -171,7 +171,7 @@ class VkContext {
   std::string lost_reason_;
   std::function<void(const std::string&)> on_lost_;
   uint64_t compute_submits_ = 0;
-  FaultPlan fault_;
+  DeviceFault fault_;
   uint64_t timeout_ns_ = 120ull * 1000 * 1000 * 1000;  // a hung GPU, not a slow one (CPU: x8)
   std::vector<const LayerSpan*> spans_;
 };

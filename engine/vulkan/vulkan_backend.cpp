@@ -555,7 +555,7 @@ Result<double> VulkanBackend::run_span_ops(std::span<const SpanDispatch> dispatc
   return vk::run_span_ops(*impl_->ctx, dispatches, reps, arena, params, kv);
 }
 
-void VulkanBackend::inject_fault(FaultKind kind, uint64_t n) {
+void VulkanBackend::inject_fault(DeviceFaultKind kind, uint64_t n) {
   std::lock_guard lock(impl_->mu);
   if (impl_->ctx) impl_->ctx->inject_fault(kind, n);
 }

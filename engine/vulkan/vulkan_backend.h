@@ -132,7 +132,7 @@ class VulkanBackend final : public ComputeBackend {
                               std::vector<uint32_t>& kv);
   // Tests: the n-th compute submit from now fails as `kind` (FISH_VK_FAULT's effect, relative to
   // now). No effect before the device is open.
-  void inject_fault(FaultKind kind, uint64_t n);
+  void inject_fault(DeviceFaultKind kind, uint64_t n);
 
  private:
   struct Impl;

@@ -15,12 +15,14 @@
 //                             for every batch, prefill chunks included, where the scratch allows
 //   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
 //                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
-//   FISH_GPU_PROFILE=2        layer spans time each stage with timestamp queries (profile())
+//   FISH_GPU_PROFILE=0|2      layer spans time each stage with timestamp queries (profile())
 //   FISH_VK_FAULT=lost:N|timeout:N  fault injection for tests and drills: the N-th compute submit
 //                             (matmul, span forward, span ops; N >= 1, counted from the device's
 //                             open) fails as a lost device (the work is not submitted) or as a
 //                             fence that never signals (VK_TIMEOUT after the work ran); either
 //                             way the device is treated as lost from then on (vk_context.h)
+// Every knob is parsed through the one table (base/env_knobs.h): a value outside its row is an
+// error naming the variable and its allowed values.
 #pragma once
 
 #include <cstdint>
@@ -28,18 +30,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/fault_injection.h"
 #include "base/result.h"
 
 namespace fish::vk {
-
-// An injected device fault (FISH_VK_FAULT): the at-th compute submit fails as `kind`.
-enum class FaultKind { none, lost, timeout };
-struct FaultPlan {
-  FaultKind kind = FaultKind::none;
-  uint64_t at = 0;  // 1-based count of compute submits since the device opened
-};
-// "lost:N" / "timeout:N"; errors name the variable and the accepted forms.
-Result<FaultPlan> parse_fault(std::string_view value);
 
 struct VulkanOptions {
   bool enabled = true;                   // FISH_GPU is not 0/off/false/no
@@ -53,12 +47,13 @@ struct VulkanOptions {
   int attn_split = -1;                   // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int requant = 0;                       // FISH_GPU_REQUANT: re-quantisation mode at upload
   bool profile = false;                  // FISH_GPU_PROFILE=2: per-stage span timestamps
-  FaultPlan fault;                       // FISH_VK_FAULT
+  DeviceFault fault;                     // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;
 
-  // Errors name the variable and the value, e.g. "FISH_GPU_DEVICE='x': expected an index >= 0".
+  // Errors name the variable and the value, e.g. "FISH_GPU_DEVICE='x': expected an integer 0 to
+  // 65536".
   static Result<VulkanOptions> from_env();
 };
 

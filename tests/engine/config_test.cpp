@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "base/env_knobs.h"
 #include "kernels/cpu_features.h"
 
 namespace fish {
@@ -94,6 +95,20 @@ TEST(ConfigSession, AnIsaTheCpuCannotRunIsAnError) {
   auto o = session_options(bad_swa);
   ASSERT_FALSE(o.ok());
   EXPECT_THAT(o.error().message, HasSubstr("swa_kv \"half\""));
+}
+
+// The knob table's words are what the readers parse: FISH_ISA's are the ISA names, and the
+// thread rows of the table and the environment agree.
+TEST(ConfigKnobs, EnvRowsMatchTheirParsersAndTheConfigTable) {
+  const EnvKnob* isa = find_env_knob("FISH_ISA");
+  ASSERT_NE(isa, nullptr);
+  for (std::string_view w : isa->words) EXPECT_TRUE(parse_isa_name(w).has_value()) << w;
+  const FieldSpec<Config>* threads = find_config_field("n_threads");
+  const EnvKnob* env_threads = find_env_knob("FISH_THREADS");
+  ASSERT_NE(env_threads, nullptr);
+  EXPECT_EQ(double(env_threads->max), threads->max);
+  const EnvKnob* requant = find_env_knob("FISH_GPU_REQUANT");
+  EXPECT_EQ(double(requant->max), find_config_field("gpu_requant")->max);
 }
 
 }  // namespace

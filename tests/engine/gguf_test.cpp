@@ -5,12 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "gguf_patch.h"
 #include "test_env.h"
 
 namespace fish {
@@ -522,6 +524,105 @@ TEST(GgufReader, EscapesUnprintableNamesInErrors) {
       .kv_u32(std::string_view("a\nb\x01", 4), 1)
       .kv_u32(std::string_view("a\nb\x01", 4), 2);
   EXPECT_THAT(parse_error(g), HasSubstr("key a\\x0ab\\x01: duplicate key"));
+}
+
+// ---- truncation, overlap and byte size ------------------------------------------------------
+
+constexpr uint32_t kQ4_0 = 2;  // 32 values in 18 bytes
+constexpr uint32_t kQ4_1 = 3;  // 32 values in 20 bytes
+
+TEST(GgufReader, ReportsAFileCutShortAsTruncatedNotAsAnAbsurdCount) {
+  // A header like SmolLM2's (272 tensors) in a 1 KB file: the count is fine, the file is short.
+  GgufBytes g;
+  g.header(272, 33).kv_str("general.architecture", "llama");
+  g.fill(1024 - g.size());
+  ASSERT_EQ(g.size(), 1024u);
+  EXPECT_EQ(parse_error(g),
+            "gguf: model.gguf: header: truncated file: 1024 bytes in all, but the header's 272 "
+            "tensor infos need at least 8704 bytes after the header, which has 1000 (the file "
+            "was cut short; download or copy it again)");
+  GgufBytes k;
+  k.header(0, 100).fill(200);
+  EXPECT_THAT(parse_error(k), HasSubstr("header: truncated file: 224 bytes in all, but the "
+                                        "header's 100 key-value pairs and 0 tensor infos"));
+}
+
+TEST(GgufReader, ReportsTheFirstKilobyteOfSmolLm2AsTruncated) {
+  const std::string path = test::model_path(test::kSmolLm2);
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
+  auto full = MappedFile::open(path);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  auto r = GgufFile::parse(std::span<const uint8_t>(full->data(), 1024), "cut.gguf");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message,
+              HasSubstr("gguf: cut.gguf: header: truncated file: 1024 bytes in all, but the "
+                        "header's 272 tensor infos"));
+}
+
+TEST(GgufReader, RejectsOverlappingTensorDataNamingBothTensors) {
+  // a = q8_0 [32, 4] (136 bytes) at 0; b starts at 64, inside a.
+  GgufBytes g;
+  g.header(2, 0).tensor("a", {32, 4}, kQ8_0, 0).tensor("b", {32, 2}, kQ8_0, 64).pad(32).fill(160);
+  EXPECT_EQ(parse_error(g),
+            "gguf: model.gguf: tensor a: data overlaps tensor b (q8_0 [32, 2], 68 bytes at data "
+            "offset 64): a (q8_0 [32, 4], 136 bytes at data offset 0) ends at data offset 136, 72 "
+            "bytes into it");
+}
+
+TEST(GgufReader, RejectsTwoTensorsSharingTheirData) {
+  GgufBytes g;
+  g.header(2, 0).tensor("x", {32, 2}, kQ8_0, 0).tensor("y", {32, 2}, kQ8_0, 0).pad(32).fill(96);
+  EXPECT_THAT(parse_error(g), HasSubstr(": data overlaps tensor "));
+}
+
+TEST(GgufReader, RejectsATensorWhoseTypeWasRelabelledSmaller) {
+  // w was q4_1 [256, 4] (640 bytes); relabelled q4_0 it claims 576 and leaves 64 bytes unread.
+  GgufBytes g;
+  g.header(2, 0).tensor("w", {256, 4}, kQ4_0, 0).tensor("n", {32}, kF32, 640).pad(32);
+  g.fill(640 + 128);
+  EXPECT_EQ(parse_error(g),
+            "gguf: model.gguf: tensor w: byte size does not match the data: w (q4_0 [256, 4], 576 "
+            "bytes at data offset 0) has 640 bytes of room up to tensor n (its type x element "
+            "count, padded to the alignment 32, is 576): the type or dims were changed");
+  // As q4_1 the same bytes are valid.
+  GgufBytes ok;
+  ok.header(2, 0).tensor("w", {256, 4}, kQ4_1, 0).tensor("n", {32}, kF32, 640).pad(32);
+  ok.fill(640 + 128);
+  EXPECT_EQ(parse_error(ok), "(parsed OK)");
+}
+
+TEST(GgufReader, RejectsALastTensorThatLeavesTheRestOfTheFileUnread) {
+  GgufBytes g;
+  g.header(1, 0).tensor("w", {256, 4}, kQ4_0, 0).pad(32).fill(640);
+  EXPECT_THAT(parse_error(g),
+              HasSubstr("tensor w: byte size does not match the data: w (q4_0 [256, 4], 576 bytes "
+                        "at data offset 0) is the last tensor, with 640 bytes of room to the end "
+                        "of the file"));
+}
+
+TEST(GgufReader, AcceptsTensorsInAnyOrderAndUnpaddedLastData) {
+  GgufBytes g;  // declared b, a; laid out a (68 bytes, padded to 96), then b (68 bytes, no pad)
+  g.header(2, 0).tensor("b", {32, 2}, kQ8_0, 96).tensor("a", {32, 2}, kQ8_0, 0).pad(32);
+  g.fill(96 + 68);
+  EXPECT_EQ(parse_error(g), "(parsed OK)");
+}
+
+TEST(GgufReader, RejectsSmolLm2WithAFfnTensorRelabelledQ4_1ToQ4_0) {
+  const std::string path = test::model_path(test::kSmolLm2);
+  if (path.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
+  auto full = MappedFile::open(path);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  std::vector<uint8_t> b(full->data(), full->data() + full->size());
+  const size_t at = test::tensor_type_pos(b, "blk.0.ffn_up.weight");
+  ASSERT_EQ(b[at], kQ4_1);
+  b[at] = kQ4_0;  // the dims stay valid for q4_0: only the layout shows the lie
+  auto r = GgufFile::parse(b, "relabelled.gguf");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message,
+              AllOf(HasSubstr("gguf: relabelled.gguf: tensor blk.0.ffn_up.weight: byte size does "
+                              "not match the data: blk.0.ffn_up.weight (q4_0 [576, 1536], 497664 "
+                              "bytes at data offset"),
+                    HasSubstr("has 552960 bytes of room up to tensor")));
 }
 
 // Replays the fuzz corpus (tests/fuzz/corpus/gguf) in the ordinary test build, so a sanitizer

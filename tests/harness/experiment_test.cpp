@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -322,7 +324,8 @@ TEST(ExperimentExpansion, DefaultsApplyToEveryCellAndAxesOverrideThem) {
 TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   // Golden value, computed independently of FISH from the documented definition:
   //   python3 -c 'import json,hashlib; print(hashlib.sha256(json.dumps({"harness_version":
-  //   "0.1.0", "model_sha256": "a"*64, "config": {"n_ctx": 512, "n_threads": 0, "act": "int8",
+  //   "0.1.0", "model": "m.gguf", "model_sha256": "a"*64, "config": {"n_ctx": 512, "n_threads": 0,
+  //   "act": "int8",
   //   "n_batch": 256, "isa": "auto", "requant": 0, "weight_path": "auto", "group_size": 64,
   //   "zero_point": "asym", "quantize_head": True, "quantize_embedding": False,
   //   "prefill_dequant": True, "direct_dequant": True, "dequant_threshold": 8,
@@ -336,13 +339,27 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   const Cell c = expand_cells(*e)[0];
   const std::string sha(64, 'a');
-  EXPECT_EQ(cell_id(*e, c, sha), "13a188d5f605ac51");
+  EXPECT_EQ(cell_id(*e, c, sha), "7cfc94c03e61f351");
   // Same parameters written differently (key order, measure/output sections): same id.
-  auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "other/path.gguf",
+  auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "m.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",
                              "e2");
   ASSERT_TRUE(e2.ok()) << e2.error().message;
   EXPECT_EQ(cell_id(*e2, expand_cells(*e2)[0], sha), cell_id(*e, c, sha));
+}
+
+TEST(CellId, DiffersForEveryListedModelEvenWithTheSameBytesOrNone) {
+  // Two copies of one file, and two missing files (no sha256): four models, four cells.
+  auto f = parse_experiment(R"({"schema_version": 1, "name": "t",
+      "model": ["a.gguf", "copy-of-a.gguf", "missing1.gguf", "missing2.gguf"]})",
+                            "e");
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  const std::vector<Cell> cells = expand_cells(*f);
+  ASSERT_EQ(cells.size(), 4u);
+  const std::string sha(64, 'a');
+  std::set<std::string> ids = {cell_id(*f, cells[0], sha), cell_id(*f, cells[1], sha),
+                               cell_id(*f, cells[2], ""), cell_id(*f, cells[3], "")};
+  EXPECT_EQ(ids.size(), 4u);
 }
 
 TEST(CellId, ChangesWithAParameterTheWorkloadQualityOrTheModelSha) {
@@ -363,6 +380,98 @@ TEST(CellId, ChangesWithAParameterTheWorkloadQualityOrTheModelSha) {
   Experiment r = q;
   r.quality.reference.act = "f32";
   EXPECT_NE(cell_id(r, cells[0], a), cell_id(q, cells[0], a));
+}
+
+TEST(ExperimentSchema, RejectsADuplicateKeyNamingItsPath) {
+  // nlohmann keeps the last value silently: {"n_ctx": 512, "n_ctx": 8} would run 8.
+  EXPECT_EQ(error_of(exp_text(R"("defaults": {"n_ctx": 512, "n_ctx": 8})")),
+            "e.json: defaults.n_ctx: duplicate key (JSON objects take each key once; the parser "
+            "would keep the last value silently)");
+  EXPECT_EQ(error_of(R"({"schema_version": 1, "name": "a", "name": "b", "model": "m.gguf"})"),
+            "e.json: name: duplicate key (JSON objects take each key once; the parser would keep "
+            "the last value silently)");
+  EXPECT_THAT(error_of(exp_text(R"("exclude": [{"act": "f32"}, {"act": "int8", "act": "f32"}])")),
+              HasSubstr("e.json: exclude[1].act: duplicate key"));
+  // The same key in different objects is fine.
+  EXPECT_EQ(error_of(exp_text(R"("defaults": {"n_ctx": 512}, "quality": {"metrics": ["top1"],
+      "reference": {"n_ctx": 512}})")),
+            "(parsed without error)");
+}
+
+TEST(ExperimentSchema, RejectsNestingDeeperThanTheLimit) {
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  std::string path = "description";  // the top-level object is level 1: 63 arrays fit
+  for (int i = 0; i < 63; ++i) path += "[0]";
+  EXPECT_EQ(error_of(exp_text(R"("description": )" + deep)),
+            "e.json: " + path + ": nested deeper than 64 levels");
+}
+
+TEST(ExperimentPlan, RefusesA10To10CellSweepWithoutExpandingIt) {
+  // Five axes of 100 values: the cross product is counted (10^10), never built.
+  auto r = parse_experiment(exp_text(R"("sweep": {"n_ctx": "1-100", "n_batch": "1-100",
+      "dequant_threshold": "1-100", "gpu_layers": "0-99", "vram_budget_mb": "1-100"})"),
+                            "e.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message,
+              HasSubstr("e.json: sweep: 10000000000 cells (1 model x n_ctx 100 x n_batch 100 x "
+                        "dequant_threshold 100 x gpu_layers 100 x vram_budget_mb 100), over the "
+                        "limit of 100000 cells (fish run --max-cells N raises it)"));
+}
+
+TEST(ExperimentPlan, TheCellLimitCountsZipGroupsOnceAndCanBeRaised) {
+  const std::string two_models = R"({"schema_version": 1, "name": "t",
+      "model": ["a.gguf", "b.gguf"],
+      "sweep": {"n_ctx": "1-50", "n_batch": "1-50", "dequant_threshold": "1-50"},
+      "zip": [["n_batch", "dequant_threshold"]]})";
+  auto refused = parse_experiment(two_models, "e.json", 4999);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("sweep: 5000 cells (2 models x n_ctx 50 x n_batch+dequant_threshold 50), "
+                        "over the limit of 4999 cells"));
+  auto ok = parse_experiment(two_models, "e.json", 5000);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(count_cells(*ok), 5000u);
+  EXPECT_EQ(expand_cells(*ok).size(), 5000u);
+}
+
+TEST(ExperimentFile, RefusesADirectoryADeviceAndAnOversizedFile) {
+  test::TempDir d;
+  auto dir = load_experiment(d.path().string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().message, d.path().string() + ": is a directory, expected a regular file");
+  auto zero = load_experiment("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message, "/dev/zero: is a character device, expected a regular file");
+  const std::string big = d.file("big.json");
+  std::ofstream(big) << std::string(size_t(17) << 20, ' ');
+  auto b = load_experiment(big);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().message,
+            big + ": 17825792 bytes, over the 16 MiB limit of an experiment file");
+}
+
+// Replays the experiment fuzz corpus (tests/fuzz/corpus/experiment) in the ordinary build: each
+// input parses, or fails with a message that names the file; accepted ones plan within the limit.
+TEST(ExperimentSchema, ReplaysTheFuzzCorpusWithErrorsOrValidPlans) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(test::source_dir()) / "tests/fuzz/corpus/experiment";
+  ASSERT_TRUE(fs::is_directory(dir)) << dir;
+  size_t n_files = 0, n_valid = 0;
+  for (const fs::directory_entry& f : fs::directory_iterator(dir)) {
+    ++n_files;
+    std::ifstream in(f.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto r = parse_experiment(ss.str(), "corpus.json", 512);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().message.rfind("corpus.json: ", 0), 0u) << f.path();
+      continue;
+    }
+    ++n_valid;
+    EXPECT_LE(expand_cells(*r).size(), count_cells(*r)) << f.path();
+  }
+  EXPECT_GE(n_files, 10u);
+  EXPECT_GE(n_valid, 10u);  // the committed experiments are seeds
 }
 
 TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {

@@ -260,6 +260,10 @@ TEST(Gate, RulesAreValidatedWithTheirJsonPath) {
   EXPECT_THAT(u.error().message, HasSubstr("underpowered: expected \"fail\"|\"ignore\""));
   EXPECT_FALSE(parse_gate_rules(R"({"underpowered": "ignore", "metrics": {}})", "u.json")
                    ->underpowered_fails);
+  auto dup =
+      parse_gate_rules(R"({"schema": "fish-gate-rules/1", "alpha": 0.1, "alpha": 0.5})", "d.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.error().message, HasSubstr("gate rules: d.json: alpha: duplicate key"));
 }
 
 TEST(Gate, TheCommittedDefaultRulesParse) {

@@ -122,7 +122,8 @@ TEST(WorkloadPrompt, AMissingTextIsAnErrorNamingIt) {
   w.text = "/nonexistent/text.txt";
   auto r = workload_prompt(w, nullptr, 1000);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "workload.text: /nonexistent/text.txt: cannot open");
+  EXPECT_EQ(r.error().message,
+            "workload.text: /nonexistent/text.txt: cannot open: No such file or directory");
 }
 
 class RepetitionOnSyntheticModel : public ::testing::Test {

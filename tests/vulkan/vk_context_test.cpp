@@ -45,15 +45,15 @@ SmallWeight small_weight() {
 }
 
 TEST(VkFault, ParsesLostAndTimeoutAtAPositiveSubmit) {
-  auto f = vk::parse_fault("lost:3");
+  auto f = parse_device_fault("lost:3");
   ASSERT_TRUE(f.ok()) << f.error().message;
-  EXPECT_EQ(f->kind, vk::FaultKind::lost);
+  EXPECT_EQ(f->kind, DeviceFaultKind::lost);
   EXPECT_EQ(f->at, 3u);
-  f = vk::parse_fault("timeout:1");
+  f = parse_device_fault("timeout:1");
   ASSERT_TRUE(f.ok()) << f.error().message;
-  EXPECT_EQ(f->kind, vk::FaultKind::timeout);
+  EXPECT_EQ(f->kind, DeviceFaultKind::timeout);
   for (const char* bad : {"lost", "lost:0", "lost:x", "hang:2", "timeout:2:3", ""}) {
-    auto r = vk::parse_fault(bad);
+    auto r = parse_device_fault(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(has(r.error().message, "expected lost:N or timeout:N")) << r.error().message;
   }
@@ -86,7 +86,7 @@ TEST(VkContext, TimedOutFenceIsAnErrorAndNothingIsReadBack) {
     ASSERT_TRUE(b->run_span_op("span_add", pc, gx, 1, a, params, kv).ok());
     EXPECT_NE(a, arena);
   }
-  b->inject_fault(vk::FaultKind::timeout, 1);
+  b->inject_fault(DeviceFaultKind::timeout, 1);
   std::vector<float> a = arena;
   const Status s = b->run_span_op("span_add", pc, gx, 1, a, params, kv);
   ASSERT_FALSE(s.ok());
@@ -114,7 +114,7 @@ TEST(VkContext, LostDeviceFailsEveryLaterCallAndUnregisters) {
   std::vector<float> x(64, 0.5f), y(40, -7.0f);
   ASSERT_TRUE(b->matmul(h.value(), x.data(), 1, y.data()).ok());
   std::fill(y.begin(), y.end(), -7.0f);
-  b->inject_fault(vk::FaultKind::lost, 1);
+  b->inject_fault(DeviceFaultKind::lost, 1);
   const Status s = b->matmul(h.value(), x.data(), 1, y.data());
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(has(s.error().message, "VK_ERROR_DEVICE_LOST")) << s.error().message;

@@ -389,8 +389,8 @@ TEST(VulkanSpan, InjectedDeviceFaultFallsBackToCpuAndMatchesItExactly) {
     auto s = session(model, nullptr);
     ref = run(*s, tokens, 5);
   }
-  for (vk::FaultKind kind : {vk::FaultKind::lost, vk::FaultKind::timeout}) {
-    const char* name = kind == vk::FaultKind::lost ? "lost" : "timeout";
+  for (DeviceFaultKind kind : {DeviceFaultKind::lost, DeviceFaultKind::timeout}) {
+    const char* name = kind == DeviceFaultKind::lost ? "lost" : "timeout";
     auto b = open_backend();
     std::shared_ptr<const GpuPlacement> pl =
         GpuPlacement::place_layers(*model, *b, -1, small_span());

@@ -1,0 +1,317 @@
+// The FISH_* knob table and its parser; see env_knobs.h. Keep the table sorted by name;
+// tests/base/env_knobs_test.cpp fails when a source uses a FISH_* name the table lacks, the table
+// lists one nobody reads, or docs/measurement.md's generated section is out of step.
+#include "base/env_knobs.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+#include "base/fault_injection.h"
+
+namespace fish {
+namespace {
+
+// Switch words: the first four turn a thing off. A function, not a global: the table may be
+// built during static initialisation (the Vulkan backend registers itself before main).
+std::vector<std::string_view> switch_words() {
+  return {"0", "off", "false", "no", "1", "on", "true", "yes"};
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return r;
+}
+
+bool parse_int(std::string_view s, int64_t& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+bool has_word(const EnvKnob& k, std::string_view w) {
+  return std::find(k.words.begin(), k.words.end(), w) != k.words.end();
+}
+
+bool takes_ints(const EnvKnob& k) {
+  return k.min <= k.max;
+}
+
+std::string allowed_text(const EnvKnob& k) {
+  std::string words;
+  for (std::string_view w : k.words) words += fmt::format("{}{}", words.empty() ? "" : ", ", w);
+  const std::string ints = fmt::format("an integer {} to {}", k.min, k.max);
+  if (!takes_ints(k)) return "one of " + words;
+  if (k.words.empty()) return ints;
+  return words + " or " + ints;
+}
+
+}  // namespace
+
+std::span<const EnvKnob> env_knobs() {
+  using S = EnvScope;
+  using E = KnobEffect;
+  const char* vk_options = "engine/vulkan/vulkan_options.cpp";
+  // name, scope, effect, words, min, max, read by, doc[, own check]. Sorted by name.
+  static const std::vector<EnvKnob> table = {
+      {"FISH_FAULT",
+       S::all,
+       E::results,
+       {},
+       0,
+       -1,
+       "base/fault_injection.cpp",
+       "tests only: KIND@SITE[:N] throws bad_alloc or runtime_error the N-th time model_load or "
+       "session_create is reached (base/fault_injection.h)",
+       &check_fault_spec},
+      {"FISH_GPU",
+       S::gpu,
+       E::results,
+       {"0", "off", "false", "no", "1", "on", "true", "yes", "cpu"},
+       0,
+       -1,
+       vk_options,
+       "0/off/false/no: no GPU backend at all; cpu: also allow a CPU Vulkan device (lavapipe)"},
+      {"FISH_GPU_DEVICE",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       65536,
+       vk_options,
+       "index of the Vulkan device to open (fish gpu lists them)"},
+      {"FISH_GPU_LAYERS",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       1 << 20,
+       "engine/gpu_placement.cpp",
+       "at most N layers on the GPU (caps fish run's gpu_layers)"},
+      {"FISH_GPU_PROFILE",
+       S::gpu,
+       E::instrumentation,
+       {"0", "2"},
+       0,
+       -1,
+       vk_options,
+       "2: timestamp queries around each span stage (fish generate prints them)"},
+      {"FISH_GPU_REQUANT",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       3,
+       vk_options,
+       "re-quantise the device copy at upload, a kernels/requant.h mode (fish run's gpu_requant "
+       "overrides it)"},
+      {"FISH_GPU_SPAN", S::gpu, E::results, switch_words(), 0, -1, "engine/gpu_placement.cpp",
+       "0/off/false/no: per-matmul offload of the placed layers, no layer span"},
+      {"FISH_GPU_VERBOSE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
+       "print the opened device, or why the backend is off, to stderr"},
+      {"FISH_ISA",
+       S::all,
+       E::results,
+       {"scalar", "avx2", "avx512"},
+       0,
+       -1,
+       "kernels/cpu_features.cpp",
+       "cap on the CPU kernels' instruction set (unset: the best the "
+       "CPU runs)"},
+      {"FISH_MODELS_DIR",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/run_command.cpp",
+       "where fish run also looks for a model, by file name"},
+      {"FISH_RAM_BUDGET_MB",
+       S::all,
+       E::results,
+       {},
+       1,
+       int64_t(1) << 30,
+       "engine/memory_budget.cpp",
+       "FISH's ceiling on host memory for a session's KV cache and buffers (default: "
+       "MemAvailable and the cgroup / rlimit caps)"},
+      {"FISH_SHARD_COUNT",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/run_command.cpp",
+       "shard count beside JOB_COMPLETION_INDEX (checked by the shard parser; recorded as the "
+       "context's shard)"},
+      {"FISH_SYNTHETIC_DIR",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/run_command.cpp",
+       "where fish run writes synthetic:... models (default ~/.cache/fish/synthetic)"},
+      {"FISH_THREADS",
+       S::all,
+       E::results,
+       {},
+       1,
+       512,
+       "kernels/thread_pool.cpp",
+       "threads when a command or config says 0 (default: all hardware threads)"},
+      {"FISH_VK_ATTN_SPLIT",
+       S::gpu,
+       E::results,
+       {"auto"},
+       0,
+       64,
+       vk_options,
+       "KV splits of the span attention: auto (the grid-filling rule), 0 one pass, N splits"},
+      {"FISH_VK_FAULT",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       -1,
+       vk_options,
+       "tests only: lost:N or timeout:N, the N-th compute submit fails (a device-fault drill)",
+       &check_device_fault_spec},
+      {"FISH_VK_MATVEC",
+       S::gpu,
+       E::results,
+       {"0", "1"},
+       0,
+       -1,
+       vk_options,
+       "1: decode with the generic matvec1_<type> kernels (A/B measurement)"},
+      {"FISH_VK_QUEUE",
+       S::gpu,
+       E::results,
+       {"universal", "compute"},
+       0,
+       -1,
+       vk_options,
+       "queue family: compute-only (default) or graphics+compute"},
+      {"FISH_VK_VALIDATE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
+       "1: add VK_LAYER_KHRONOS_validation when installed"},
+      {"FISH_VRAM_BUDGET_MB",
+       S::gpu,
+       E::results,
+       {},
+       1,
+       int64_t(1) << 30,
+       vk_options,
+       "FISH's ceiling on device memory in MiB (default 85% of free at open; caps fish run's "
+       "vram_budget_mb)"},
+  };
+  return table;
+}
+
+const EnvKnob* find_env_knob(std::string_view name) {
+  for (const EnvKnob& k : env_knobs())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::optional<std::string> env_value(std::string_view name) {
+  const char* v = std::getenv(std::string(name).c_str());
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+Status check_env_value(const EnvKnob& k, std::string_view value) {
+  if (k.check != nullptr) return k.check(value);
+  if (k.free_text()) return Status::success();
+  if (has_word(k, lower(value))) return Status::success();
+  int64_t x = 0;
+  if (takes_ints(k) && parse_int(value, x) && x >= k.min && x <= k.max) return Status::success();
+  return make_error("{}='{}': expected {}", k.name, value, allowed_text(k));
+}
+
+Result<std::optional<std::string>> env_word(std::string_view name) {
+  const EnvKnob* k = find_env_knob(name);
+  assert(k != nullptr);
+  const std::optional<std::string> v = env_value(name);
+  if (!v) return std::optional<std::string>();
+  FISH_TRY(check_env_value(*k, *v));
+  return std::optional<std::string>(has_word(*k, lower(*v)) ? lower(*v) : *v);
+}
+
+Result<std::optional<int64_t>> env_int(std::string_view name) {
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> w, env_word(name));
+  int64_t x = 0;
+  if (!w || !parse_int(*w, x) || has_word(*find_env_knob(name), *w))
+    return std::optional<int64_t>();
+  return std::optional<int64_t>(x);
+}
+
+bool is_off_word(std::string_view value) {
+  const std::string s = lower(value);
+  return s == "0" || s == "off" || s == "false" || s == "no";
+}
+
+Result<bool> env_switch(std::string_view name, bool fallback) {
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> w, env_word(name));
+  if (!w) return fallback;
+  return !is_off_word(*w);
+}
+
+Status check_env_knobs(bool with_gpu) {
+  std::string problems;
+  for (const EnvKnob& k : env_knobs()) {
+    if (k.scope == EnvScope::harness || (k.scope == EnvScope::gpu && !with_gpu)) continue;
+    const std::optional<std::string> v = env_value(k.name);
+    if (!v) continue;
+    if (Status st = check_env_value(k, *v); !st.ok())
+      problems += (problems.empty() ? "" : "\n") + st.error().message;
+  }
+  if (problems.empty()) return Status::success();
+  return Error{problems};
+}
+
+bool knob_affects_measurement(std::string_view name) {
+  const EnvKnob* k = find_env_knob(name);
+  return !k || k->effect != KnobEffect::location;
+}
+
+const char* knob_effect_name(KnobEffect e) {
+  switch (e) {
+    case KnobEffect::results:
+      return "results";
+    case KnobEffect::instrumentation:
+      return "instrumentation";
+    case KnobEffect::location:
+      return "location";
+  }
+  return "?";
+}
+
+nlohmann::json env_knobs_json(const std::function<const char*(const char*)>& getenv) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const EnvKnob& k : env_knobs())
+    if (const char* v = getenv(std::string(k.name).c_str())) j[std::string(k.name)] = v;
+  return j;
+}
+
+std::string env_knobs_markdown() {
+  std::string out =
+      "| variable | allowed | a bad value breaks | effect | read by | meaning |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const EnvKnob& k : env_knobs()) {
+    const std::string allowed = k.check ? "see meaning" : k.free_text() ? "any" : allowed_text(k);
+    const char* scope = k.scope == EnvScope::all   ? "every path"
+                        : k.scope == EnvScope::gpu ? "the gpu path"
+                                                   : "(not checked)";
+    std::string doc;  // a '|' would end the cell
+    for (char c : k.doc) doc += c == '|' ? std::string("\\|") : std::string(1, c);
+    out += fmt::format("| `{}` | {} | {} | {} | `{}` | {} |\n", k.name, allowed, scope,
+                       knob_effect_name(k.effect), k.read_by, doc);
+  }
+  return out;
+}
+
+}  // namespace fish
