@@ -5,8 +5,7 @@
 #   scripts/context.sh [BUILD_DIR]
 # commit, build and compiler come from the fish binary itself (`fish --version`: baked in at build
 # time), FISH_BIN or BUILD_DIR/fish, so a binary carried elsewhere still names what it was built
-# from. Only without a runnable binary are they read from this checkout's git and CMakeCache.txt
-# (FISH_COMMIT / FISH_BUILD_DESC override that fallback).
+# from. Only without a runnable binary are they read from this checkout's git and CMakeCache.txt.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -27,19 +26,14 @@ if [ -n "$version" ]; then
   build_desc=$(sed -n 's/^build //p' <<<"$version" | sed 's/: / /')
   compiler=$(sed -n 's/^compiler //p' <<<"$version")
 else
-  if [ -n "${FISH_COMMIT:-}" ]; then
-    commit=$FISH_COMMIT
-  else
-    commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-    [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
-  fi
+  commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
   cache=$build/CMakeCache.txt
   cget() { sed -n "s/^$1:[A-Z]*=//p" "$cache" 2>/dev/null | head -1; }
   build_desc=$(cget CMAKE_BUILD_TYPE)
   for o in FISH_NATIVE FISH_SCALAR_ONLY FISH_SANITIZE FISH_VULKAN; do
     [ "$(cget $o)" = "ON" ] && build_desc="$build_desc $o"
   done
-  [ -n "${FISH_BUILD_DESC:-}" ] && build_desc=$FISH_BUILD_DESC
   compiler="$(cget CMAKE_CXX_COMPILER) $("$(cget CMAKE_CXX_COMPILER)" -dumpfullversion 2>/dev/null)"
 fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)

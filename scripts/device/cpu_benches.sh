@@ -4,7 +4,6 @@
 set -uo pipefail
 D=$PWD/.devcarry  # bin/ (fish, benches), lib/ (libfmt, libbenchmark), commit
 export LD_LIBRARY_PATH=$D/lib
-export FISH_COMMIT=$(cat $D/commit) FISH_BUILD_DESC="Release g++ 12.2 (Debian 12) built on the dev machine"
 mkdir -p build/bench && cp $D/bin/fish_*_bench build/bench/
 export FISH_RESULTS=$OUT FISH_BENCH_REPS=5
 timeout 170 scripts/run_bench.sh dequant_bench build > $OUT/dequant.log 2>&1; tail -n 2 $OUT/dequant.log

@@ -5,11 +5,10 @@
 set -uo pipefail
 D=$PWD/.devcarry  # bin/ (fish, benches), lib/ (libfmt, libbenchmark), commit
 export LD_LIBRARY_PATH=$D/lib
-export FISH_COMMIT=$(cat $D/commit) FISH_BUILD_DESC="Release, g++ 12.2 (Debian 12), built on the dev machine"
 B=$D/bin
 mkdir -p $OUT/bench
 { nproc; lscpu | grep -E "Model name|Flags" | cut -c1-400; free -g | head -2; } > $OUT/machine.txt
-scripts/context.sh > $OUT/context.txt 2>&1
+FISH_BIN=$B/fish scripts/context.sh > $OUT/context.txt 2>&1
 # make-model: 1B and 8B Q4_K_M, 16 threads, timed (the 8B is then used for generate)
 for s in llama-1b llama-8b; do
   /usr/bin/time -v $B/fish make-model --shape $s --type q4_k_m --threads 16 --out /tmp/$s.gguf 2> $OUT/make-$s.txt

@@ -27,7 +27,6 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $icd ] && export VK_DRIVER_FILES=$icd
 D=$PWD/.devcarry
 export LD_LIBRARY_PATH=$D/lib
-export FISH_COMMIT=$(cat $D/commit) FISH_BUILD_DESC="Release g++ 12.2 (Debian 12) built on the dev machine"
 B=$D/bin
 export FISH_BIN=$B/fish  # context.sh asks it which GPU it opens (no vulkaninfo there)
 export FISH_SYNTHETIC_DIR=/tmp/syn
