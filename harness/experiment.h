@@ -164,7 +164,7 @@ nlohmann::json quality_json(const QualitySpec& q);
 // empty) are different cells.
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256);
 
-// Markdown reference of every key of the experiment file (for --help-fields and the README).
+// Markdown reference of every key of the experiment file (for --help-fields and docs/experiments.md).
 std::string experiment_format_help();
 
 }  // namespace fish
