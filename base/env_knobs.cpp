@@ -57,6 +57,15 @@ std::span<const EnvKnob> env_knobs() {
   const char* vk_options = "engine/vulkan/vulkan_options.cpp";
   // name, scope, effect, words, min, max, read by, doc[, own check]. Sorted by name.
   static const std::vector<EnvKnob> table = {
+      {"FISH_CACHE",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/bench_command.cpp",
+       "FISH's cache: downloads, models, toolchains (scripts/*.sh), fish bench results (default "
+       "~/.cache/fish)"},
       {"FISH_FAULT",
        S::all,
        E::results,
