@@ -39,6 +39,17 @@ int main(int argc, char** argv) {
   fish::add_env_command(app, &exit_code);
   try {
     std::vector<std::string> args(argv, argv + argc);
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (args.size() > 1 && sub->get_name() == args[1]);
+    }
+    if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' && !known) {
+      std::fprintf(stderr, "fish: unknown command '%s' (commands: %s; fish --help)\n",
+                   args[1].c_str(), names.c_str());
+      return fish::kExitUsage;
+    }
     fish::llama_bench_spellings(args);
     args.erase(args.begin());                  // CLI11 takes the arguments without the program
     std::reverse(args.begin(), args.end());    // name, last first

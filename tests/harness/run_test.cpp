@@ -401,6 +401,24 @@ TEST_F(RunCommand, DryRunListsTheCellsAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("out")));
 }
 
+TEST_F(RunCommand, DryRunFailsOnWhatTheRunWouldFailOn) {
+  const std::string exp = write_exp(
+      R"({"schema_version": 1, "name": "d", "model": [")" + model_ + R"(", "no_such.gguf"],
+          "workload": {"text": "no_such_prompt.txt"}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
+            kExitUsage);
+  const std::string log = slurp(dir_.file("log"));
+  EXPECT_THAT(log, HasSubstr("2 cells"));  // still listed
+  EXPECT_THAT(log, HasSubstr("dry run: model no_such.gguf: not found"));
+  EXPECT_THAT(log, HasSubstr("dry run: workload.text no_such_prompt.txt: not a readable file"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out")));
+}
+
+TEST_F(RunCommand, AnUnknownCommandIsNamedWithTheList) {
+  EXPECT_EQ(run_shell(fish_bin() + " frobnicate", dir_.file("log")), kExitUsage);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("unknown command 'frobnicate' (commands: inspect"));
+}
+
 TEST_F(RunCommand, AnInvalidExperimentIsAUsageErrorWithTheProblem) {
   const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": "m",
     "sweep": {"n_threads": "3-1"}})");
