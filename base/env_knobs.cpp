@@ -57,6 +57,15 @@ std::span<const EnvKnob> env_knobs() {
   const char* vk_options = "engine/vulkan/vulkan_options.cpp";
   // name, scope, effect, words, min, max, read by, doc[, own check]. Sorted by name.
   static const std::vector<EnvKnob> table = {
+      {"FISH_CACHE",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/peer_llama.cpp",
+       "the scripts' cache (default ~/.cache/fish); fish run finds the llama_bench cpu / vulkan / "
+       "cuda builds of scripts/peer/build_llama_cpp.sh in FISH_CACHE/peer"},
       {"FISH_FAULT",
        S::all,
        E::results,
@@ -121,6 +130,24 @@ std::span<const EnvKnob> env_knobs() {
        "kernels/cpu_features.cpp",
        "cap on the CPU kernels' instruction set (unset: the best the "
        "CPU runs)"},
+      {"FISH_LLAMA_BENCH",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/peer_llama.cpp",
+       "the llama-bench binary of engine llama.cpp cells whose llama_bench field is empty (the "
+       "rows record the binary and its build)"},
+      {"FISH_LLAMA_BENCH_TIMEOUT_S",
+       S::all,
+       E::location,
+       {},
+       1,
+       86400,
+       "harness/peer_llama.cpp",
+       "seconds one llama-bench invocation may take before it is killed and the row is an error "
+       "(default 1800)"},
       {"FISH_MODELS_DIR",
        S::harness,
        E::location,

@@ -21,5 +21,7 @@ void add_gate_command(CLI::App& app, int* exit_code);
 void add_quantize_w4_command(CLI::App& app, int* exit_code);
 void add_gpu_command(CLI::App& app, int* exit_code);
 void add_env_command(CLI::App& app, int* exit_code);  // FISH_* knobs: list and check
+// Peer results (harness/peer_llama.h): llama-bench output -> results rows.
+void add_import_command(CLI::App& app, int* exit_code);
 
 }  // namespace fish

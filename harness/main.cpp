@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   fish::add_quantize_w4_command(app, &exit_code);
   fish::add_gpu_command(app, &exit_code);
   fish::add_env_command(app, &exit_code);
+  fish::add_import_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
