@@ -66,14 +66,6 @@ std::span<const FieldSpec<Workload>> workload_fields() {
        "prompt = the first n_prompt tokens of this text file (repeated if short); empty: random "
        "token ids from seed (synthetic models have no real vocabulary)",
        {}},
-      {"depth",
-       &Workload::depth,
-       "-1: decode follows the prompt; >= 0: llama-bench's -d: the KV cache holds this many "
-       "positions (an untimed prefill of the prompt tokens, repeated) before the timed prefill "
-       "and, afresh, before the timed decode",
-       {},
-       -1,
-       1 << 20},
   };
   return t;
 }
@@ -660,7 +652,6 @@ nlohmann::json workload_json(const Workload& w) {
          {"n_gen", w.n_gen},
          {"seed", w.seed},
          {"prompt_source", w.text.empty() ? std::string("random") : "text:" + w.text}};
-  if (w.depth >= 0) j["depth"] = w.depth;  // absent at -1, so older ids stay
   return j;
 }
 
@@ -677,6 +668,7 @@ nlohmann::json cell_id_config(const Config& c) {
   json j = fields_to_json(c, config_fields());
   // The peer-engine fields at their defaults leave the ids of FISH cells as they were before
   // the fields existed.
+  if (c.depth == Config{}.depth) j.erase("depth");
   if (c.engine == Config{}.engine) j.erase("engine");
   if (c.llama_bench == Config{}.llama_bench) j.erase("llama_bench");
   return j;

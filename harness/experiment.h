@@ -46,10 +46,6 @@ struct Workload {
   int64_t n_gen = 32;
   int64_t seed = 1;  // random prompt tokens when no text is given
   std::string text;  // prompt = the first n_prompt tokens of this file; empty: random tokens
-  // -1: decode follows the prompt (FISH's measurement). >= 0: llama-bench's: the KV cache holds
-  // `depth` positions (untimed prefill) before the timed prefill and, afresh, before the timed
-  // decode (llama-bench -d).
-  int64_t depth = -1;
 };
 std::span<const FieldSpec<Workload>> workload_fields();
 
@@ -157,7 +153,7 @@ uint64_t count_cells(const Experiment& e);
 // both ends included when hit. Errors say what is wrong with the string.
 Result<std::vector<int64_t>> parse_range(std::string_view s);
 
-// {"n_prompt","n_gen","seed","prompt_source"[,"depth" when >= 0]} as results rows carry it.
+// {"n_prompt","n_gen","seed","prompt_source"} as results rows carry it.
 nlohmann::json workload_json(const Workload& w);
 // The quality spec as hashed into cell ids (null when no metrics are asked for; `source` and
 // `chunk` only when not the default, so ids from before those keys existed stay).
@@ -167,7 +163,8 @@ nlohmann::json quality_json(const QualitySpec& q);
 // as listed, so two listed models with the same bytes (or two missing files, whose sha256 is
 // empty) are different cells.
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256);
-// A Config as cell ids hash it: every field, but engine / llama_bench only when not the default.
+// A Config as cell ids hash it: every field, but depth / engine / llama_bench only when not the
+// default (ids of cells from before those fields stay).
 nlohmann::json cell_id_config(const Config& c);
 
 // Markdown reference of every key of the experiment file (for --help-fields and the README).

@@ -29,8 +29,8 @@ uint64_t splitmix64(uint64_t& s) {
 
 }  // namespace
 
-int64_t workload_ctx_need(const Workload& w) {
-  return w.depth < 0 ? w.n_prompt + w.n_gen : w.depth + std::max(w.n_prompt, w.n_gen);
+int64_t workload_ctx_need(const Workload& w, int64_t depth) {
+  return depth < 0 ? w.n_prompt + w.n_gen : depth + std::max(w.n_prompt, w.n_gen);
 }
 
 Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen,

@@ -230,7 +230,7 @@ std::vector<std::vector<std::string>> llama_bench_invocations(const std::string&
     if (m.warmup == 0) a.push_back("--no-warmup");
     return a;
   };
-  if (w.depth >= 0) return {one(w.n_prompt, w.n_gen, w.depth)};
+  if (c.depth >= 0) return {one(w.n_prompt, w.n_gen, c.depth)};
   return {one(w.n_prompt, 0, 0), one(0, w.n_gen, w.n_prompt)};
 }
 
@@ -355,6 +355,7 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
     Config c;
     c.engine = "llama.cpp";
     c.llama_bench = "imported";
+    c.depth = t.n_depth;
     if (j.contains("n_threads") && j["n_threads"].is_number_integer()) c.n_threads = j["n_threads"];
     if (j.contains("n_batch") && j["n_batch"].is_number_integer()) c.n_batch = j["n_batch"];
     const int64_t ngl = j.contains("n_gpu_layers") && j["n_gpu_layers"].is_number_integer()
@@ -363,8 +364,8 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
     const std::string backends = str_or(j, "backends");
     const bool gpu = ngl > 0 && !backends.empty() && backends != "CPU";
     c.gpu_layers = gpu ? (ngl >= 999 ? -1 : ngl) : 0;
-    json workload = {{"n_prompt", t.n_prompt}, {"n_gen", t.n_gen}, {"depth", t.n_depth},
-                     {"seed", 0}, {"prompt_source", "llama-bench"}};
+    json workload = {{"n_prompt", t.n_prompt}, {"n_gen", t.n_gen}, {"seed", 0},
+                     {"prompt_source", "llama-bench"}};
     const std::string model = str_or(j, "model_filename");
     json r;
     r["kind"] = "row";

@@ -3,7 +3,7 @@
 // llama-bench's flags, its JSONL (samples_ts) read into the same speed metrics as FISH rows.
 //
 //   workload.n_prompt, n_gen   -p N -n 0 and -p 0 -n G (two tests: prefill, decode)
-//   workload.depth             -1 (decode follows the prompt): decode runs at -d n_prompt, the
+//   depth                      -1 (decode follows the prompt): decode runs at -d n_prompt, the
 //                              prefill at -d 0; >= 0: both at -d depth
 //   n_threads                  -t (0: FISH's default, FISH_THREADS or all hardware threads)
 //   n_batch                    -b and -ub

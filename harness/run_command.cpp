@@ -571,11 +571,11 @@ int run_experiment(const RunOptions& o) {
           if (!error_row(model_error)) return kExitUsage;
           continue;
         }
-        const int64_t need = workload_ctx_need(e.workload);
+        const int64_t need = workload_ctx_need(e.workload, c.config.depth);
         if (need > c.config.n_ctx) {
           if (!error_row(fmt::format("{} = {} exceed n_ctx {} (hint: raise n_ctx or exclude the "
                                      "cell)",
-                                     e.workload.depth < 0 ? "n_prompt + n_gen"
+                                     c.config.depth < 0 ? "n_prompt + n_gen"
                                                           : "depth + max(n_prompt, n_gen)",
                                      need, c.config.n_ctx)))
             return kExitUsage;
@@ -612,8 +612,9 @@ int run_experiment(const RunOptions& o) {
       std::vector<std::function<Result<RepSample>()>> fns;
       for (PathRun& r : runs) {
         Session* s = r.session.get();
-        fns.push_back([s, &prompt, &e] {
-          return run_repetition(*s, prompt, e.workload.n_gen, e.workload.depth);
+        const int64_t depth = c.config.depth;
+        fns.push_back([s, &prompt, &e, depth] {
+          return run_repetition(*s, prompt, e.workload.n_gen, depth);
         });
       }
       const std::vector<PathSamples> samples = measure_paths(e.measure, fns);

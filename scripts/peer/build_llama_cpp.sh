@@ -22,7 +22,9 @@
 # (nvcc on PATH or CUDACXX; CUDA architectures $FISH_CUDA_ARCH, default 90 = H100/H200).
 # build-info.txt (KEY=VALUE) records commit, backend, source, cmake arguments, compiler and, for
 # vulkan, the shader features glslc supports as the configure step found them.
-# Environment: FISH_CACHE (default ~/.cache/fish), FISH_JOBS, FISH_PEER_SRC, FISH_CUDA_ARCH.
+# Environment: FISH_CACHE (default ~/.cache/fish), FISH_JOBS, FISH_PEER_SRC, FISH_CUDA_ARCH;
+# vulkan: FISH_VULKAN_INCLUDE, FISH_GLSLC, FISH_SPIRV_HEADERS (a prefix holding usr/),
+# FISH_VULKAN_LIBRARY (the loader to link, where no libvulkan.so is installed).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -150,7 +152,9 @@ case "$backend" in
     [ -z "$spv" ] || args+=(-DSPIRV-Headers_DIR="$spv/usr/share/cmake/SPIRV-Headers"
                             -DCMAKE_PREFIX_PATH="$spv/usr")
     args+=(-DGGML_NATIVE=OFF -DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$inc"
-           -DVulkan_GLSLC_EXECUTABLE="$glslc") ;;
+           -DVulkan_GLSLC_EXECUTABLE="$glslc")
+    # A machine with the loader but no libvulkan-dev (the GPU machine): its libvulkan.so.1.
+    [ -z "${FISH_VULKAN_LIBRARY:-}" ] || args+=(-DVulkan_LIBRARY="$FISH_VULKAN_LIBRARY") ;;
   cuda)
     command -v "${CUDACXX:-nvcc}" >/dev/null || die "no nvcc (put CUDA's bin on PATH or set CUDACXX)"
     args+=(-DGGML_NATIVE=OFF -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${FISH_CUDA_ARCH:-90}") ;;

@@ -103,7 +103,7 @@ TEST(LlamaBenchInvocations, DecodeAfterThePromptRunsAtDepthNPromptUnlessADepthIs
   EXPECT_EQ(inv[1][3], "0");    // -p 0
   EXPECT_EQ(inv[1][5], "64");   // -n 64
   EXPECT_EQ(inv[1][7], "128");  // -d n_prompt: FISH's decode follows the prompt
-  w.depth = 512;
+  c.depth = 512;
   m.warmup = 0;
   c.gpu_layers = -1;
   inv = llama_bench_invocations("m.gguf", w, m, c, "gpu", 16);
