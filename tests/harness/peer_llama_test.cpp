@@ -197,13 +197,13 @@ std::string write_script(const test::TempDir& dir, const std::string& name, cons
   return path;
 }
 
-constexpr const char* kFakeGood = R"(p=0; n=0; d=0; r=5; t=1; ngl=0
+constexpr const char* kFakeGood = R"SH(p=0; n=0; d=0; r=5; t=1; ngl=0
 while [ $# -gt 0 ]; do case "$1" in -p) p=$2;; -n) n=$2;; -d) d=$2;; -r) r=$2;; -t) t=$2;; -ngl) ngl=$2;; esac; shift; done
 s=""; i=0; while [ $i -lt $r ]; do s="$s${s:+, }$((100 + i))"; i=$((i + 1)); done
 echo "ggml_vulkan: 0 = Fake GPU | int dot: 1" >&2
 if [ "$p" -gt 0 ]; then echo "{\"build_commit\": \"0c1e570\", \"backends\": \"CPU\", \"cpu_info\": \"fake cpu\", \"gpu_info\": \"\", \"model_type\": \"fake\", \"n_threads\": $t, \"n_gpu_layers\": $ngl, \"n_prompt\": $p, \"n_gen\": 0, \"n_depth\": $d, \"samples_ts\": [ $s ]}"; fi
 if [ "$n" -gt 0 ]; then echo "{\"build_commit\": \"0c1e570\", \"backends\": \"CPU\", \"n_prompt\": 0, \"n_gen\": $n, \"n_depth\": $d, \"samples_ts\": [ $s ]}"; fi
-)";
+)SH";
 
 class PeerRun : public ::testing::Test {
  protected:
@@ -265,6 +265,26 @@ TEST_F(PeerRun, ALlamaCppCellIsMeasuredBesideItsFishCellWithTheSameRowSchema) {
   ResultSet set;
   ASSERT_TRUE(read_results_file(dir_.file("out/peer.jsonl"), &set).ok());
   EXPECT_EQ(set.rows.size(), 2u);
+  // The report puts FISH over the peer, per speed metric, with the ratio's interval.
+  ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " report " + dir_.file("out/peer.jsonl"),
+                                  dir_.file("report.md")),
+            0);
+  const std::string md = test::file_text(dir_.file("report.md"));
+  EXPECT_NE(md.find("| peer | metric | FISH | peer | FISH / peer [interval] |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("llama.cpp " + good + " (CPU, 0c1e570) | prefill_tok_s | "), std::string::npos)
+      << md;
+  // fish compare: the peer rows as BASE, the FISH rows as HEAD, joined without the engine fields.
+  const std::string f = dir_.file("out/peer.jsonl");
+  ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " compare " + f + " " + f +
+                                      " --base-where engine=llama.cpp --head-where engine=fish "
+                                      "--ignore engine,llama_bench",
+                                  dir_.file("cmp.log")),
+            0)
+      << test::file_text(dir_.file("cmp.log"));
+  EXPECT_NE(test::file_text(dir_.file("cmp.log")).find("1 rows joined, 0 only in BASE, 0 only in HEAD"),
+            std::string::npos)
+      << test::file_text(dir_.file("cmp.log"));
 }
 
 TEST_F(PeerRun, EveryBrokenLlamaBenchIsAnErrorRowNamingTheCauseAndTheSweepGoesOn) {
