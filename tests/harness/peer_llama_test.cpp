@@ -70,7 +70,7 @@ TEST(ParseLlamaBenchOutput, NamesTheLineAndTheProblemOfMalformedOutput) {
       {R"({"n_prompt": "8", "n_gen": 0, "samples_ts": [1]})", "x:1: n_prompt: expected an integer"},
       {R"({"n_gen": 4, "samples_ts": [1]})", "n_prompt: expected an integer >= 0, found nothing"},
       {R"({"n_prompt": 8, "n_gen": 0, "n_depth": -3, "samples_ts": [1]})", "n_depth"},
-      {"[1, 2]", "x:1: expected a JSON object"},
+      {"[1, 2]", "x: element 0: expected a JSON object, found 1"},
       {"[" + good + ", 7]", "x: element 1: expected a JSON object"},
       {"[" + good, "not a JSON array"},
       {"[]", "an empty list"},
@@ -275,8 +275,8 @@ TEST_F(PeerRun, ALlamaCppCellIsMeasuredBesideItsFishCellWithTheSameRowSchema) {
   EXPECT_NE(md.find("llama.cpp " + good + " (CPU, 0c1e570) | prefill_tok_s | "), std::string::npos)
       << md;
   // fish compare: the peer rows as BASE, the FISH rows as HEAD, joined without the engine fields.
-  const std::string f = dir_.file("out/peer.jsonl");
-  ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " compare " + f + " " + f +
+  const std::string out = dir_.file("out/peer.jsonl");
+  ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " compare " + out + " " + out +
                                       " --base-where engine=llama.cpp --head-where engine=fish "
                                       "--ignore engine,llama_bench",
                                   dir_.file("cmp.log")),
