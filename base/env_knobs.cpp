@@ -63,9 +63,11 @@ std::span<const EnvKnob> env_knobs() {
        {},
        0,
        -1,
-       "harness/bench_command.cpp",
-       "FISH's cache: downloads, models, toolchains (scripts/*.sh), fish bench results (default "
-       "~/.cache/fish)"},
+       "harness/peer_llama.cpp",
+       "FISH's cache (default ~/.cache/fish): downloads, models and toolchains of the scripts; "
+       "fish run finds the llama_bench cpu / vulkan / cuda builds of "
+       "scripts/peer/build_llama_cpp.sh in FISH_CACHE/peer; fish bench writes its results "
+       "under FISH_CACHE/bench"},
       {"FISH_FAULT",
        S::all,
        E::results,
@@ -130,6 +132,24 @@ std::span<const EnvKnob> env_knobs() {
        "kernels/cpu_features.cpp",
        "cap on the CPU kernels' instruction set (unset: the best the "
        "CPU runs)"},
+      {"FISH_LLAMA_BENCH",
+       S::harness,
+       E::location,
+       {},
+       0,
+       -1,
+       "harness/peer_llama.cpp",
+       "the llama-bench binary of engine llama.cpp cells whose llama_bench field is empty (the "
+       "rows record the binary and its build)"},
+      {"FISH_LLAMA_BENCH_TIMEOUT_S",
+       S::all,
+       E::location,
+       {},
+       1,
+       86400,
+       "harness/peer_llama.cpp",
+       "seconds one llama-bench invocation may take before it is killed and the row is an error "
+       "(default 1800)"},
       {"FISH_MODELS_DIR",
        S::harness,
        E::location,

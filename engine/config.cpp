@@ -117,6 +117,25 @@ std::span<const FieldSpec<Config>> config_fields() {
        "sliding-window layers' KV (Gemma 3): ring keeps window + n_batch rows (kv_truncate rolls "
        "back at most n_batch positions), full keeps n_ctx rows; logits are identical",
        {"ring", "full"}},
+      {"depth",
+       &Config::depth,
+       "-1: decode follows the prompt; >= 0: llama-bench's -d: the KV cache holds this many "
+       "positions (an untimed prefill of the prompt tokens, repeated) before the timed prefill "
+       "and, afresh, before the timed decode (both engines)",
+       {},
+       -1,
+       1 << 20},
+      {"engine",
+       &Config::engine,
+       "what measures the cell: fish, or llama.cpp (llama-bench as a subprocess on the same model "
+       "file with the cell's n_prompt, n_gen, depth, n_threads, n_batch, gpu_layers and "
+       "repetitions; fields llama.cpp cannot express make the row an error; docs/peers.md)",
+       {"fish", "llama.cpp"}},
+      {"llama_bench",
+       &Config::llama_bench,
+       "llama.cpp cells: the llama-bench binary, a path or cpu / vulkan / cuda (the build of "
+       "scripts/peer/build_llama_cpp.sh in $FISH_CACHE/peer); empty: FISH_LLAMA_BENCH",
+       {}},
   };
   return table;
 }

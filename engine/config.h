@@ -51,6 +51,15 @@ struct Config {
   bool gpu_span = true;        // stage 2 layer span (false: stage 1 per-matmul offload)
   // Sliding-window layers' KV (Gemma 3): ring (window + n_batch rows) | full (n_ctx rows).
   std::string swa_kv = "ring";
+  // The engine that measures the cell: fish, or llama.cpp's llama-bench as a subprocess
+  // (harness/peer_llama.h); llama_bench names its binary (a path or cpu | vulkan | cuda: the
+  // scripts/peer/build_llama_cpp.sh build of that backend; empty: FISH_LLAMA_BENCH).
+  // -1: decode follows the prompt (FISH's measurement). >= 0: llama-bench's -d: the KV cache
+  // holds `depth` positions (an untimed prefill) before the timed prefill and, afresh, before
+  // the timed decode.
+  int64_t depth = -1;
+  std::string engine = "fish";
+  std::string llama_bench;
 };
 
 // Order matches FieldSpec::Member's alternatives.

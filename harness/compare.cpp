@@ -56,11 +56,36 @@ namespace {
 // One side's latest rows by canonical parameters. Two rows with the same parameters are
 // different measurements of one cell (other provenance, model bytes, harness version or quality
 // spec): an error naming both and what differs, never a silent pick.
-Result<std::map<std::string, const ResultRow*>> rows_by_params(const ResultSet& set,
-                                                               const char* side) {
+std::map<std::string, json> join_params(const ResultRow& r, const JoinOptions& o) {
+  std::map<std::string, json> p = row_params(r);
+  for (const std::string& k : o.ignore) p.erase(k);
+  return p;
+}
+
+bool row_matches(const ResultRow& r, const std::vector<std::pair<std::string, std::string>>& where) {
+  if (where.empty()) return true;
+  const std::map<std::string, json> p = row_params(r);
+  for (const auto& [k, v] : where) {
+    auto it = p.find(k);
+    if ((it == p.end() ? std::string("-") : json_value_text(it->second)) != v) return false;
+  }
+  return true;
+}
+
+std::vector<const ResultRow*> selected_rows(const ResultSet& set,
+                                            const std::vector<std::pair<std::string, std::string>>& where) {
+  std::vector<const ResultRow*> out;
+  for (const ResultRow* r : set.latest_rows())
+    if (row_matches(*r, where)) out.push_back(r);
+  return out;
+}
+
+Result<std::map<std::string, const ResultRow*>> rows_by_params(
+    const ResultSet& set, const char* side, const JoinOptions& o,
+    const std::vector<std::pair<std::string, std::string>>& where) {
   std::map<std::string, const ResultRow*> by_key;
-  for (const ResultRow* r : set.latest_rows()) {
-    auto [it, fresh] = by_key.try_emplace(json(row_params(*r)).dump(), r);
+  for (const ResultRow* r : selected_rows(set, where)) {
+    auto [it, fresh] = by_key.try_emplace(json(join_params(*r, o)).dump(), r);
     if (fresh) continue;
     // In read order (rows live in one vector): the earlier row first.
     const auto [a, b] = std::minmax(it->second, r, std::less<const ResultRow*>());
@@ -79,13 +104,24 @@ Result<std::map<std::string, const ResultRow*>> rows_by_params(const ResultSet& 
 
 }  // namespace
 
-Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head) {
-  FISH_ASSIGN_OR_RETURN(const auto base_by_key, rows_by_params(base, "BASE"));
-  FISH_ASSIGN_OR_RETURN(const auto head_by_key, rows_by_params(head, "HEAD"));
+Result<std::vector<std::pair<std::string, std::string>>> parse_where(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& item : split_paths(text)) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return make_error("\"{}\": expected KEY=VALUE (e.g. engine=llama.cpp)", item);
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return out;
+}
+
+Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head, const JoinOptions& o) {
+  FISH_ASSIGN_OR_RETURN(const auto base_by_key, rows_by_params(base, "BASE", o, o.base_where));
+  FISH_ASSIGN_OR_RETURN(const auto head_by_key, rows_by_params(head, "HEAD", o, o.head_where));
   RowJoin join;
   std::set<std::string> matched;
-  for (const ResultRow* r : head.latest_rows()) {  // report order
-    const std::map<std::string, json> p = row_params(*r);
+  for (const ResultRow* r : selected_rows(head, o.head_where)) {  // report order
+    const std::map<std::string, json> p = join_params(*r, o);
     const std::string key = json(p).dump();
     auto b = base_by_key.find(key);
     if (b == base_by_key.end()) {
@@ -95,8 +131,8 @@ Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head) {
     matched.insert(key);
     join.both.push_back({b->second, r, p});
   }
-  for (const ResultRow* r : base.latest_rows())
-    if (!matched.count(json(row_params(*r)).dump())) join.only_base.push_back(r);
+  for (const ResultRow* r : selected_rows(base, o.base_where))
+    if (!matched.count(json(join_params(*r, o)).dump())) join.only_base.push_back(r);
   std::set<std::string> names;
   for (const JoinedRow& j : join.both)
     for (const auto& [k, v] : j.params) names.insert(k);

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,11 +37,23 @@ struct RowJoin {
 // A row's parameters: model (file name), config and workload fields, path.
 std::map<std::string, nlohmann::json> row_params(const ResultRow& r);
 
+// Which rows a join takes and which parameters it ignores: FISH rows against peer rows of the
+// same files (`fish compare R.jsonl R.jsonl --base-where engine=llama.cpp --head-where
+// engine=fish --ignore engine,llama_bench`). A where-rule KEY=VALUE keeps the rows whose
+// parameter KEY reads VALUE (as the tables print it; "-" for absent).
+struct JoinOptions {
+  std::vector<std::pair<std::string, std::string>> base_where, head_where;
+  std::set<std::string> ignore;
+};
+// "a=b,c=d" -> {{"a","b"},{"c","d"}}. Errors: an item without '='.
+Result<std::vector<std::pair<std::string, std::string>>> parse_where(const std::string& text);
+
 // Joins the latest rows of each set (results_reader.h) on canonical parameters. Errors: two
 // current rows of one side with the same parameters (the same cell measured under different
 // provenance, or with another model file, harness version or quality spec): the message names
 // both rows and what differs.
-Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head);
+Result<RowJoin> join_rows(const ResultSet& base, const ResultSet& head,
+                          const JoinOptions& options = {});
 
 struct SpeedComparison {
   std::string metric;

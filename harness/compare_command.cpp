@@ -9,7 +9,7 @@ namespace fish {
 
 void add_compare_command(CLI::App& app, int* exit_code) {
   struct Args {
-    std::string base, head;
+    std::string base, head, base_where, head_where, ignore;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -23,8 +23,26 @@ void add_compare_command(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("head", args->head, "Results .jsonl to compare with it (comma-separate several)")
       ->required();
+  cmd->add_option("--base-where", args->base_where,
+                  "Only BASE rows whose parameters read KEY=VALUE[,KEY=VALUE...] (e.g. "
+                  "engine=llama.cpp,llama_bench=cuda)");
+  cmd->add_option("--head-where", args->head_where, "Only HEAD rows whose parameters match");
+  cmd->add_option("--ignore", args->ignore,
+                  "Parameters the join ignores, comma-separated (FISH vs a peer: "
+                  "engine,llama_bench; docs/peers.md)");
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
+    JoinOptions jo;
+    for (const auto& [text, dst] : {std::pair{&args->base_where, &jo.base_where},
+                                    std::pair{&args->head_where, &jo.head_where}}) {
+      auto w = parse_where(*text);
+      if (!w.ok()) {
+        std::fprintf(stderr, "fish compare: %s\n", w.error().message.c_str());
+        return;
+      }
+      *dst = w.value();
+    }
+    for (const std::string& k : split_paths(args->ignore)) jo.ignore.insert(k);
     auto base = read_results_files(split_paths(args->base));
     if (!base.ok()) {
       std::fprintf(stderr, "fish compare: BASE: %s\n", base.error().message.c_str());
@@ -38,7 +56,7 @@ void add_compare_command(CLI::App& app, int* exit_code) {
     for (const ResultSet* s : {&base.value(), &head.value()})
       for (const std::string& w : s->warnings)
         std::fprintf(stderr, "fish %s: %s\n", "compare", w.c_str());
-    auto joined = join_rows(*base, *head);
+    auto joined = join_rows(*base, *head, jo);
     if (!joined.ok()) {
       std::fprintf(stderr, "fish compare: %s\n", joined.error().message.c_str());
       return;

@@ -648,10 +648,11 @@ std::vector<Cell> expand_cells(const Experiment& e) {
 }
 
 nlohmann::json workload_json(const Workload& w) {
-  return json{{"n_prompt", w.n_prompt},
-              {"n_gen", w.n_gen},
-              {"seed", w.seed},
-              {"prompt_source", w.text.empty() ? std::string("random") : "text:" + w.text}};
+  json j{{"n_prompt", w.n_prompt},
+         {"n_gen", w.n_gen},
+         {"seed", w.seed},
+         {"prompt_source", w.text.empty() ? std::string("random") : "text:" + w.text}};
+  return j;
 }
 
 nlohmann::json quality_json(const QualitySpec& q) {
@@ -659,7 +660,17 @@ nlohmann::json quality_json(const QualitySpec& q) {
   json j = fields_to_json(q, quality_fields());
   if (q.source == "text") j.erase("source");
   if (q.chunk == QualitySpec{}.chunk) j.erase("chunk");
-  j["reference"] = fields_to_json(q.reference, config_fields());
+  j["reference"] = cell_id_config(q.reference);
+  return j;
+}
+
+nlohmann::json cell_id_config(const Config& c) {
+  json j = fields_to_json(c, config_fields());
+  // The peer-engine fields at their defaults leave the ids of FISH cells as they were before
+  // the fields existed.
+  if (c.depth == Config{}.depth) j.erase("depth");
+  if (c.engine == Config{}.engine) j.erase("engine");
+  if (c.llama_bench == Config{}.llama_bench) j.erase("llama_bench");
   return j;
 }
 
@@ -667,7 +678,7 @@ std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_s
   const json j = {{"harness_version", std::string(kHarnessVersion)},
                   {"model", e.models[c.model_index]},
                   {"model_sha256", std::string(model_sha256)},
-                  {"config", fields_to_json(c.config, config_fields())},
+                  {"config", cell_id_config(c.config)},
                   {"workload", workload_json(e.workload)},
                   {"quality", quality_json(e.quality)}};
   return sha256_hex(j.dump()).substr(0, 16);

@@ -163,6 +163,9 @@ nlohmann::json quality_json(const QualitySpec& q);
 // as listed, so two listed models with the same bytes (or two missing files, whose sha256 is
 // empty) are different cells.
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256);
+// A Config as cell ids hash it: every field, but depth / engine / llama_bench only when not the
+// default (ids of cells from before those fields stay).
+nlohmann::json cell_id_config(const Config& c);
 
 // Markdown reference of every key of the experiment file (for --help-fields and docs/experiments.md).
 std::string experiment_format_help();

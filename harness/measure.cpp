@@ -1,6 +1,7 @@
 // The measurement protocol; see measure.h.
 #include "harness/measure.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -28,16 +29,46 @@ uint64_t splitmix64(uint64_t& s) {
 
 }  // namespace
 
-Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen) {
-  if (int64_t(prompt.size()) + n_gen > s.n_ctx())
-    return make_error("n_prompt + n_gen = {} exceed n_ctx {} (hint: raise n_ctx)",
-                      int64_t(prompt.size()) + n_gen, s.n_ctx());
-  s.reset();
+int64_t workload_ctx_need(const Workload& w, int64_t depth) {
+  return depth < 0 ? w.n_prompt + w.n_gen : depth + std::max(w.n_prompt, w.n_gen);
+}
+
+Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen,
+                                 int64_t depth) {
+  const int64_t n_prompt = int64_t(prompt.size());
+  const int64_t need = depth < 0 ? n_prompt + n_gen : depth + std::max(n_prompt, n_gen);
+  if (need > s.n_ctx())
+    return make_error("{} = {} exceed n_ctx {} (hint: raise n_ctx)",
+                      depth < 0 ? "n_prompt + n_gen" : "depth + max(n_prompt, n_gen)", need,
+                      s.n_ctx());
+  // depth >= 0: the cache is first filled with `depth` positions (the prompt tokens, repeated),
+  // untimed; the timed phases start there (llama-bench -d).
+  std::vector<int32_t> prefix;
+  for (int64_t i = 0; i < depth; ++i) prefix.push_back(prompt[size_t(i % n_prompt)]);
+  auto fill = [&]() -> Result<int32_t> {
+    s.reset();
+    if (prefix.empty()) return prompt[0];
+    auto lg = s.forward(prefix, 0);
+    if (!lg.ok()) return lg.take_error();
+    return greedy_token(lg.value());
+  };
+  if (depth >= 0) {
+    auto filled = fill();
+    if (!filled.ok()) return filled.take_error();
+  } else {
+    s.reset();
+  }
+  const int64_t pos0 = std::max<int64_t>(depth, 0);
   const auto t0 = Clock::now();
-  auto lg = s.forward(prompt, 0);
+  auto lg = s.forward(prompt, pos0);
   if (!lg.ok()) return lg.take_error();
   const double t_prefill = seconds_since(t0);
   int32_t next = greedy_token(lg.value());
+  if (depth >= 0) {
+    auto first = fill();
+    if (!first.ok()) return first.take_error();
+    next = first.value();
+  }
   const auto t1 = Clock::now();
   for (int64_t i = 0; i < n_gen; ++i) {
     lg = s.append(std::span<const int32_t>(&next, 1));
@@ -45,7 +76,7 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
     next = greedy_token(lg.value());
   }
   const double t_decode = seconds_since(t1);
-  return RepSample{double(prompt.size()) / t_prefill, double(n_gen) / t_decode};
+  return RepSample{double(n_prompt) / t_prefill, double(n_gen) / t_decode};
 }
 
 std::vector<PathSamples> measure_paths(
@@ -90,7 +121,11 @@ nlohmann::json speed_metric_json(std::span<const double> samples) {
 
 std::vector<std::string> validity_flags(const PathSamples& p, double max_cv) {
   std::vector<std::string> v;
-  if (p.decode_tok_s.size() < 6) v.push_back("few_repetitions");
+  // The fewer of the two (an imported llama-bench test has one of them only).
+  size_t n = std::min(p.prefill_tok_s.size(), p.decode_tok_s.size());
+  if (p.prefill_tok_s.empty() || p.decode_tok_s.empty())
+    n = std::max(p.prefill_tok_s.size(), p.decode_tok_s.size());
+  if (n < 6) v.push_back("few_repetitions");
   if ((!p.prefill_tok_s.empty() && coefficient_of_variation(p.prefill_tok_s) > max_cv) ||
       (!p.decode_tok_s.empty() && coefficient_of_variation(p.decode_tok_s) > max_cv))
     v.push_back("noisy");

@@ -32,9 +32,13 @@ struct RepSample {
   double decode_tok_s = 0;
 };
 
-// One repetition on `s` (see the header comment). Errors: the engine's (e.g. n_prompt + n_gen
-// beyond n_ctx).
-Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen);
+// One repetition on `s` (see the header comment; depth >= 0: Config::depth, llama-bench's -d).
+// Errors: the engine's (e.g. n_prompt + n_gen beyond n_ctx).
+Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen,
+                                 int64_t depth = -1);
+// The KV positions a repetition needs (n_prompt + n_gen; with a depth, depth +
+// max(n_prompt, n_gen)).
+int64_t workload_ctx_need(const Workload& w, int64_t depth);
 
 // The samples of one path.
 struct PathSamples {

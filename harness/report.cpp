@@ -10,6 +10,7 @@
 
 #include "harness/interval_label.h"
 #include "harness/report_gbench.h"
+#include "harness/report_peer.h"
 #include "harness/report_svg.h"
 
 namespace fish {
@@ -421,6 +422,7 @@ std::string render_experiment_section(const ResultSet& set,
     md += fmt::format("- skipped ({}, {} row{}): {}\n", what.first, n, n == 1 ? "" : "s",
                       what.second.empty() ? "no reason given" : md_escape(what.second));
   if (by_status.count("error") || !skipped.empty()) md += "\n";
+  md += render_peer_ratios(rows);
 
   if (!options.plots_dir.empty()) {
     add_speed_plots(experiment, rows, varying, axes, options, &md, plots);

@@ -23,6 +23,7 @@
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
+#include "kernels/thread_pool.h"
 #include "harness/cell_guard.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
@@ -31,6 +32,7 @@
 #include "harness/gpu_cell.h"
 #include "harness/measure.h"
 #include "harness/measure_context.h"
+#include "harness/peer_llama.h"
 #include "harness/quality.h"
 #include "harness/results_writer.h"
 #include "harness/stats.h"
@@ -477,6 +479,51 @@ int run_experiment(const RunOptions& o) {
     std::optional<Result<QualityReference>> ref;
     // One cell: its rows, then kCellDone; or the exit code when a row cannot be written.
     constexpr int kCellDone = -1;
+    // An engine llama.cpp cell: llama-bench per path on the model file (harness/peer_llama.h);
+    // FISH loads nothing.
+    auto run_peer_cell = [&](size_t i, const std::vector<std::string>& todo) -> int {
+      const Cell& c = *cells[i];
+      const ModelEntry& me = models[c.model_index];
+      const auto t_cell = Clock::now();
+      paths_left = todo.size();
+      for (const std::string& path : todo) {
+        json row = row_base(rid.run_id, e, c, ids[i], path, me.sha256);
+        auto error_row = [&](const std::string& msg) {
+          row["status"] = "error";
+          row["error"] = msg;
+          return emit(row, c, seconds_since(t_cell));
+        };
+        std::string why;
+        if (Status st = check_env_knobs(false); !st.ok()) why = st.error().message;
+        if (why.empty()) why = me.error;
+        if (why.empty()) why = llama_unsupported(c.config, e.quality, me.path);
+        if (!why.empty()) {
+          if (!error_row(why)) return kExitUsage;
+          continue;
+        }
+        const int n_threads =
+            c.config.n_threads > 0 ? int(c.config.n_threads) : default_thread_count();
+        auto pm = measure_llama_bench(c.config, e.workload, e.measure, path, me.path, n_threads);
+        if (!pm.ok()) {
+          if (!error_row(pm.error().message)) return kExitUsage;
+          continue;
+        }
+        row["peer"] = pm.value().peer;
+        row["n_threads_resolved"] = n_threads;
+        json& m = row["metrics"];
+        m["prefill_tok_s"] = speed_metric_json(pm.value().prefill_tok_s);
+        m["decode_tok_s"] = speed_metric_json(pm.value().decode_tok_s);
+        PathSamples ps;
+        ps.prefill_tok_s = pm.value().prefill_tok_s;
+        ps.decode_tok_s = pm.value().decode_tok_s;
+        row["validity"] = validity_flags(ps, e.measure.max_cv);
+        if (path == "gpu")
+          row["placement"] = {{"gpu_layers", pm.value().peer.value("n_gpu_layers", json(0))},
+                              {"gpu_detail", "llama.cpp " + pm.value().peer.value("backends", "")}};
+        if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
+      }
+      return kCellDone;
+    };
     auto run_cell = [&](size_t i) -> int {
       const Cell& c = *cells[i];
       const ModelEntry& me = models[c.model_index];
@@ -484,6 +531,7 @@ int run_experiment(const RunOptions& o) {
       for (const std::string& p : e.measure.paths)
         if (todo_path(ids[i], p)) todo.push_back(p);
       if (todo.empty()) return kCellDone;
+      if (c.config.engine == "llama.cpp") return run_peer_cell(i, todo);
       if (loaded_index != c.model_index || loaded_requant != c.config.requant) {
         if (loaded_index != c.model_index) ref.reset();
         loaded_index = c.model_index;
@@ -542,10 +590,12 @@ int run_experiment(const RunOptions& o) {
           if (!error_row(model_error)) return kExitUsage;
           continue;
         }
-        const int64_t need = e.workload.n_prompt + e.workload.n_gen;
+        const int64_t need = workload_ctx_need(e.workload, c.config.depth);
         if (need > c.config.n_ctx) {
-          if (!error_row(fmt::format("n_prompt + n_gen = {} exceed n_ctx {} (hint: raise n_ctx "
-                                     "or exclude the cell)",
+          if (!error_row(fmt::format("{} = {} exceed n_ctx {} (hint: raise n_ctx or exclude the "
+                                     "cell)",
+                                     c.config.depth < 0 ? "n_prompt + n_gen"
+                                                          : "depth + max(n_prompt, n_gen)",
                                      need, c.config.n_ctx)))
             return kExitUsage;
           continue;
@@ -581,7 +631,10 @@ int run_experiment(const RunOptions& o) {
       std::vector<std::function<Result<RepSample>()>> fns;
       for (PathRun& r : runs) {
         Session* s = r.session.get();
-        fns.push_back([s, &prompt, &e] { return run_repetition(*s, prompt, e.workload.n_gen); });
+        const int64_t depth = c.config.depth;
+        fns.push_back([s, &prompt, &e, depth] {
+          return run_repetition(*s, prompt, e.workload.n_gen, depth);
+        });
       }
       const std::vector<PathSamples> samples = measure_paths(e.measure, fns);
       const std::optional<double> rss_speed = peak_rss_MB();

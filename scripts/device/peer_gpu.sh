@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# FISH vs llama.cpp (Vulkan and CUDA, the pinned source) on the GPU machine: experiments/peer_gpu.json.
+# The GPU machine has no network, so the pinned llama.cpp source and the Vulkan build tools
+# travel in .devcarry/peer, packed here; llama.cpp is built there (vulkan and cuda, in the
+# background, setsid: the builds outlive the call while the machine is held).
+#
+#   PHASE=pack  (on the dev machine, repo root) writes .devcarry/peer/:
+#                 llama-src.tar.xz   CMakeLists.txt cmake ggml src include common tools vendor app
+#                                    of the pinned sdist (scripts/peer/build_llama_cpp.sh --pack-source)
+#                 vktools.tar.xz     trixie's glslc 2025.2 with the libraries it runs on, trixie's
+#                                    Vulkan 1.4 headers, Debian's SPIRV-Headers
+#               needs scripts/vulkan_toolchain.sh compiler (run first) and the sdist (fetched
+#               once by build_llama_cpp.sh); prints the sizes (well under the 64 MiB a call carries).
+#   PHASE=build (device) unpacks them into /tmp/peer and starts both builds with setsid, 16
+#               cores split between them; returns at once. Logs: /tmp/peer/build-{vulkan,cuda}.log.
+#   PHASE=wait  (device) waits (at most WAIT_S, default 540 s) until both builds have ended,
+#               then copies their logs and build-info.txt to $OUT/peer-build.
+#   PHASE=run   (device) waits for the builds as PHASE=wait does (WAIT_S, default 120 s), then
+#               `fish run experiments/peer_gpu.json` (llama_bench vulkan / cuda resolve to the
+#               builds through FISH_CACHE=/tmp/peer/cache) into $OUT/peer-gpu/runs, with the
+#               context and `llama-bench --list-devices` of each build.
+#
+# Carry: .devcarry (bin/fish + lib/ of the FISH Vulkan build made here, as for h200_session.sh,
+# and peer/ from PHASE=pack) and .gl (the Vulkan loader .debs, device README). Run from the repo
+# root there: PHASE=build bash scripts/device/peer_gpu.sh, then PHASE=wait, then PHASE=run, each
+# within the 30 s the machine stays warm. Results: $OUT/peer-build.tar.gz, $OUT/peer-gpu.tar.gz.
+set -uo pipefail
+PHASE=${PHASE:-run}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+D=$root/.devcarry
+P=/tmp/peer
+say() { echo "peer_gpu: $*"; }
+
+if [ "$PHASE" = pack ]; then
+  set -e
+  cache=${FISH_CACHE:-$HOME/.cache/fish}
+  tc=$cache/toolchain
+  t=$tc/trixie
+  [ -x "$t/usr/bin/glslc" ] || { say "no $t/usr/bin/glslc: run scripts/vulkan_toolchain.sh compiler"; exit 1; }
+  mkdir -p "$D/peer"
+  grep -qx '/.devcarry/' "$root/.git/info/exclude" 2>/dev/null ||
+    { [ -d "$root/.git" ] && echo '/.devcarry/' >> "$root/.git/info/exclude"; } || true
+  src=${FISH_PEER_SRC:-}
+  "$root/scripts/peer/build_llama_cpp.sh" --pack-source "$D/peer/llama-src.tar.xz" ${src:+--src "$src"}
+  spv=${FISH_SPIRV_HEADERS:-$cache/peer/spirv-headers}
+  if [ ! -f "$spv/usr/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake" ]; then
+    mkdir -p "$spv.deb" && (cd "$spv.deb" && apt-get -qq download spirv-headers)
+    dpkg -x "$spv.deb"/spirv-headers_*.deb "$spv"
+  fi
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  mkdir -p "$stage/vk/trixie/usr/bin" "$stage/vk/trixie/lib" "$stage/vk/include" "$stage/vk/spirv"
+  cp "$t/usr/bin/glslc" "$stage/vk/trixie/usr/bin/"
+  # glslc's libraries, as its own loader resolves them in the prefix.
+  "$t/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --library-path "$t/usr/lib/x86_64-linux-gnu" \
+    --list "$t/usr/bin/glslc" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
+      real=$(readlink -f "$lib"); cp "$real" "$stage/vk/trixie/lib/$(basename "$lib")"
+    done
+  cp "$(readlink -f "$t/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")" "$stage/vk/trixie/lib/ld-linux-x86-64.so.2"
+  cp -r "$t/usr/include/vulkan" "$t/usr/include/vk_video" "$stage/vk/include/"
+  cp -r "$spv/usr" "$stage/vk/spirv/"
+  tar -cJf "$D/peer/vktools.tar.xz" -C "$stage" vk
+  cp "$root/scripts/peer/llama_cpp.pin" "$D/peer/"
+  du -h "$D/peer"/* | sed 's/^/peer_gpu: /'
+  [ -x "$D/bin/fish" ] || say "note: $D/bin/fish is missing: put the FISH Vulkan build there (bin/, lib/) as for h200_session.sh"
+  say "carry [\".devcarry\", \".gl\"]; on the device: PHASE=build, PHASE=wait, PHASE=run"
+  exit 0
+fi
+
+# --- on the GPU machine ---------------------------------------------------------------------------
+export PATH=$PATH:/usr/local/cuda/bin
+export FISH_CACHE=$P/cache
+mkdir -p $P $FISH_CACHE
+
+start_build() {  # start_build BACKEND JOBS [VAR=VALUE...]: setsid build_llama_cpp.sh in the background
+  local b=$1 j=$2
+  shift 2
+  rm -f $P/build-$b.rc
+  setsid env "$@" FISH_JOBS=$j bash -c "'$root/scripts/peer/build_llama_cpp.sh' $b --src $D/peer/llama-src.tar.xz > $P/build-$b.log 2>&1; echo \$? > $P/build-$b.rc" \
+    < /dev/null > /dev/null 2>&1 &
+  say "started the $b build ($j jobs): $P/build-$b.log"
+}
+wait_builds() {  # wait_builds SECONDS: until both builds wrote their .rc, or the time is up
+  local t0=$(date +%s) b
+  while :; do
+    local left=0
+    for b in vulkan cuda; do [ -f $P/build-$b.rc ] || left=1; done
+    [ $left = 0 ] && break
+    if [ $(( $(date +%s) - t0 )) -ge "$1" ]; then say "builds still running after $1 s"; break; fi
+    sleep 5
+  done
+  for b in vulkan cuda; do
+    say "$b: rc=$(cat $P/build-$b.rc 2>/dev/null || echo running); $(tail -n 1 $P/build-$b.log 2>/dev/null)"
+  done
+}
+
+if [ "$PHASE" = build ]; then
+  [ -f $D/peer/llama-src.tar.xz ] && [ -f $D/peer/vktools.tar.xz ] ||
+    { say "no .devcarry/peer/{llama-src,vktools}.tar.xz: PHASE=pack on the dev machine, carry .devcarry"; exit 1; }
+  rm -rf $P/vk && tar -xJf $D/peer/vktools.tar.xz -C $P
+  cat > $P/vk/glslc <<EOF
+#!/bin/sh
+exec $P/vk/trixie/lib/ld-linux-x86-64.so.2 --library-path $P/vk/trixie/lib $P/vk/trixie/usr/bin/glslc "\$@"
+EOF
+  chmod +x $P/vk/glslc
+  $P/vk/glslc --version | head -1
+  for f in $root/.gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  vklib=$(ldconfig -p | awk '/libvulkan.so.1 /{print $NF; exit}')
+  [ -n "$vklib" ] || say "warning: no libvulkan.so.1 after unpacking .gl (carry .gl)"
+  command -v nvcc > /dev/null || say "warning: no nvcc on PATH: the cuda build will fail"
+  start_build cuda 8
+  start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include FISH_GLSLC=$P/vk/glslc \
+    FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib
+  exit 0
+fi
+
+if [ "$PHASE" = wait ]; then
+  wait_builds "${WAIT_S:-540}"
+  W=$OUT/peer-build
+  mkdir -p $W
+  for b in vulkan cuda; do
+    cp $P/build-$b.log $W/ 2>/dev/null
+    cp $FISH_CACHE/peer/*-$b/build-info.txt $W/build-info-$b.txt 2>/dev/null
+    tail -n 30 $FISH_CACHE/peer/work/*-$b/build.log > $W/ninja-tail-$b.log 2>/dev/null
+  done
+  cat $W/build-info-*.txt 2>/dev/null
+  tar -C $OUT -czf $OUT/peer-build.tar.gz peer-build && rm -rf $W
+  exit 0
+fi
+
+if [ "$PHASE" = run ]; then
+  wait_builds "${WAIT_S:-120}"
+  for f in $root/.gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -f $icd ] && export VK_DRIVER_FILES=$icd
+  export LD_LIBRARY_PATH=$D/lib FISH_BIN=$D/bin/fish FISH_SYNTHETIC_DIR=/tmp/syn
+  mkdir -p $FISH_SYNTHETIC_DIR
+  W=$OUT/peer-gpu
+  mkdir -p $W
+  (cd $root && scripts/context.sh) > $W/context.txt 2>&1
+  for b in vulkan cuda; do
+    lb=$FISH_CACHE/peer/$(sed -n 's/^commit_short=//p' $root/scripts/peer/llama_cpp.pin)-$b
+    cp $lb/build-info.txt $W/build-info-$b.txt 2>/dev/null
+    timeout 60 $lb/bin/llama-bench --list-devices > $W/llama-devices-$b.txt 2>&1
+  done
+  cd $root
+  timeout ${RUN_S:-520} $FISH_BIN run experiments/peer_gpu.json --out $W/runs > $W/run.log 2>&1
+  echo "rc=$?" >> $W/run.log
+  tail -n 30 $W/run.log
+  cat $W/runs/*.md 2>/dev/null | head -40
+  tar -C $OUT -czf $OUT/peer-gpu.tar.gz peer-gpu && rm -rf $W
+  exit 0
+fi
+say "unknown PHASE=$PHASE (pack, build, wait, run)"
+exit 1
