@@ -40,7 +40,8 @@ double mb(uint64_t b) {
 bool kernel_type(GgmlType t) {
   const std::string name = fmt::format("matvec_{}", type_name(t));
   return !embedded_shader(name).empty() &&
-         !embedded_shader(fmt::format("matmul_{}", type_name(t))).empty();
+         !embedded_shader(fmt::format("matmul_{}", type_name(t))).empty() &&
+         !embedded_shader(fmt::format("matmul_cm_{}", type_name(t))).empty();
 }
 
 }  // namespace
@@ -221,7 +222,33 @@ std::string VulkanBackend::describe() const {
   }
   for (const LayerSpan* sp : m.ctx->spans())
     s += fmt::format("; span {} layers, KV {:.0f} MB f16", sp->n_layers(), mb(sp->kv_bytes()));
+  const std::span<const CoopmatTile> tiles = m.ctx->coopmat_tiles();
+  if (tiles.empty()) {
+    s += "; prefill tiled f32";
+  } else {
+    const DeviceFeatures& f = m.ctx->features();
+    std::string names;
+    for (const CoopmatTile& t : tiles) names += fmt::format("{}{}", names.empty() ? "" : "/", t.name);
+    s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
+                     m.opt->coopmat_tile ? std::string(1, m.opt->coopmat_tile) : names);
+  }
   return s;
+}
+
+std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->open_locked(this).ok()) return "off";
+  if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
+  const CoopmatTile* t = impl_->ctx->coopmat_tile(uint32_t(n_out), uint32_t(n_tok));
+  if (!t) return "tiled f32";
+  return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->name, t->bm, t->bn);
+}
+
+std::vector<CoopmatTile> VulkanBackend::coopmat_tiles() {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->open_locked(this).ok()) return {};
+  const std::span<const CoopmatTile> t = impl_->ctx->coopmat_tiles();
+  return {t.begin(), t.end()};
 }
 
 BackendInfo VulkanBackend::info() {
@@ -511,8 +538,10 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
   uint32_t n_sets = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
+    const CoopmatTile* cm = ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
     FISH_ASSIGN_OR_RETURN(const Pipeline p,
-                          ctx->pipeline(matmul_module(w.type, n_tok, opt->matvec1)));
+                          cm ? ctx->coopmat_pipeline(w.type, *cm)
+                             : ctx->pipeline(matmul_module(w.type, n_tok, opt->matvec1)));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
@@ -521,7 +550,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
       const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0]);
+                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm);
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);
