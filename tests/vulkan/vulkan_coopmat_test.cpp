@@ -19,6 +19,7 @@
 #include "engine/session.h"
 #include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vulkan_backend.h"
+#include "engine/vulkan/vulkan_device.h"
 #include "shaders/fish_vk_layout.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
@@ -86,6 +87,8 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(vk::pick_coopmat_tile({}, 4096, 512, target, 0), nullptr);
 }
 
+std::string g_no_coopmat;  // why coopmat_backend returned null
+
 // Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule); null when it has no tiles.
 std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
   auto opt = vk::VulkanOptions::from_env();
@@ -95,13 +98,27 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
   EXPECT_TRUE(s.ok()) << s.error().message;
-  if (!s.ok() || b->coopmat_tiles().empty()) return nullptr;
+  if (!s.ok()) return nullptr;
+  if (b->coopmat_tiles().empty()) {
+    const vk::BackendInfo info = b->info();
+    g_no_coopmat = info.device + ": " + info.features;
+    return nullptr;
+  }
   return b;
+}
+
+// Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
+// every type in the rule's tile and every tile on q4_k only (lavapipe compiles and runs each
+// pipeline for seconds); a GPU runs every type in every tile.
+bool cpu_device(vk::VulkanBackend& b) {
+  for (const vk::DeviceEntry& e : b.info().devices)
+    if (e.verdict == "selected") return e.type == "cpu";
+  return false;
 }
 
 #define SKIP_WITHOUT_COOPMAT(b)                                                             \
   if (!(b))                                                                                 \
-  GTEST_SKIP() << "no cooperative matrices on " << gpu::vulkan_status()                      \
+  GTEST_SKIP() << "no cooperative matrices on " << g_no_coopmat                              \
                << " (run under ~/.cache/fish/toolchain/bin/lvp-next: ctest -L vulkan_next, or " \
                   "on the GPU: scripts/device/gpu_prefill.sh)"
 
@@ -116,12 +133,15 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT(probe);
   const std::vector<vk::CoopmatTile> tiles = probe->coopmat_tiles();
+  const bool cpu = cpu_device(*probe);
   probe.reset();
   std::mt19937 rng(5);
   for (const vk::CoopmatTile& tile : tiles) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
+      // lavapipe: every type in the smallest tile, the other tiles on q4_k.
+      if (cpu && &tile != &tiles.back() && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -174,6 +194,51 @@ TEST(VulkanCoopmat, PartsAndGroupsMatchCpuReference) {
   test::expect_close(test::reference_matmul(vc, x.data(), n_tok), yc, 70, "group q8_0");
   b.release(ha.value());
   b.release(hc.value());
+}
+
+// FISH_VK_COOPMAT=1 requires them: a device without fails to open naming the knob; one with
+// opens with tiles. FISH_VK_COOPMAT=0 never enables them.
+TEST(VulkanCoopmat, RequiredAndOffOptions) {
+  const bool has_coopmat = coopmat_backend(0) != nullptr;
+  test::ScopedEnv tile("FISH_VK_COOPMAT_TILE", "s");
+  {
+    test::ScopedEnv on("FISH_VK_COOPMAT", "1");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok()) << opt.error().message;
+    EXPECT_EQ(opt->coopmat, 1);
+    EXPECT_EQ(opt->coopmat_tile, 's');
+    vk::VulkanBackend b(opt);
+    const Status s = b.open();
+    if (has_coopmat) {
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      EXPECT_FALSE(b.coopmat_tiles().empty());
+      EXPECT_NE(b.prefill_kernel(4096, 512).find("tile s"), std::string::npos);
+      EXPECT_NE(b.describe().find("prefill coopmat"), std::string::npos) << b.describe();
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.error().message.find("FISH_VK_COOPMAT=1"), std::string::npos)
+          << s.error().message;
+    }
+  }
+  {
+    test::ScopedEnv off("FISH_VK_COOPMAT", "0");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    EXPECT_EQ(opt->coopmat, 0);
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    EXPECT_TRUE(b.coopmat_tiles().empty());
+    EXPECT_EQ(b.prefill_kernel(4096, 512), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 15), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 4), "matvec");
+    EXPECT_NE(b.describe().find("prefill tiled f32"), std::string::npos) << b.describe();
+  }
+  {
+    test::ScopedEnv bad("FISH_VK_COOPMAT", "2");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(opt.ok());
+    EXPECT_NE(opt.error().message.find("FISH_VK_COOPMAT"), std::string::npos);
+  }
 }
 
 // ---- span end to end -------------------------------------------------------------------------
