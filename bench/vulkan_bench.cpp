@@ -9,8 +9,8 @@
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
 //   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
-//     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s forced
-//     for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it ran
+//     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s / lp / mp
+//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it ran
 //     first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
@@ -383,12 +383,13 @@ BENCHMARK(BM_VulkanCoopmatPeak)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s).
+// Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp).
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's'};
+  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's', 'L', 'M'};
+  constexpr const char* kNames[] = {"tiled", "", "l", "m", "s", "lp", "mp"};
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();
   if (!b->supports(t)) {
@@ -424,7 +425,7 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   state.counters["tok_per_s"] = sec > 0 ? double(n_tok) / sec : 0;
   const std::string k = variant == 0   ? "tiled"
                         : variant == 1 ? b->prefill_kernel(n_out, n_tok)
-                                       : fmt::format("coopmat:{}", kernel);
+                                       : fmt::format("coopmat:{}", kNames[variant]);
   state.SetLabel(fmt::format("{} {}x{} {}", type_name(t), n_out, n_in, k));
 }
 
@@ -437,7 +438,7 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
                                {4096, 14336},
                                {1024, 4096}}) {
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
-      for (int64_t variant = 0; variant <= (tiles ? 4 : 1); ++variant)
+      for (int64_t variant = 0; variant <= (tiles ? 6 : 1); ++variant)
         bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
 }

@@ -10,8 +10,11 @@
 // (BM / WM) x (BN / WN) subgroups of SG lanes; a workgroup computes a BM-row x BN-token tile,
 // each subgroup a WM x WN block of it as (WM / CM) x (WN / CN) accumulators. K advances by BK
 // (a multiple of 32 and of CK): per step the workgroup fills ws[BM][BK] (A, row-major) and
-// xs[BN][BK] (B = x^T, column-major), barrier, then each subgroup runs BK / CK multiply-adds per
-// accumulator. K tails (n_in % BK != 0) are zero-filled. Edge rows/tokens are clamped on load;
+// xs[BN][BK] (B = x^T, column-major) as f16vec4 from registers (global -> registers ->
+// shared), barrier, then each subgroup runs BK / CK multiply-adds per accumulator. PREFETCH = 1
+// issues the next step's global loads right after the barrier, before this step's
+// multiply-adds (their latency hidden under them, at the cost of live registers); 0 after the
+// second barrier. K tails (n_in % BK != 0) are zero-filled. Edge rows/tokens are clamped on load;
 // results go through a per-subgroup f32 staging tile in shared memory and are stored with
 // bounds checks (any n_out, n_tok, y_stride, y_offset).
 // CPU reference: dequantize_row_<type>, then a double dot (tests/vulkan/vulkan_coopmat_test.cpp).
@@ -33,6 +36,7 @@ layout(constant_id = 6) const uint CK = 16;
 layout(constant_id = 7) const uint WM = 32;
 layout(constant_id = 8) const uint WN = 32;
 layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), for loop bounds
+layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
@@ -41,65 +45,97 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #include "dequant.glsl"
 
 const uint LDS = BK + 8u;         // shared row stride (f16): pads banks, keeps 16-byte rows
+const uint LDS4 = LDS / 4u;       // ... in f16vec4
 const uint TM = WM / CM;          // accumulators per subgroup, rows
 const uint TN = WN / CN;          // ... tokens
 const uint SG_COLS = BN / WN;     // subgroups along tokens
 const uint N_SG = (BM / WM) * SG_COLS;
+const uint W_UNITS = BM * (BK / 8u);            // 8-value W units per K step
+const uint X_QUADS = BN * (BK / 4u);            // x vec4 per K step
+const uint WPT = (W_UNITS + WG - 1u) / WG;      // ... per thread
+const uint XPT = (X_QUADS + WG - 1u) / WG;
 
-shared float16_t ws[BM * LDS];
-shared float16_t xs[BN * LDS];
+shared f16vec4 ws[BM * LDS4];
+shared f16vec4 xs[BN * LDS4];
 shared float cs[N_SG * CM * CN];  // each subgroup's staging tile for the store
 
-void main() {
+// A K step's operands staged in registers between the global loads and the shared stores.
+f16vec4 wr[2u * WPT];
+f16vec4 xr[XPT];
+
+uint g_row0, g_tok0, g_units, g_x_row;
+
+void load_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
-  const uint row0 = gl_WorkGroupID.x * BM;
-  const uint tok0 = gl_WorkGroupID.y * BN;
+  for (uint j = 0u; j < WPT; ++j) {
+    const uint i = tid + j * WG;
+    const uint lr = i / (BK / 8u), u = k0 / 8u + i % (BK / 8u);
+    vec4 a = vec4(0.0), b = vec4(0.0);
+    if (i < W_UNITS && u < g_units)
+      dequant8(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, u, a, b);
+    wr[2u * j] = f16vec4(a);
+    wr[2u * j + 1u] = f16vec4(b);
+  }
+  for (uint j = 0u; j < XPT; ++j) {
+    const uint i = tid + j * WG;
+    const uint lt = i / (BK / 4u), q = k0 / 4u + i % (BK / 4u);
+    vec4 v = vec4(0.0);
+    if (i < X_QUADS && q < pc.n_in / 4u) v = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q];
+    xr[j] = f16vec4(v);
+  }
+}
+
+void store_step() {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint j = 0u; j < WPT; ++j) {
+    const uint i = tid + j * WG;
+    if (i < W_UNITS) {
+      const uint o = (i / (BK / 8u)) * LDS4 + 2u * (i % (BK / 8u));
+      ws[o] = wr[2u * j];
+      ws[o + 1u] = wr[2u * j + 1u];
+    }
+  }
+  for (uint j = 0u; j < XPT; ++j) {
+    const uint i = tid + j * WG;
+    if (i < X_QUADS) xs[(i / (BK / 4u)) * LDS4 + i % (BK / 4u)] = xr[j];
+  }
+}
+
+void main() {
+  g_row0 = gl_WorkGroupID.x * BM;
+  g_tok0 = gl_WorkGroupID.y * BN;
+  g_units = pc.n_in / 8u;          // 8-value units of a row
+  g_x_row = pc.x_stride >> 2u;     // vec4 per x row
+  const uint row0 = g_row0, tok0 = g_tok0;
   const uint sg = gl_SubgroupID;
   const uint sg_row = (sg / SG_COLS) * WM;  // this subgroup's block within the tile
   const uint sg_tok = (sg % SG_COLS) * WN;
-  const uint units = pc.n_in / 8u;          // 8-value units of a row
-  const uint x_row = pc.x_stride >> 2u;     // vec4 per x row
 
   coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> acc[TM * TN];
   for (uint i = 0u; i < TM * TN; ++i)
     acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
 
+  load_step(0u);
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-    // W: BM rows x BK / 8 units, dequantised to f16.
-    for (uint i = tid; i < BM * (BK / 8u); i += WG) {
-      const uint lr = i / (BK / 8u), lu = i % (BK / 8u);
-      const uint u = k0 / 8u + lu;
-      vec4 a = vec4(0.0), b = vec4(0.0);
-      if (u < units) dequant8(min(row0 + lr, pc.n_out - 1u) * pc.row_bytes, u, a, b);
-      const uint o = lr * LDS + 8u * lu;
-      for (uint e = 0u; e < 4u; ++e) {
-        ws[o + e] = float16_t(a[e]);
-        ws[o + 4u + e] = float16_t(b[e]);
-      }
-    }
-    // x: BN tokens x BK / 4 vec4, to f16.
-    for (uint i = tid; i < BN * (BK / 4u); i += WG) {
-      const uint lt = i / (BK / 4u), lq = i % (BK / 4u);
-      const uint q = k0 / 4u + lq;
-      const vec4 v =
-          q < pc.n_in / 4u ? x[min(tok0 + lt, pc.n_tok - 1u) * x_row + q] : vec4(0.0);
-      const uint o = lt * LDS + 4u * lq;
-      for (uint e = 0u; e < 4u; ++e) xs[o + e] = float16_t(v[e]);
-    }
+    store_step();
     barrier();
+    const bool more = k0 + BK < pc.n_in;
+    if (PREFETCH != 0u && more) load_step(k0 + BK);  // global latency under the MMAs
+    // Offsets and strides in f16vec4 (the arrays' element): 4 f16 each.
     for (uint kk = 0u; kk < BK; kk += CK) {
       coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
       for (uint j = 0u; j < TN; ++j)
-        coopMatLoad(bm[j], xs, (sg_tok + j * CN) * LDS + kk, LDS,
+        coopMatLoad(bm[j], xs, (sg_tok + j * CN) * LDS4 + kk / 4u, LDS4,
                     gl_CooperativeMatrixLayoutColumnMajor);
       for (uint i = 0u; i < TM; ++i) {
         coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
-        coopMatLoad(am, ws, (sg_row + i * CM) * LDS + kk, LDS,
+        coopMatLoad(am, ws, (sg_row + i * CM) * LDS4 + kk / 4u, LDS4,
                     gl_CooperativeMatrixLayoutRowMajor);
         for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = coopMatMulAdd(am, bm[j], acc[i * TN + j]);
       }
     }
     barrier();
+    if (PREFETCH == 0u && more) load_step(k0 + BK);
   }
 
   // Store: accumulator (i, j) is rows sg_row + i CM.., tokens sg_tok + j CN..; staged column-major

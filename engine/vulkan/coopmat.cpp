@@ -27,6 +27,14 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
     t.subgroup = subgroup;
     if (t.shared_bytes() <= max_shared && t.threads() <= max_threads) out.push_back(t);
   }
+  const size_t n_plain = out.size();
+  for (size_t i = 0; i < n_plain; ++i) {
+    if (out[i].name == 's') continue;
+    CoopmatTile t = out[i];
+    t.name = char(t.name - 'a' + 'A');
+    t.prefetch = true;
+    out.push_back(t);
+  }
   return out;
 }
 
@@ -36,11 +44,18 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   if (forced)
     for (const CoopmatTile& t : tiles)
       if (t.name == forced) return &t;
+  const CoopmatTile* pick = nullptr;
   for (const CoopmatTile& t : tiles) {
+    if (t.prefetch) continue;
+    pick = &t;  // the smallest so far
     const uint64_t grid = uint64_t((n_out + t.bm - 1) / t.bm) * ((n_tok + t.bn - 1) / t.bn);
-    if (grid >= target_groups) return &t;
+    if (grid >= target_groups) break;
   }
-  return &tiles.back();
+  if (!pick) return &tiles.front();
+  if (n_out <= kPrefetchMaxRows)
+    for (const CoopmatTile& t : tiles)
+      if (t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
+  return pick;
 }
 
 uint32_t coopmat_target_groups(uint32_t sm_count) {

@@ -6,9 +6,13 @@
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
-// The rule: the largest tile whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least
-// target workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64);
-// the smallest when none has. FISH_VK_COOPMAT_TILE=l|m|s forces one. Matmuls of fewer than
+//   lp, mp  l and m with register prefetch (matmul_cm.comp.glsl PREFETCH: the next K step's
+//           global loads issued before this step's multiply-adds)
+// The rule: the largest of l, m, s whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at
+// least target workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else
+// 64), the smallest when none has; its prefetch variant where one exists and n_out <=
+// kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch +23-42% on 4096-row
+// shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=l|m|s|lp|mp forces one. Matmuls of fewer than
 // kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below FISH_MATVEC_MAX_TOK).
 #pragma once
 
@@ -62,30 +66,35 @@ namespace fish::vk {
 
 inline constexpr uint32_t kCoopmatMinTok = 16;  // fewer tokens: the f32 tiled kernel
 inline constexpr uint32_t kCoopmatK = 32;       // K step of every tile (one 32-value block)
+inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 
 struct CoopmatTile {
-  char name = 'm';                // 'l', 'm', 's'
+  char name = 'm';                // 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp")
+  bool prefetch = false;
   uint32_t bm = 0, bn = 0;        // rows x tokens of a workgroup's tile
   uint32_t wm = 0, wn = 0;        // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
   uint32_t subgroup = 0;          // lanes per subgroup (the pipeline requires it where it can)
+  std::string label() const {  // "l", "m", "s", "lp", "mp"
+    return prefetch ? std::string(1, char(name - 'A' + 'a')) + "p" : std::string(1, name);
+  }
   uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
   uint32_t threads() const { return subgroups() * subgroup; }
   uint32_t shared_bytes() const { return (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4; }
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
-    return {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
+    return {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads(), prefetch ? 1u : 0u};
   }
 };
 
-// The tiles l, m, s (largest first) on shape m x n x k for a subgroup of `subgroup` lanes,
+// The tiles l, m, s (largest first), then lp, mp, on shape m x n x k for a subgroup of `subgroup` lanes,
 // without those that pass max_shared bytes or max_threads invocations. Empty when the shape's K
 // does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on one.)
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads);
 
 // The tile for n_out rows x n_tok tokens (the rule above); `forced` ('l', 'm', 's'; 0: the
-// rule) picks by name where that tile exists. Null when `tiles` is empty.
+// rule) picks by name ('l', 'm', 's', 'L', 'M') where that tile exists. Null when `tiles` is empty.
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
                                      uint32_t n_tok, uint32_t target_groups, char forced);
 

@@ -230,9 +230,10 @@ std::string VulkanBackend::describe() const {
   } else {
     const DeviceFeatures& f = m.ctx->features();
     std::string names;
-    for (const CoopmatTile& t : tiles) names += fmt::format("{}{}", names.empty() ? "" : "/", t.name);
+    for (const CoopmatTile& t : tiles)
+      names += fmt::format("{}{}", names.empty() ? "" : "/", t.label());
     s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
-                     m.opt->coopmat_tile ? std::string(1, m.opt->coopmat_tile) : names);
+                     m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
   }
   return s;
 }
@@ -243,7 +244,8 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok) {
   if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
   const CoopmatTile* t = impl_->ctx->coopmat_tile(uint32_t(n_out), uint32_t(n_tok));
   if (!t) return "tiled f32";
-  return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->name, t->bm, t->bn);
+  return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
+                     t->bn);
 }
 
 std::vector<CoopmatTile> VulkanBackend::coopmat_tiles() {

@@ -38,7 +38,9 @@ if [ "${1:-}" = pack ]; then
     grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r l; do cp -L "$l" $D/lib/; done
   git rev-parse HEAD > $D/commit
-  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo /.devcarry/ >> "$(git rev-parse --git-path info/exclude)"
+  ex=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$ex")"
+  grep -qx '/.devcarry/' "$ex" 2>/dev/null || echo /.devcarry/ >> "$ex"
   du -sh $D
   exit 0
 fi
