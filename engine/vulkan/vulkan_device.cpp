@@ -125,6 +125,7 @@ struct FeatureChain {
     if (has_ssc) link(&ssc);
     const bool has_cm = want_coopmat && has_ext(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     const bool has_vmm = has_ext(exts, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    void** cm_link = tail;  // cut here when cooperative matrices end up unused (last links)
     if (has_cm && has_vmm && has_f16i8) {
       link(&cm);
       link(&vmm);
@@ -182,6 +183,7 @@ struct FeatureChain {
         }
       }
     }
+    if (!out->coopmat) *cm_link = nullptr;  // no structs of extensions not enabled
     if (out->coopmat) {
       cm.cooperativeMatrix = VK_TRUE;
       vmm.vulkanMemoryModel = VK_TRUE;
