@@ -5,6 +5,13 @@
 //     backend opened with FISH_VK_MATVEC=1's option) in the same run; bytes/s of WEIGHTS read,
 //     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
+//   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
+//     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
+//   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
+//     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
+//     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s / lp / mp
+//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it ran
+//     first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
@@ -51,6 +58,7 @@ constexpr uint64_t kMatvecGroupBytes = uint64_t(256) << 20;
 constexpr int64_t kDistinctRows = 512;
 
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
+double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
 // The generic-matvec backend (FISH_VK_MATVEC=1's option), opened on first use.
 vk::VulkanBackend* backend_matvec1() {
@@ -346,6 +354,99 @@ BENCHMARK(BM_VulkanDecodeAttention)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// Args: workgroups, rounds per subgroup.
+void BM_VulkanCoopmatPeak(benchmark::State& state) {
+  vk::VulkanBackend* b = backend();
+  double flops = 0;
+  for (auto _ : state) {
+    auto r = b->coopmat_peak_flops(uint32_t(state.range(0)), uint32_t(state.range(1)));
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    flops = r.value();
+    // FLOPs of the dispatch / rate = its device time.
+    const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
+    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 *
+                     t[0].cm * t[0].cn * t[0].ck;
+    state.SetIterationTime(f / flops);
+  }
+  g_coopmat_peak_flops = flops;
+  state.counters["TFLOPs"] = flops * 1e-12;
+  const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
+  state.SetLabel(fmt::format("{}x{}x{} f16->f32", t[0].cm, t[0].cn, t[0].ck));
+}
+BENCHMARK(BM_VulkanCoopmatPeak)
+    ->Args({1024, 512})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp).
+void BM_VulkanPrefillMatmul(benchmark::State& state) {
+  const GgmlType t = GgmlType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
+  const int64_t variant = state.range(4);
+  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's', 'L', 'M'};
+  constexpr const char* kNames[] = {"tiled", "", "l", "m", "s", "lp", "mp"};
+  const char kernel = kKernels[variant];
+  vk::VulkanBackend* b = backend();
+  if (!b->supports(t)) {
+    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
+    return;
+  }
+  if (variant > 0 && b->coopmat_tiles().empty()) {
+    state.SkipWithError(("no cooperative matrices: " + b->status()).c_str());
+    return;
+  }
+  const std::vector<uint8_t>& w = bench_matrix(t, n_out, n_in);
+  const MatrixView view{w.data(), t, n_in, n_out, w.size(), "bench"};
+  auto h = b->upload(view);
+  if (!h.ok()) {
+    state.SkipWithError(h.error().message.c_str());
+    return;
+  }
+  double sec = 0;
+  for (auto _ : state) {
+    auto r = b->time_matmul(h.value(), n_tok, 10, kernel);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      break;
+    }
+    sec = r.value();
+    state.SetIterationTime(sec);
+  }
+  b->release(h.value());
+  const double flops = 2.0 * double(n_out) * double(n_in) * double(n_tok);
+  state.counters["TFLOPs"] = sec > 0 ? flops / sec * 1e-12 : 0;
+  if (g_coopmat_peak_flops > 0 && sec > 0)
+    state.counters["pct_peak"] = 100.0 * flops / sec / g_coopmat_peak_flops;
+  state.counters["tok_per_s"] = sec > 0 ? double(n_tok) / sec : 0;
+  const std::string k = variant == 0   ? "tiled"
+                        : variant == 1 ? b->prefill_kernel(n_out, n_tok)
+                                       : fmt::format("coopmat:{}", kNames[variant]);
+  state.SetLabel(fmt::format("{} {}x{} {}", type_name(t), n_out, n_in, k));
+}
+
+void prefill_shapes(benchmark::internal::Benchmark* bm) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q5_k, GgmlType::fq3,
+                     GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
+                     GgmlType::q5_1, GgmlType::f16})
+    for (auto [n_out, n_in] : {std::pair<int64_t, int64_t>{4096, 4096},
+                               {14336, 4096},
+                               {4096, 14336},
+                               {1024, 4096}}) {
+      const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
+      for (int64_t variant = 0; variant <= (tiles ? 6 : 1); ++variant)
+        bm->Args({int64_t(t), n_out, n_in, 512, variant});
+    }
+}
+BENCHMARK(BM_VulkanPrefillMatmul)
+    ->Apply(prefill_shapes)
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.

@@ -1,6 +1,7 @@
 // rope_inv_freq and span_bytes_estimate (layer_span.h).
 #include "engine/layer_span.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fish {
@@ -20,7 +21,8 @@ std::vector<double> rope_inv_freq(const Model& m, int variant) {
 
 uint64_t span_bytes_estimate(const ModelParams& p, int64_t n_layers, int64_t kv_positions,
                              int64_t max_tok, int64_t n_ctx) {
-  constexpr int64_t kChunk = 64;  // FISH_SPAN_CHUNK
+  // FISH_SPAN_CHUNK_CM (512; 64 without cooperative matrices): the larger, up to max_tok.
+  const int64_t kChunk = std::min<int64_t>(std::max<int64_t>(max_tok, 1), 512);
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff;
   const uint64_t kv = uint64_t(n_layers) * uint64_t(kv_positions) * uint64_t(KV) * 4;  // K+V f16
   const uint64_t arena = 4 * uint64_t(max_tok * E + kChunk * (2 * E + 2 * Q + 2 * KV + 2 * F));

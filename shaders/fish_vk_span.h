@@ -28,6 +28,7 @@
 #define FISH_SPAN_ATTN_SPLIT_TOK 4
 #define FISH_SPAN_ATTN_TARGET_WG 256
 #define FISH_SPAN_CHUNK 64  // tokens per chunk: work buffers hold this many rows
+#define FISH_SPAN_CHUNK_CM 512  // ... where prefill matmuls run on cooperative matrices
 
 // clang-format off
 #ifdef __cplusplus

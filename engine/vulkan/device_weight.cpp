@@ -14,7 +14,7 @@ std::string matmul_module(GgmlType type, int64_t n_tok, bool generic) {
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
-                       uint32_t max_groups_x) {
+                       uint32_t max_groups_x, const CoopmatTile* cm) {
   MatmulGrid g;
   g.pc.n_in = w.n_in_pad;
   g.pc.n_out = part.n_rows;
@@ -28,6 +28,11 @@ MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, ui
     g.pc.groups_x = std::min(g.pc.n_groups, max_groups_x);
     g.gx = g.pc.groups_x;
     g.gy = (g.pc.n_groups + g.gx - 1) / g.gx;
+  } else if (cm) {  // the cooperative-matrix tile
+    g.gx = (part.n_rows + cm->bm - 1) / cm->bm;
+    g.gy = (n_tok + cm->bn - 1) / cm->bn;
+    g.pc.groups_x = g.gx;
+    g.pc.n_groups = g.gx * g.gy;
   } else {  // FISH_TILE_ROWS x FISH_TILE_TOK tiles
     g.gx = (part.n_rows + FISH_TILE_ROWS - 1) / FISH_TILE_ROWS;
     g.gy = (n_tok + FISH_TILE_TOK - 1) / FISH_TILE_TOK;

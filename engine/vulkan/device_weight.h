@@ -36,13 +36,14 @@ struct DeviceWeight {
 std::string matmul_module(GgmlType type, int64_t n_tok, bool generic);
 
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
-// apart with the part's row 0 at y_offset (floats from the Y binding's start).
+// apart with the part's row 0 at y_offset (floats from the Y binding's start). With a
+// cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens.
 struct MatmulGrid {
   MatmulPush pc{};
   uint32_t gx = 1, gy = 1;
 };
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
-                       uint32_t max_groups_x);
+                       uint32_t max_groups_x, const CoopmatTile* cm = nullptr);
 
 }  // namespace fish::vk

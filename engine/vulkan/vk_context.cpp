@@ -81,6 +81,14 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
   // A CPU implementation (lavapipe) on a loaded machine can take minutes for a prefill that a
   // GPU runs in milliseconds; it is given longer before it counts as hung.
   if (c->dev_->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) c->timeout_ns_ *= 8;
+  const DeviceFeatures& f = c->dev_->features;
+  if (f.coopmat)
+    c->cm_tiles_ =
+        vk::coopmat_tiles(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size, f.max_shared_bytes,
+                      c->limits().maxComputeWorkGroupInvocations);
+  if (opt.coopmat == 1 && c->cm_tiles_.empty())
+    return make_error("vulkan: FISH_VK_COOPMAT=1 but no cooperative-matrix tile fits {} ({})",
+                      c->dev_->props.deviceName, f.describe());
   return c;
 }
 
@@ -254,6 +262,24 @@ Result<Pipeline> VkContext::pipeline(const PipelineSpec& spec) {
                       vk_result_name(r), source_location(__FILE__), __LINE__);
   pipelines_.emplace(key, p);
   return p;
+}
+
+// ---- cooperative-matrix prefill --------------------------------------------------------------
+
+const CoopmatTile* VkContext::coopmat_tile(uint32_t n_out, uint32_t n_tok) const {
+  if (n_tok < kCoopmatMinTok || cm_tiles_.empty()) return nullptr;
+  return pick_coopmat_tile(cm_tiles_, n_out, n_tok, coopmat_target_groups(features().sm_count),
+                           opt_.coopmat_tile);
+}
+
+Result<Pipeline> VkContext::coopmat_pipeline(GgmlType type, const CoopmatTile& t) {
+  PipelineSpec s;
+  s.module = fmt::format("matmul_cm_{}", type_name(type));
+  s.constants = t.constants();
+  // The shader counts on threads() / subgroup subgroups: where the size may vary, require it.
+  const DeviceFeatures& f = features();
+  if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) s.subgroup_size = t.subgroup;
+  return pipeline(s);
 }
 
 // ---- submission -----------------------------------------------------------------------------

@@ -35,9 +35,11 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vram_budget.h"
 #include "engine/vulkan/vulkan_device.h"
 #include "engine/vulkan/vulkan_options.h"
+#include "quant/types.h"
 
 namespace fish {
 class LayerSpan;
@@ -131,6 +133,15 @@ class VkContext {
     return pipeline(spec);
   }
 
+  // ---- cooperative-matrix prefill (coopmat.h) -------------------------------------------------
+  // The tiles on this device's shape, largest first (empty: no cooperative matrices).
+  std::span<const CoopmatTile> coopmat_tiles() const { return cm_tiles_; }
+  // The tile of a matmul of n_out rows x n_tok tokens (the rule, or FISH_VK_COOPMAT_TILE); null
+  // below kCoopmatMinTok tokens or without cooperative matrices: the f32 tiled kernel / matvec.
+  const CoopmatTile* coopmat_tile(uint32_t n_out, uint32_t n_tok) const;
+  // matmul_cm_<type> specialised for tile t (the device's subgroup size required where it can).
+  Result<Pipeline> coopmat_pipeline(GgmlType type, const CoopmatTile& t);
+
   // ---- submission -----------------------------------------------------------------------------
   // Submits cmd (ended by the caller) and waits for `fence` (reset here) up to the timeout; the
   // policy in the header comment. `what` names the work in errors ("span forward").
@@ -174,6 +185,7 @@ class VkContext {
   DeviceFault fault_;
   uint64_t timeout_ns_ = 120ull * 1000 * 1000 * 1000;  // a hung GPU, not a slow one (CPU: x8)
   std::vector<const LayerSpan*> spans_;
+  std::vector<CoopmatTile> cm_tiles_;
 };
 
 // A descriptor pool for sets of FISH's layouts (storage buffers only).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +41,8 @@ double mb(uint64_t b) {
 bool kernel_type(GgmlType t) {
   const std::string name = fmt::format("matvec_{}", type_name(t));
   return !embedded_shader(name).empty() &&
-         !embedded_shader(fmt::format("matmul_{}", type_name(t))).empty();
+         !embedded_shader(fmt::format("matmul_{}", type_name(t))).empty() &&
+         !embedded_shader(fmt::format("matmul_cm_{}", type_name(t))).empty();
 }
 
 }  // namespace
@@ -79,8 +81,9 @@ struct VulkanBackend::Impl {
   Status upload_part(const MatrixView& w, const DeviceWeight& wt, DeviceWeight::Part& part,
                      Buffer& staging);
   Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok);
+  // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
   Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
-                        int64_t n_tok);
+                        int64_t n_tok, char kernel = 0);
   void fail(VulkanBackend* self, std::string why);
   std::string status_text() const;
 };
@@ -221,7 +224,35 @@ std::string VulkanBackend::describe() const {
   }
   for (const LayerSpan* sp : m.ctx->spans())
     s += fmt::format("; span {} layers, KV {:.0f} MB f16", sp->n_layers(), mb(sp->kv_bytes()));
+  const std::span<const CoopmatTile> tiles = m.ctx->coopmat_tiles();
+  if (tiles.empty()) {
+    s += "; prefill tiled f32";
+  } else {
+    const DeviceFeatures& f = m.ctx->features();
+    std::string names;
+    for (const CoopmatTile& t : tiles)
+      names += fmt::format("{}{}", names.empty() ? "" : "/", t.label());
+    s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
+                     m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
+  }
   return s;
+}
+
+std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->open_locked(this).ok()) return "off";
+  if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
+  const CoopmatTile* t = impl_->ctx->coopmat_tile(uint32_t(n_out), uint32_t(n_tok));
+  if (!t) return "tiled f32";
+  return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
+                     t->bn);
+}
+
+std::vector<CoopmatTile> VulkanBackend::coopmat_tiles() {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->open_locked(this).ok()) return {};
+  const std::span<const CoopmatTile> t = impl_->ctx->coopmat_tiles();
+  return {t.begin(), t.end()};
 }
 
 BackendInfo VulkanBackend::info() {
@@ -507,12 +538,21 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
 
 // One dispatch per weight part: W the part, X all of x_dev, Y the op's region of y_dev.
 Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> ws,
-                                           std::span<const uint64_t> y_off, int64_t n_tok) {
+                                           std::span<const uint64_t> y_off, int64_t n_tok,
+                                           char kernel) {
   uint32_t n_sets = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
+    const CoopmatTile* cm = kernel == 't' ? nullptr : ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
+    if (kernel != 0 && kernel != 't') {
+      cm = nullptr;
+      for (const CoopmatTile& t : ctx->coopmat_tiles())
+        if (t.name == kernel) cm = &t;
+      if (!cm) return make_error("vulkan: no cooperative-matrix tile '{}' on this device", kernel);
+    }
     FISH_ASSIGN_OR_RETURN(const Pipeline p,
-                          ctx->pipeline(matmul_module(w.type, n_tok, opt->matvec1)));
+                          cm ? ctx->coopmat_pipeline(w.type, *cm)
+                             : ctx->pipeline(matmul_module(w.type, n_tok, opt->matvec1)));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
@@ -521,13 +561,120 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
       const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0]);
+                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm);
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);
     }
   }
   return Status::success();
+}
+
+Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int reps, char kernel) {
+  std::lock_guard lock(impl_->mu);
+  Impl& m = *impl_;
+  if (m.state != Impl::State::open)
+    return make_error("vulkan: time_matmul on a backend that is not open ({})", m.status_text());
+  if (n_tok <= FISH_MATVEC_MAX_TOK || reps < 1)
+    return make_error("vulkan: time_matmul: n_tok {} (> {}) and reps {} (>= 1)", n_tok,
+                      FISH_MATVEC_MAX_TOK, reps);
+  auto it = m.weights.find(wh);
+  if (it == m.weights.end()) return make_error("vulkan: time_matmul: unknown weight {}", wh);
+  const DeviceWeight* w = &it->second;
+  if (uint64_t(reps) * w->parts.size() > kMaxSetsPerSubmit)
+    return make_error("vulkan: time_matmul: {} reps x {} parts exceed {} dispatches", reps,
+                      w->parts.size(), kMaxSetsPerSubmit);
+  const uint64_t x_bytes = uint64_t(n_tok) * w->n_in_pad * 4 + kBufferPad;
+  const uint64_t y_bytes = uint64_t(n_tok) * w->n_out * 4;
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  FISH_TRY(m.ensure_scratch(m.x_dev, x_bytes, usage, Memory::device, "matmul input"));
+  FISH_TRY(m.ensure_scratch(m.y_dev, y_bytes, usage, Memory::device, "matmul output"));
+  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
+  Status s = [&]() -> Status {
+    FISH_TRY(m.sets.reset());
+    FISH_TRY(m.cmds.begin());
+    m.ctx->vk().vkCmdFillBuffer(m.cmds.cmd(), m.x_dev.buf, 0, x_bytes & ~uint64_t(3),
+                                0x3F000000u);  // 0.5f
+    m.cmds.barrier(Sync::transfer, Sync::compute);
+    if (q) {
+      m.ctx->vk().vkCmdResetQueryPool(m.cmds.cmd(), q, 0, 2);
+      m.cmds.timestamp(q, 0);
+    }
+    const uint64_t y0 = 0;
+    for (int r = 0; r < reps; ++r) {
+      FISH_TRY(m.record_matmuls(std::span(&w, 1), std::span(&y0, 1), n_tok, kernel));
+      m.cmds.barrier(Sync::compute, Sync::compute);
+    }
+    if (q) m.cmds.timestamp(q, 1);
+    return Status::success();
+  }();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (s.ok()) s = m.cmds.submit_and_wait(Work::compute, "time_matmul");
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double dev_s = host_s;
+  if (s.ok() && q) {
+    uint64_t ts[2] = {0, 0};
+    if (m.ctx->vk().vkGetQueryPoolResults(m.ctx->handle(), q, 0, 2, sizeof ts, ts, 8,
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
+        VK_SUCCESS)
+      dev_s = double(ts[1] - ts[0]) * m.ctx->features().timestamp_ns * 1e-9;
+  }
+  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
+  FISH_TRY(s);
+  return dev_s / reps;
+}
+
+Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters) {
+  std::lock_guard lock(impl_->mu);
+  Impl& m = *impl_;
+  FISH_TRY(m.open_locked(this));
+  const DeviceFeatures& f = m.ctx->features();
+  if (!f.coopmat || m.ctx->coopmat_tiles().empty())
+    return make_error("vulkan: no cooperative matrices on {} ({})",
+                      m.ctx->device().props.deviceName, f.describe());
+  const uint32_t sub = m.ctx->coopmat_tiles().front().subgroup, wg = 4 * sub;
+  PipelineSpec spec;
+  spec.module = "coopmat_peak";
+  spec.bindings = {1};
+  spec.constants = {wg, f.coopmat_m, f.coopmat_n, f.coopmat_k, iters};
+  if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) spec.subgroup_size = sub;
+  FISH_ASSIGN_OR_RETURN(const Pipeline p, m.ctx->pipeline(spec));
+  Buffer out;
+  FISH_ASSIGN_OR_RETURN(out, m.ctx->alloc(uint64_t(groups) * 4 + 16,
+                                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, true,
+                                          "coopmat peak output"));
+  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
+  double dev_s = 0;
+  Status s = [&]() -> Status {
+    FISH_TRY(m.sets.reset());
+    const BufferRange r[1] = {{out.buf, 0, VK_WHOLE_SIZE}};
+    FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, m.sets.allocate(p, r));
+    FISH_TRY(m.cmds.begin());
+    if (q) {
+      m.ctx->vk().vkCmdResetQueryPool(m.cmds.cmd(), q, 0, 2);
+      m.cmds.timestamp(q, 0);
+    }
+    m.cmds.bind(p, set);
+    m.cmds.dispatch(groups);
+    if (q) m.cmds.timestamp(q, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    FISH_TRY(m.cmds.submit_and_wait(Work::compute, "coopmat peak"));
+    dev_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    uint64_t ts[2] = {0, 0};
+    if (q && m.ctx->vk().vkGetQueryPoolResults(m.ctx->handle(), q, 0, 2, sizeof ts, ts, 8,
+                                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
+                 VK_SUCCESS)
+      dev_s = double(ts[1] - ts[0]) * f.timestamp_ns * 1e-9;
+    return Status::success();
+  }();
+  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
+  m.ctx->free(out);
+  FISH_TRY(s);
+  const double flops = double(groups) * 4.0 * double(iters) * 4.0 * 2.0 * f.coopmat_m *
+                       f.coopmat_n * f.coopmat_k;
+  return flops / std::max(dev_s, 1e-12);
 }
 
 // ---- layer spans (the span itself is vulkan_span.cpp) ----------------------------------------

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/compute_backend.h"
+#include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vulkan_options.h"
 
 namespace fish::vk {
@@ -65,7 +66,8 @@ class VulkanBackend final : public ComputeBackend {
   // device is not opened yet.
   std::string status() const;
   // One line for stats: device, resident weights by type and live spans, e.g.
-  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16"; weights
+  // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16; prefill
+  // tiled f32" (or "prefill coopmat 16x16x16 tiles l/m/s", FISH_VK_COOPMAT_TILE's when forced); weights
   // re-quantised at upload by (from, to) pair with the bytes they had in the model (MiB, like
   // the device bytes): "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from 2236),
   // 21 x q6_k->q4_k 619 MB (from 903); span 22 layers, KV 44 MB f16".
@@ -130,6 +132,23 @@ class VulkanBackend final : public ComputeBackend {
   Result<double> run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
                               std::vector<float>& arena, const std::vector<float>& params,
                               std::vector<uint32_t>& kv);
+  // The kernel a matmul of n_out rows x n_tok tokens runs on: "matvec", "tiled f32", or
+  // "coopmat 16x16x16 tile l 128x128" (coopmat.h; FISH_VK_COOPMAT, FISH_VK_COOPMAT_TILE). Opens
+  // the device if not yet; "off" when it cannot be opened.
+  std::string prefill_kernel(int64_t n_out, int64_t n_tok);
+  // Cooperative-matrix tiles of the opened device (empty: none, FISH_VK_COOPMAT=0, not open).
+  std::vector<CoopmatTile> coopmat_tiles();
+  // Benchmarks (bench/vulkan_bench.cpp). Device seconds of one prefill matmul of w over n_tok
+  // tokens (x = 0.5 everywhere, already on the device), the mean of `reps` dispatches in one
+  // submit with a compute barrier between them (timestamps; the host's time of the submit where
+  // the queue has none), on `kernel`: 0 what matmul() picks, 't' the f32 tiled kernel, 'l' / 'm'
+  // / 's' that cooperative-matrix tile. Errors: n_tok <= FISH_MATVEC_MAX_TOK, reps < 1, a tile
+  // the device lacks, the budget refuses the scratch, a device error.
+  Result<double> time_matmul(WeightHandle w, int64_t n_tok, int reps, char kernel);
+  // FLOP/s of shaders/coopmat_peak.comp.glsl (register-only f16 x f16 -> f32 multiply-adds on
+  // the device's shape) over `groups` workgroups of 4 subgroups, iters rounds each. Errors: no
+  // cooperative matrices, a device error.
+  Result<double> coopmat_peak_flops(uint32_t groups, uint32_t iters);
   // Tests: the n-th compute submit from now fails as `kind` (FISH_VK_FAULT's effect, relative to
   // now). No effect before the device is open.
   void inject_fault(DeviceFaultKind kind, uint64_t n);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vk_check.h"
 
 namespace fish::vk {
@@ -97,12 +98,17 @@ struct FeatureChain {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
   std::vector<const char*> extensions;
 
   // Queries what `pd` offers (exts: its extension list), keeps only that in the chain, and
-  // fills `out`'s flags. Call once; the chain then starts at f2.
-  void probe(VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
-             DeviceFeatures* out) {
+  // fills `out`'s flags. Call once; the chain then starts at f2. want_coopmat: FISH_VK_COOPMAT
+  // is not 0.
+  void probe(VkInstance inst, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
+             bool want_coopmat, DeviceFeatures* out) {
     void** tail = &f2.pNext;
     auto link = [&](auto* s) {
       *tail = s;
@@ -117,12 +123,20 @@ struct FeatureChain {
     if (has_f16i8) link(&f16i8);
     if (has_idot) link(&idot);
     if (has_ssc) link(&ssc);
+    const bool has_cm = want_coopmat && has_ext(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    const bool has_vmm = has_ext(exts, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    void** cm_link = tail;  // cut here when cooperative matrices end up unused (last links)
+    if (has_cm && has_vmm && has_f16i8) {
+      link(&cm);
+      link(&vmm);
+    }
     vkGetPhysicalDeviceFeatures2(pd, &f2);
     // Only what is used: everything else in the queried structs off.
     const VkBool32 sb16 = s16.storageBuffer16BitAccess, sb8 = s8.storageBuffer8BitAccess;
     const VkBool32 f16 = f16i8.shaderFloat16, i8 = f16i8.shaderInt8;
     const VkBool32 dot = idot.shaderIntegerDotProduct;
     const VkBool32 sizes = ssc.subgroupSizeControl, full = ssc.computeFullSubgroups;
+    const VkBool32 coop = cm.cooperativeMatrix, model = vmm.vulkanMemoryModel;
     f2.features = VkPhysicalDeviceFeatures{};
     s16 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, s16.pNext};
     s16.storageBuffer16BitAccess = sb16;
@@ -136,6 +150,46 @@ struct FeatureChain {
     ssc = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT, ssc.pNext};
     ssc.subgroupSizeControl = sizes;
     ssc.computeFullSubgroups = full;
+    cm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, cm.pNext};
+    vmm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR, vmm.pNext};
+    // Cooperative matrices: an f16 x f16 -> f32 subgroup shape (16x16x16 preferred, else the
+    // first listed), and the memory model and f16 arithmetic their shaders declare.
+    if (has_cm && has_vmm && has_f16i8 && coop && model && f16) {
+      auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+          vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+      uint32_t n = 0;
+      if (props && props(pd, &n, nullptr) == VK_SUCCESS && n > 0) {
+        std::vector<VkCooperativeMatrixPropertiesKHR> list(
+            n, VkCooperativeMatrixPropertiesKHR{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+        if (props(pd, &n, list.data()) >= 0) {
+          list.resize(n);
+          for (const VkCooperativeMatrixPropertiesKHR& p : list) {
+            if (p.AType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+                p.BType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+                p.CType != VK_COMPONENT_TYPE_FLOAT32_KHR ||
+                p.ResultType != VK_COMPONENT_TYPE_FLOAT32_KHR || p.scope != VK_SCOPE_SUBGROUP_KHR ||
+                p.saturatingAccumulation || kCoopmatK % p.KSize != 0)
+              continue;
+            out->coopmat_shapes += fmt::format("{}{}x{}x{}", out->coopmat_shapes.empty() ? "" : ", ",
+                                               p.MSize, p.NSize, p.KSize);
+            const bool square16 = p.MSize == 16 && p.NSize == 16 && p.KSize == 16;
+            if (!out->coopmat || square16) {
+              out->coopmat = true;
+              out->coopmat_m = p.MSize;
+              out->coopmat_n = p.NSize;
+              out->coopmat_k = p.KSize;
+            }
+          }
+        }
+      }
+    }
+    if (!out->coopmat) *cm_link = nullptr;  // no structs of extensions not enabled
+    if (out->coopmat) {
+      cm.cooperativeMatrix = VK_TRUE;
+      vmm.vulkanMemoryModel = VK_TRUE;
+      extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      extensions.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    }
     if (has_s8 && sb8) extensions.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
     if (has_f16i8 && (f16 || i8)) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
     if (has_idot && dot) extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
@@ -146,7 +200,7 @@ struct FeatureChain {
     out->shader_int8 = has_f16i8 && i8;
     out->integer_dot = has_idot && dot;
     out->subgroup_size_control = has_ssc && sizes && full;
-    out->coopmat_khr_listed = has_ext(exts, "VK_KHR_cooperative_matrix");
+    out->coopmat_khr_listed = has_ext(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     out->coopmat2_nv_listed = has_ext(exts, "VK_NV_cooperative_matrix2");
 
     // Properties that go with them.
@@ -154,11 +208,18 @@ struct FeatureChain {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
     VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR dp{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     void** ptail = &p2.pNext;
     if (has_ssc) {
       *ptail = &sp;
       ptail = &sp.pNext;
+    }
+    const bool has_sm = has_ext(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    if (has_sm) {
+      *ptail = &sm;
+      ptail = &sm.pNext;
     }
     if (has_idot) *ptail = &dp;
     vkGetPhysicalDeviceProperties2(pd, &p2);
@@ -168,6 +229,7 @@ struct FeatureChain {
         out->integer_dot && dp.integerDotProduct4x8BitPackedSignedAccelerated;
     out->max_shared_bytes = p2.properties.limits.maxComputeSharedMemorySize;
     out->timestamp_ns = p2.properties.limits.timestampPeriod;
+    out->sm_count = has_sm ? sm.shaderSMCount : 0;
   }
 };
 
@@ -185,10 +247,13 @@ std::string DeviceFeatures::describe() const {
                                          : storage_8bit                ? "8"
                                                                        : "16");
   if (integer_dot) s += integer_dot_4x8_fast ? ", int dot (4x8 accelerated)" : ", int dot";
-  if (coopmat_khr_listed || coopmat2_nv_listed)
-    s += fmt::format(", coopmat {} listed", coopmat_khr_listed && coopmat2_nv_listed ? "KHR + NV2"
-                                            : coopmat_khr_listed                     ? "KHR"
-                                                                                     : "NV2");
+  if (coopmat)
+    s += fmt::format(", coopmat {}x{}x{} f16->f32 (of {})", coopmat_m, coopmat_n, coopmat_k,
+                     coopmat_shapes);
+  else if (coopmat_khr_listed)
+    s += ", coopmat KHR listed (not enabled)";
+  if (coopmat2_nv_listed) s += ", coopmat2 NV listed";
+  if (sm_count) s += fmt::format(", {} SMs", sm_count);
   s += timestamp_bits ? fmt::format(", timestamps {} bits", timestamp_bits) : ", no timestamps";
   s += fmt::format(", {} KB shared", max_shared_bytes / 1024);
   return s;
@@ -344,7 +409,12 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   if (has_ext(dexts, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
   d->features.subgroup_size = d->subgroup_size;
   FeatureChain chain;
-  chain.probe(d->phys, dexts, &d->features);
+  chain.probe(d->instance, d->phys, dexts, opt.coopmat != 0, &d->features);
+  if (opt.coopmat == 1 && !d->features.coopmat)
+    return make_error(
+        "FISH_VK_COOPMAT=1 but {} has no usable cooperative matrices (needs VK_KHR_cooperative_matrix "
+        "with an f16 x f16 -> f32 subgroup shape, VK_KHR_vulkan_memory_model, shaderFloat16; {})",
+        d->props.deviceName, d->features.describe());
   dev_exts.insert(dev_exts.end(), chain.extensions.begin(), chain.extensions.end());
   {
     uint32_t n_fam = 0;

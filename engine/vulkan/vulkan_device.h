@@ -11,7 +11,9 @@
 // (FISH_VK_QUEUE=universal takes the graphics+compute one). VK_EXT_memory_budget when present.
 // Optional features (DeviceFeatures) are enabled whenever the device offers them, through their
 // extensions (the instance is Vulkan 1.1): 8/16-bit storage, shaderInt8 / shaderFloat16, integer
-// dot product, subgroup size control; the cooperative-matrix extensions are only reported.
+// dot product, subgroup size control; VK_KHR_cooperative_matrix (with VK_KHR_vulkan_memory_model
+// and shaderFloat16, which its shaders need) unless FISH_VK_COOPMAT=0, when the device has an
+// f16 x f16 -> f32 subgroup shape; VK_NV_cooperative_matrix2 is only reported.
 #pragma once
 
 #include <volk.h>
@@ -45,13 +47,17 @@ struct DeviceFeatures {
   bool shader_int8 = false, shader_float16 = false;  // 8-bit int / 16-bit float arithmetic
   bool integer_dot = false;           // VK_KHR_shader_integer_dot_product (OpSDot/OpUDot)
   bool integer_dot_4x8_fast = false;  // ... packed 4x8-bit signed dot is accelerated
-  bool coopmat_khr_listed = false;    // VK_KHR_cooperative_matrix offered (not enabled here)
+  bool coopmat_khr_listed = false;    // VK_KHR_cooperative_matrix offered
+  bool coopmat = false;               // ... and enabled: matmul_cm_<type> can run
+  uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;  // its f16 x f16 -> f32 subgroup shape
+  std::string coopmat_shapes;         // every f16 -> f32 subgroup shape, "16x16x16, 16x8x16"
+  uint32_t sm_count = 0;              // VK_NV_shader_sm_builtins' shaderSMCount (0: unknown)
   bool coopmat2_nv_listed = false;    // VK_NV_cooperative_matrix2 offered (not enabled here)
   uint32_t timestamp_bits = 0;        // of the compute queue family (0: no timestamps)
   double timestamp_ns = 1.0;          // nanoseconds per timestamp tick
   uint32_t max_shared_bytes = 0;      // maxComputeSharedMemorySize
   // "subgroup 32 (32..32, control), int8, f16, 8/16-bit storage, int dot (4x8 fast), coopmat
-  // KHR + NV2 listed, timestamps 64 bits"
+  // 16x16x16 f16->f32 (of 16x16x16, 16x8x16, 16x8x8), NV2 listed, 132 SMs, timestamps 64 bits"
   std::string describe() const;
 };
 

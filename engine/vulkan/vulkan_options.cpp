@@ -31,6 +31,11 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   o.matvec1 = matvec && *matvec == "1";
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
+  if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
+  if (tile && *tile != "auto")  // l, m, s; lp, mp: their prefetch variants 'L', 'M'
+    o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> mb, env_int("FISH_VRAM_BUDGET_MB"));
   if (mb) o.budget_bytes = uint64_t(*mb) << 20;
   static_assert(kRequantModeMax == 3, "FISH_GPU_REQUANT's row in base/env_knobs.cpp");

@@ -1,7 +1,7 @@
 // VulkanSpan (vulkan_span_impl.h): creation validates the model against what the span ops take,
 // allocates ARENA / PARAMS / KV / x staging, uploads the parameters and the RoPE table once and
 // builds every descriptor set; forward() records one command buffer (vulkan_span_record.cpp):
-// x in, per chunk of <= FISH_SPAN_CHUNK tokens per layer the whole layer graph with
+// x in, per chunk of <= chunk() tokens (FISH_SPAN_CHUNK, FISH_SPAN_CHUNK_CM) per layer the whole layer graph with
 // compute->compute barriers between dependent steps, x out; one submit, one fence.
 #include <algorithm>
 #include <cassert>
@@ -14,7 +14,6 @@
 namespace fish::vk {
 namespace {
 
-constexpr int64_t kChunk = FISH_SPAN_CHUNK;
 constexpr VkBufferUsageFlags kDeviceUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                             VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                                             VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
@@ -64,6 +63,11 @@ Status VulkanSpan::check_shapes() const {
 }
 
 void VulkanSpan::layout_arena() {
+  // Chunks of FISH_SPAN_CHUNK_CM tokens where prefill matmuls run on cooperative matrices (their
+  // tiles want many tokens), FISH_SPAN_CHUNK on the f32 tiled kernel; never more than max_tok.
+  chunk_ = std::min<int64_t>(d_.max_tok,
+                             ctx_.coopmat_tiles().empty() ? FISH_SPAN_CHUNK : FISH_SPAN_CHUNK_CM);
+  const int64_t kChunk = chunk_;
   const int64_t E = p_.n_embd, Q = p_.q_dim(), KV = p_.kv_dim(), F = p_.n_ff, hd = p_.head_dim;
   const uint64_t align_f = ctx_.binding_align() / 4;
   uint64_t cur = 0;
@@ -163,7 +167,12 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   st.w = &w;
   // FISH_VK_MATVEC=1 (the generic decode kernels, for A/B runs) applies to spans too.
   FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_module(w.type, 1, ctx_.options().matvec1)));
-  FISH_ASSIGN_OR_RETURN(st.tiled, ctx_.pipeline(matmul_module(w.type, kChunk, false)));
+  FISH_ASSIGN_OR_RETURN(st.tiled,
+                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, false)));
+  for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
+    FISH_ASSIGN_OR_RETURN(Pipeline p, ctx_.coopmat_pipeline(w.type, t));
+    st.cm.push_back(p);
+  }
   st.x_stride = x_stride;
   st.y_stride = y_stride;
   for (const DeviceWeight::Part& part : w.parts) {
@@ -274,7 +283,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       ops_set_, pool_.allocate(ops_.rmsnorm, std::vector<BufferRange>{
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
-    const int64_t n_chunks = (d_.max_tok + kChunk - 1) / kChunk;
+    const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
     n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 20 + 2);
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
@@ -346,8 +355,8 @@ Status VulkanSpan::forward(float* x, int64_t n_tok, int64_t pos0) {
     used_queries_ = 1;
   }
   // Chunks in order: a chunk's attention reads the KV the earlier chunks wrote (causal).
-  for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk)
-    record_chunk(t0, std::min(kChunk, n_tok - t0), pos0 + t0);
+  for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_)
+    record_chunk(t0, std::min(chunk_, n_tok - t0), pos0 + t0);
   cmds_.barrier(Sync::compute, Sync::transfer);
   cmds_.copy(arena_, uint64_t(off_x_) * 4, x_host_, 0, x_bytes);
   cmds_.barrier(Sync::transfer, Sync::host);

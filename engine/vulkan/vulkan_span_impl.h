@@ -26,7 +26,8 @@ inline constexpr const char* kStageNames[kNumStages] = {
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;  // matvec_<type> (or matvec1_), matmul_<type>
+  Pipeline vec, tiled;   // matvec_<type> (or matvec1_), matmul_<type>
+  std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
 };
@@ -72,6 +73,7 @@ class VulkanSpan final : public LayerSpan {
   int64_t n_layers() const override { return int64_t(layers_.size()); }
   int64_t first_layer() const override { return d_.first_layer; }
   int64_t max_tok() const override { return d_.max_tok; }
+  int64_t chunk() const { return chunk_; }  // tokens per chunk of a forward
   int64_t n_ctx() const override { return d_.n_ctx; }
   uint64_t kv_bytes() const override { return kv_.alloc_bytes; }
   uint64_t bytes() const override {
@@ -111,6 +113,7 @@ class VulkanSpan final : public LayerSpan {
   std::vector<LayerState> layers_;
   Buffer arena_, params_, kv_, x_host_;
   int64_t kv_cap_ = 0, kv_len_ = 0;
+  int64_t chunk_ = FISH_SPAN_CHUNK;  // layout_arena()
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)

@@ -40,9 +40,11 @@ void VulkanSpan::op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t
 void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
   for (const MatmulStep& st : steps) {
+    const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
-                                     ctx_.limits().maxComputeWorkGroupCount[0]);
-    const Pipeline& p = vec ? st.vec : st.tiled;
+                                     ctx_.limits().maxComputeWorkGroupCount[0], cm);
+    const Pipeline& p =
+        vec ? st.vec : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())] : st.tiled;
     cmds_.bind(p, st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);

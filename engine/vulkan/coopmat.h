@@ -1,0 +1,104 @@
+// Cooperative-matrix prefill matmul (shaders/matmul_cm.comp.glsl): the device's f16 x f16 -> f32
+// subgroup shape (VK_KHR_cooperative_matrix), the workgroup tiles built on it and the rule that
+// picks one per matmul.
+//
+// Tiles, in units of the shape M x N x K (16x16x16 on NVIDIA, 8x8x8 on lavapipe), K step 32:
+//   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
+//   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
+//   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
+//   lp, mp  l and m with register prefetch (matmul_cm.comp.glsl PREFETCH: the next K step's
+//           global loads issued before this step's multiply-adds)
+// The rule: the largest of l, m, s whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at
+// least target workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else
+// 64), the smallest when none has; its prefetch variant where one exists and n_out <=
+// kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch +23-42% on 4096-row
+// shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=l|m|s|lp|mp forces one. Matmuls of fewer than
+// kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below FISH_MATVEC_MAX_TOK).
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+// Debian 12's Vulkan headers (1.3.239) predate VK_KHR_cooperative_matrix (1.3.255): the few
+// definitions FISH uses, with the registry's values.
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+inline constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR =
+    VkStructureType(1000506000);
+inline constexpr VkStructureType VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR =
+    VkStructureType(1000506001);
+typedef enum VkComponentTypeKHR {
+  VK_COMPONENT_TYPE_FLOAT16_KHR = 0,
+  VK_COMPONENT_TYPE_FLOAT32_KHR = 1,
+  VK_COMPONENT_TYPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkComponentTypeKHR;
+typedef enum VkScopeKHR { VK_SCOPE_SUBGROUP_KHR = 3, VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF } VkScopeKHR;
+typedef struct VkCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize;
+  uint32_t NSize;
+  uint32_t KSize;
+  VkComponentTypeKHR AType;
+  VkComponentTypeKHR BType;
+  VkComponentTypeKHR CType;
+  VkComponentTypeKHR ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*);
+#endif
+
+namespace fish::vk {
+
+inline constexpr uint32_t kCoopmatMinTok = 16;  // fewer tokens: the f32 tiled kernel
+inline constexpr uint32_t kCoopmatK = 32;       // K step of every tile (one 32-value block)
+inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
+
+struct CoopmatTile {
+  char name = 'm';                // 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp")
+  bool prefetch = false;
+  uint32_t bm = 0, bn = 0;        // rows x tokens of a workgroup's tile
+  uint32_t wm = 0, wn = 0;        // rows x tokens of a subgroup's block
+  uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
+  uint32_t subgroup = 0;          // lanes per subgroup (the pipeline requires it where it can)
+  std::string label() const {  // "l", "m", "s", "lp", "mp"
+    return prefetch ? std::string(1, char(name - 'A' + 'a')) + "p" : std::string(1, name);
+  }
+  uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
+  uint32_t threads() const { return subgroups() * subgroup; }
+  uint32_t shared_bytes() const { return (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4; }
+  // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
+  std::vector<uint32_t> constants() const {
+    return {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads(), prefetch ? 1u : 0u};
+  }
+};
+
+// The tiles l, m, s (largest first), then lp, mp, on shape m x n x k for a subgroup of `subgroup` lanes,
+// without those that pass max_shared bytes or max_threads invocations. Empty when the shape's K
+// does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on one.)
+std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
+                                       uint32_t max_shared, uint32_t max_threads);
+
+// The tile for n_out rows x n_tok tokens (the rule above); `forced` ('l', 'm', 's'; 0: the
+// rule) picks by name ('l', 'm', 's', 'L', 'M') where that tile exists. Null when `tiles` is empty.
+const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
+                                     uint32_t n_tok, uint32_t target_groups, char forced);
+
+// Workgroups the rule wants a grid to fill: 3/4 of the SMs, or 64 when the count is unknown.
+uint32_t coopmat_target_groups(uint32_t sm_count);
+
+}  // namespace fish::vk

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Cooperative-matrix prefill on the GPU machine (H200), one call of <= 5 minutes
+# (docs/gpu-prefill.md):
+#   1. the coopmat tests on the real GPU (every type x tile vs the CPU f32 reference, parts and
+#      groups, span end to end vs the f32 tiled span) with the matmul / span suites, then the
+#      same matmul / span suites with FISH_VK_COOPMAT=0 (the fallback path);
+#   2. fish run gpu_prefill_pp512 with cooperative matrices (the default) and FISH_VK_COOPMAT=0;
+#   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
+#      tiled f32 vs coopmat, tiles l/m/s for q4_k and q6_k), TFLOP/s and % of the peak;
+#   4. fish run gpu_prefill_pp2048 on and off;
+#   5. fish generate 8B with FISH_GPU_PROFILE=2, coopmat and f32.
+# The synthetic Llama-1B / 8B Q4_K_M files are written at the start in the background (16
+# threads) while the tests run, and waited for before step 2. Steps past the budget
+# (FISH_PREFILL_BUDGET_S, default 270 s) are skipped and listed in skipped.txt.
+#
+# Here (the dev machine), after building BUILD (Release, FISH_BUILD_TESTS=ON FISH_BUILD_BENCH=ON):
+#   bash scripts/device/gpu_prefill.sh pack BUILD
+# writes .devcarry/{bin,lib,commit} (fish, fish_test_vulkan, fish_vulkan_bench stripped, their
+# non-system libraries) and adds /.devcarry/ to .git/info/exclude. Then on the device, with
+# carry [".devcarry", ".gl"] (.gl: the libvulkan1 + glvnd .debs, /work/.library/device/README.md
+# "Headless rendering"):
+#   bash scripts/device/gpu_prefill.sh
+# Output: $OUT/gpu-prefill/{context.txt, gpu.txt, tests-coopmat.txt, tests-f32.txt,
+# run-gpu_prefill_pp{512,2048}-{coopmat,f32}.log, runs-{coopmat,f32}/gpu_prefill_pp*.{jsonl,csv,md},
+# vulkan_bench.json, vulkan_bench.log, gen-llama-8b-{coopmat,f32}.txt, skipped.txt}.
+set -uo pipefail
+
+if [ "${1:-}" = pack ]; then
+  build=${2:?usage: gpu_prefill.sh pack BUILD_DIR}
+  D=.devcarry
+  rm -rf $D && mkdir -p $D/bin $D/lib
+  for b in fish tests/fish_test_vulkan bench/fish_vulkan_bench; do
+    [ -x "$build/$b" ] || { echo "gpu_prefill.sh: $build/$b not built" >&2; exit 1; }
+    strip -o $D/bin/$(basename $b) "$build/$b"
+  done
+  # Libraries outside glibc / libstdc++ / libgcc (the GPU machine has newer ones of those).
+  for b in $D/bin/*; do ldd $b; done | awk '/=> \// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    while read -r l; do cp -L "$l" $D/lib/; done
+  git rev-parse HEAD > $D/commit
+  ex=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$ex")"
+  grep -qx '/.devcarry/' "$ex" 2>/dev/null || echo /.devcarry/ >> "$ex"
+  du -sh $D
+  exit 0
+fi
+
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f $icd ] && export VK_DRIVER_FILES=$icd
+D=$PWD/.devcarry
+B=$D/bin
+export LD_LIBRARY_PATH=$D/lib
+export FISH_BIN=$B/fish
+export FISH_SYNTHETIC_DIR=/tmp/syn
+mkdir -p $FISH_SYNTHETIC_DIR
+W=$OUT/gpu-prefill
+mkdir -p $W
+budget=${FISH_PREFILL_BUDGET_S:-270}
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+stamp() { echo "== $1 (t=$(elapsed) s)"; }
+# left NEED_S WHAT: true when NEED_S seconds are left of the budget, else records the skip.
+left() {
+  if [ $(( budget - $(elapsed) )) -ge "$1" ]; then return 0; fi
+  echo "== skipped: $2 (budget of $budget s: $(elapsed) s spent)" | tee -a $W/skipped.txt
+  return 1
+}
+: > $W/skipped.txt
+
+# Synthetic models first, in the background (CPU) while the GPU tests run.
+pids=()
+for s in llama-1b llama-8b; do
+  f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
+  [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 12 --out $f \
+                   > $W/make-$s.log 2>&1 & pids+=($!); }
+done
+
+scripts/context.sh > $W/context.txt 2>&1
+FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
+head -14 $W/gpu.txt
+
+tests() {  # tests FILE TIMEOUT FILTER [VAR=VALUE...]
+  local out=$1 to=$2 filter=$3
+  shift 3
+  stamp "vulkan tests -> $out $*"
+  env "$@" FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout $to $B/fish_test_vulkan \
+    --gtest_filter="$filter" > $W/$out 2>&1
+  echo "rc=$?" >> $W/$out
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|coopmat span vs|rc=" $W/$out | head -20
+}
+suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*'
+tests tests-coopmat.txt 100 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
+left 60 "tests with FISH_VK_COOPMAT=0" &&
+  tests tests-f32.txt 60 "$suites:-*SmolLm2*:*Gemma3*" FISH_VK_COOPMAT=0
+
+stamp "waiting for the synthetic models"
+for p in "${pids[@]}"; do wait $p; done
+ls -la $FISH_SYNTHETIC_DIR
+
+run_exp() {  # run_exp NAME TAG TIMEOUT [VAR=VALUE...]: fish run into $W/runs-TAG
+  local name=$1 tag=$2 to=$3
+  shift 3
+  stamp "fish run $name ($tag)"
+  env "$@" timeout $to $B/fish run experiments/$name.json --out $W/runs-$tag \
+    > $W/run-$name-$tag.log 2>&1
+  echo "rc=$?" >> $W/run-$name-$tag.log
+  grep -hE "ok: prefill|rc=" $W/run-$name-$tag.log | cut -c1-160
+}
+left 40 "fish run gpu_prefill_pp512 (coopmat)" && run_exp gpu_prefill_pp512 coopmat 60
+left 50 "fish run gpu_prefill_pp512 (f32)" && run_exp gpu_prefill_pp512 f32 80 FISH_VK_COOPMAT=0
+
+if left 60 "fish_vulkan_bench"; then
+  stamp "fish_vulkan_bench CoopmatPeak|PrefillMatmul"
+  timeout 100 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul' \
+    --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_bench.log
+  grep -E "Peak|/512/1/|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -50
+fi
+
+left 30 "fish run gpu_prefill_pp2048 (coopmat)" && run_exp gpu_prefill_pp2048 coopmat 50
+left 60 "fish run gpu_prefill_pp2048 (f32)" && run_exp gpu_prefill_pp2048 f32 90 FISH_VK_COOPMAT=0
+
+P="The quick brown fox jumps over the lazy dog and then"
+for v in coopmat f32; do
+  left 20 "fish generate llama-8b ($v)" || continue
+  stamp "generate llama-8b $v"
+  extra=()
+  [ $v = f32 ] && extra=(FISH_VK_COOPMAT=0)
+  env "${extra[@]}" FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
+    -m $FISH_SYNTHETIC_DIR/llama-8b-q4_k_m-s1.gguf -p "$(for i in $(seq 100); do echo -n "$P "; done)" \
+    -n 16 --threads 16 --ignore-eos --n-batch 512 > $W/gen-llama-8b-$v.txt 2>&1
+  grep -h "^fish generate:" $W/gen-llama-8b-$v.txt | cut -c1-260
+done
+stamp done
+ls -la $W

@@ -1,0 +1,356 @@
+// Cooperative-matrix prefill (engine/vulkan/coopmat.h, shaders/matmul_cm.comp.glsl): the tile
+// table and rule, every type's matmul_cm kernel in every tile against the CPU f32 reference
+// (quant/ dequantisation, double accumulation) within the seed's per-element bound on odd shapes
+// and partial tiles, and a span end to end against the f32 tiled span (teacher-forced argmax
+// >= 99% of positions, KL reported).
+//
+// The kernel tests need a device with VK_KHR_cooperative_matrix: ctest's vulkan_next label runs
+// them on Mesa 26 lavapipe (~/.cache/fish/toolchain/bin/lvp-next, scripts/vulkan_toolchain.sh
+// lavapipe), scripts/device/gpu_prefill.sh on the H200; Debian 12's lavapipe has none and skips
+// them with a message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "engine/gpu_placement.h"
+#include "engine/session.h"
+#include "engine/vulkan/coopmat.h"
+#include "engine/vulkan/vulkan_backend.h"
+#include "engine/vulkan/vulkan_device.h"
+#include "shaders/fish_vk_layout.h"
+#include "test_env.h"
+#include "vulkan_test_util.h"
+
+namespace fish {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, GgmlType::q4_1,
+                               GgmlType::q5_0, GgmlType::q5_1, GgmlType::q8_0, GgmlType::q4_k,
+                               GgmlType::q5_k, GgmlType::q6_k, GgmlType::fq3};
+
+TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
+  const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
+  ASSERT_EQ(t.size(), 5u);  // l, m, s, lp, mp
+  EXPECT_EQ(t[0].name, 'l');
+  EXPECT_EQ(t[0].bm, 128u);
+  EXPECT_EQ(t[0].bn, 128u);
+  EXPECT_EQ(t[0].subgroups(), 8u);
+  EXPECT_EQ(t[0].threads(), 256u);
+  EXPECT_EQ(t[1].bm, 64u);
+  EXPECT_EQ(t[1].threads(), 128u);
+  EXPECT_EQ(t[2].bm, 32u);
+  EXPECT_EQ(t[2].bn, 32u);
+  EXPECT_EQ(t[2].threads(), 64u);
+  EXPECT_EQ(t[3].label(), "lp");
+  EXPECT_TRUE(t[3].prefetch);
+  EXPECT_EQ(t[3].bm, 128u);
+  EXPECT_EQ(t[4].label(), "mp");
+  EXPECT_EQ(t[4].constants()[10], 1u);
+  EXPECT_EQ(t[1].constants()[10], 0u);
+  for (const vk::CoopmatTile& x : t) {
+    EXPECT_EQ(x.bm % x.wm, 0u);
+    EXPECT_EQ(x.bn % x.wn, 0u);
+    EXPECT_EQ(x.wm % x.cm, 0u);
+    EXPECT_EQ(x.wn % x.cn, 0u);
+    const std::vector<uint32_t> c = x.constants();
+    ASSERT_EQ(c.size(), 11u);
+    EXPECT_EQ(c[0], x.threads());
+    EXPECT_EQ(c[9], x.threads());
+  }
+  // lavapipe: 8x8x8, subgroup 8.
+  const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
+  ASSERT_EQ(lvp.size(), 5u);
+  EXPECT_EQ(lvp[0].bm, 64u);
+  EXPECT_EQ(lvp[0].threads(), 64u);
+  // Limits drop tiles: 16 KB of shared memory keeps m, s, mp; 128 threads drops l and lp.
+  EXPECT_EQ(vk::coopmat_tiles(16, 16, 16, 32, 16 * 1024, 1024).size(), 3u);
+  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
+  ASSERT_EQ(few.size(), 3u);
+  EXPECT_EQ(few[0].name, 'm');
+  // A K that does not divide the 32-value step: no tiles.
+  EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
+}
+
+TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
+  const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
+  const uint32_t target = vk::coopmat_target_groups(132);
+  EXPECT_EQ(target, 99u);
+  EXPECT_EQ(vk::coopmat_target_groups(0), 64u);
+  // 8B shapes at 512 tokens: 4096 rows -> 32 x 4 = 128 l tiles (with prefetch: <= 8192 rows);
+  // 14336 -> 448, no prefetch.
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 0)->label(), "lp");
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 0)->label(), "l");
+  // 1B at 512: 2048 rows -> 64 l tiles < 99, 256 m tiles.
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 2048, 512, target, 0)->label(), "mp");
+  // 1024 rows (k/v) at 64 tokens: 8 l, 16 m, 64 s: none fills, the smallest.
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 1024, 64, target, 0)->name, 's');
+  // Forced, and forced to a tile the device lacks (the rule then).
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 's')->name, 's');
+  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 'L')->label(), "lp");
+  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
+  EXPECT_EQ(vk::pick_coopmat_tile(few, 14336, 512, target, 'l')->name, 'm');
+  EXPECT_EQ(vk::pick_coopmat_tile({}, 4096, 512, target, 0), nullptr);
+}
+
+std::string g_no_coopmat;  // why coopmat_backend returned null
+
+// Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule); null when it has no tiles.
+std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
+  auto opt = vk::VulkanOptions::from_env();
+  EXPECT_TRUE(opt.ok()) << opt.error().message;
+  if (!opt.ok()) return nullptr;
+  opt->coopmat_tile = tile;
+  auto b = std::make_unique<vk::VulkanBackend>(opt);
+  const Status s = b->open();
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  if (!s.ok()) return nullptr;
+  if (b->coopmat_tiles().empty()) {
+    const vk::BackendInfo info = b->info();
+    g_no_coopmat = info.device + ": " + info.features;
+    return nullptr;
+  }
+  return b;
+}
+
+// Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
+// every type in the rule's tile and every tile on q4_k only (lavapipe compiles and runs each
+// pipeline for seconds); a GPU runs every type in every tile.
+bool cpu_device(vk::VulkanBackend& b) {
+  for (const vk::DeviceEntry& e : b.info().devices)
+    if (e.verdict == "selected") return e.type == "cpu";
+  return false;
+}
+
+#define SKIP_WITHOUT_COOPMAT(b)                                                             \
+  if (!(b))                                                                                 \
+  GTEST_SKIP() << "no cooperative matrices on " << g_no_coopmat                              \
+               << " (run under ~/.cache/fish/toolchain/bin/lvp-next: ctest -L vulkan_next, or " \
+                  "on the GPU: scripts/device/gpu_prefill.sh)"
+
+MatrixView view(const std::vector<uint8_t>& data, GgmlType t, int64_t n_out, int64_t n_in,
+                std::string name) {
+  return MatrixView{data.data(), t, n_in, n_out, data.size(), std::move(name)};
+}
+
+// Every type in every tile: rows not a multiple of any tile (133), K an odd multiple of the block
+// (and of the 32-value step), token counts that leave partial tiles (and one at the threshold).
+TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT(probe);
+  const std::vector<vk::CoopmatTile> tiles = probe->coopmat_tiles();
+  const bool cpu = cpu_device(*probe);
+  probe.reset();
+  std::mt19937 rng(5);
+  for (const vk::CoopmatTile& tile : tiles) {
+    auto b = coopmat_backend(tile.name);
+    ASSERT_TRUE(b);
+    for (GgmlType t : kTypes) {
+      // lavapipe: every type in the smallest tile (s), the other tiles on q4_k.
+      if (cpu && tile.name != 's' && t != GgmlType::q4_k) continue;
+      const TypeInfo& ti = type_info(t);
+      const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
+      const int64_t n_out = 133;
+      const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+      const MatrixView v = view(w, t, n_out, n_in, fmt::format("coopmat {}", ti.name));
+      auto h = b->upload(v);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok : {int64_t(vk::kCoopmatMinTok), int64_t(37), int64_t(tile.bn + 3)}) {
+        const std::string kernel = b->prefill_kernel(n_out, n_tok);
+        ASSERT_NE(kernel.find(fmt::format("tile {} ", tile.label())), std::string::npos) << kernel;
+        ASSERT_NE(kernel.find("coopmat"), std::string::npos) << kernel;
+        const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+        std::vector<float> y(size_t(n_tok * n_out), -1.0f);
+        const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        test::expect_close(test::reference_matmul(v, x.data(), n_tok), y, n_out,
+                           fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok,
+                                       kernel));
+      }
+      b->release(h.value());
+    }
+    EXPECT_EQ(b->bytes_resident(), 0u);
+  }
+}
+
+// A weight in several buffer parts and a matmul_group: each part's rows land at its y offset.
+TEST(VulkanCoopmat, PartsAndGroupsMatchCpuReference) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT(probe);
+  probe.reset();
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->max_part_bytes = 20000;
+  vk::VulkanBackend b(opt);
+  ASSERT_TRUE(b.open().ok());
+  std::mt19937 rng(9);
+  const int64_t n_in = 512, n_tok = 45;
+  const std::vector<uint8_t> a = test::random_weights(GgmlType::q4_k, 201, n_in, rng);
+  const std::vector<uint8_t> c = test::random_weights(GgmlType::q8_0, 70, n_in, rng);
+  const MatrixView va = view(a, GgmlType::q4_k, 201, n_in, "parts q4_k");
+  const MatrixView vc = view(c, GgmlType::q8_0, 70, n_in, "group q8_0");
+  auto ha = b.upload(va);
+  auto hc = b.upload(vc);
+  ASSERT_TRUE(ha.ok() && hc.ok());
+  const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+  std::vector<float> ya(size_t(n_tok * 201)), yc(size_t(n_tok * 70));
+  const ComputeBackend::MatmulOp ops[] = {{ha.value(), ya.data()}, {hc.value(), yc.data()}};
+  ASSERT_TRUE(b.matmul_group(ops, x.data(), n_tok).ok());
+  test::expect_close(test::reference_matmul(va, x.data(), n_tok), ya, 201, "parts q4_k");
+  test::expect_close(test::reference_matmul(vc, x.data(), n_tok), yc, 70, "group q8_0");
+  b.release(ha.value());
+  b.release(hc.value());
+}
+
+// FISH_VK_COOPMAT=1 requires them: a device without fails to open naming the knob; one with
+// opens with tiles. FISH_VK_COOPMAT=0 never enables them.
+TEST(VulkanCoopmat, RequiredAndOffOptions) {
+  const bool has_coopmat = coopmat_backend(0) != nullptr;
+  test::ScopedEnv tile("FISH_VK_COOPMAT_TILE", "s");
+  {
+    test::ScopedEnv on("FISH_VK_COOPMAT", "1");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok()) << opt.error().message;
+    EXPECT_EQ(opt->coopmat, 1);
+    EXPECT_EQ(opt->coopmat_tile, 's');
+    vk::VulkanBackend b(opt);
+    const Status s = b.open();
+    if (has_coopmat) {
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      EXPECT_FALSE(b.coopmat_tiles().empty());
+      EXPECT_NE(b.prefill_kernel(4096, 512).find("tile s"), std::string::npos);
+      EXPECT_NE(b.describe().find("prefill coopmat"), std::string::npos) << b.describe();
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.error().message.find("FISH_VK_COOPMAT=1"), std::string::npos)
+          << s.error().message;
+    }
+  }
+  {
+    test::ScopedEnv off("FISH_VK_COOPMAT", "0");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    EXPECT_EQ(opt->coopmat, 0);
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    EXPECT_TRUE(b.coopmat_tiles().empty());
+    EXPECT_EQ(b.prefill_kernel(4096, 512), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 15), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 4), "matvec");
+    EXPECT_NE(b.describe().find("prefill tiled f32"), std::string::npos) << b.describe();
+  }
+  {
+    test::ScopedEnv bad("FISH_VK_COOPMAT", "2");
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(opt.ok());
+    EXPECT_NE(opt.error().message.find("FISH_VK_COOPMAT"), std::string::npos);
+  }
+}
+
+// ---- span end to end -------------------------------------------------------------------------
+
+constexpr int64_t kCtx = 128;
+
+std::shared_ptr<const Model> synthetic_model(const char* arch, int64_t window) {
+  const ModelShape shape{"test-coopmat", arch, "3-layer coopmat span test", 3, 512, 1024, 8, 2, 64,
+                         2048, window > 0, 512, 10000.0f, 1e-5f, int(window)};
+  return test::synthetic_q4_k_m(shape, {17, 3},
+                                fmt::format("fish_coopmat_3l_{}_q4_k_m.gguf", arch));
+}
+
+// Logits at every position: a prefill of n_prefill tokens in one span forward, then one token at
+// a time.
+std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBackend& b,
+                               const std::vector<int32_t>& tokens, size_t n_prefill) {
+  std::vector<float> all;
+  std::shared_ptr<const GpuPlacement> pl =
+      GpuPlacement::place_layers(*model, b, -1, SpanRequest{kCtx, 128, 16});
+  EXPECT_TRUE(pl->span()) << pl->summary();
+  SessionOptions opt;
+  opt.n_ctx = kCtx;
+  opt.n_batch = 128;
+  opt.act = ActMode::f32;
+  opt.gpu = pl;
+  auto s = Session::create(model, opt);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  if (!s.ok()) return all;
+  EXPECT_TRUE(s.value()->span_active());
+  const std::span<const int32_t> t(tokens);
+  auto lg = s.value()->forward(t.subspan(0, n_prefill), 0, LogitsMode::all);
+  EXPECT_TRUE(lg.ok()) << lg.error().message;
+  if (!lg.ok()) return all;
+  all.assign(lg.value().begin(), lg.value().end());
+  for (size_t i = n_prefill; i < tokens.size(); ++i) {
+    lg = s.value()->append(t.subspan(i, 1));
+    EXPECT_TRUE(lg.ok()) << lg.error().message;
+    if (!lg.ok()) return all;
+    all.insert(all.end(), lg.value().begin(), lg.value().end());
+  }
+  EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+  return all;
+}
+
+void check_span(const char* arch, int64_t window, const std::string& what) {
+  auto cm = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT(cm);
+  auto model = synthetic_model(arch, window);
+  ASSERT_TRUE(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * 41 + 7) % 2048));
+  const std::vector<float> a = span_logits(model, *cm, tokens, 100);
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->coopmat = 0;  // FISH_VK_COOPMAT=0: the f32 tiled kernel
+  vk::VulkanBackend f32(opt);
+  ASSERT_TRUE(f32.open().ok());
+  ASSERT_TRUE(f32.coopmat_tiles().empty());
+  ASSERT_EQ(f32.prefill_kernel(1024, 100), "tiled f32");
+  const std::vector<float> b = span_logits(model, f32, tokens, 100);
+  const int64_t n_vocab = model->params().n_vocab;
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), tokens.size() * size_t(n_vocab));
+  int64_t equal = 0;
+  double kl_sum = 0, kl_max = 0, max_diff = 0, max_abs = 0;
+  const int64_t n_pos = int64_t(tokens.size());
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const float* ra = a.data() + p * n_vocab;
+    const float* rb = b.data() + p * n_vocab;
+    equal += (std::max_element(ra, ra + n_vocab) - ra) == (std::max_element(rb, rb + n_vocab) - rb);
+    // KL(f32 tiled || coopmat) of the softmaxes, in nats.
+    const double ma = *std::max_element(ra, ra + n_vocab), mb = *std::max_element(rb, rb + n_vocab);
+    double za = 0, zb = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      za += std::exp(double(ra[i]) - ma);
+      zb += std::exp(double(rb[i]) - mb);
+    }
+    double kl = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double la = double(ra[i]) - ma - std::log(za), lb = double(rb[i]) - mb - std::log(zb);
+      kl += std::exp(lb) * (lb - la);
+      max_diff = std::max(max_diff, std::fabs(double(ra[i]) - double(rb[i])));
+      max_abs = std::max(max_abs, std::fabs(double(rb[i])));
+    }
+    kl_sum += kl;
+    kl_max = std::max(kl_max, kl);
+  }
+  std::printf(
+      "%s: coopmat span vs f32 tiled span, %lld teacher-forced positions: argmax equal %lld "
+      "(%.1f%%), KL mean %.3g max %.3g nats, max |dlogit| %.3g of %.3g\n",
+      what.c_str(), (long long)n_pos, (long long)equal, 100.0 * double(equal) / double(n_pos),
+      kl_sum / double(n_pos), kl_max, max_diff, max_abs);
+  EXPECT_GE(double(equal), 0.99 * double(n_pos)) << what;
+  EXPECT_LE(max_diff, 0.02 * max_abs) << what;
+}
+
+TEST(VulkanCoopmat, SpanMatchesTiledPathGqa) {
+  check_span("llama", 0, "synthetic llama 8:2");
+}
+
+TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
+  check_span("gemma3", 64, "synthetic gemma3 window 64");
+}
+
+}  // namespace
+}  // namespace fish
