@@ -30,11 +30,6 @@ inline __m256i bcast32(const int8_t* p) {
 inline __m128i load64(const uint8_t* p) {
   return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
 }
-// 8 scale values (one per row, int32 lanes) -> each lane the int16 pair (s, s).
-inline __m256i pair16(__m256i v32) {
-  return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xFFFF)),
-                         _mm256_slli_epi32(v32, 16));
-}
 // Lanes (a[r], b[r]) as int16 pairs from two rows of 8 bytes (unsigned or signed).
 inline __m256i pairs_u8(const uint8_t* a, const uint8_t* b) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(load64(a), load64(b)));
@@ -67,7 +62,8 @@ struct Q45Base {
   static constexpr int kSlices = 8;  // (chunk c, nibble half): 32 weights, sub-block 2c + half
   static int x_off(int s, int q) { return 64 * (s >> 1) + 32 * (s & 1) + 4 * q; }
   static __m256i scale(const uint8_t* blk, int s, int, int g) {
-    return pair16(_mm256_cvtepu8_epi32(load64(blk + 64 + s * R + 8 * g)));
+    const __m128i v = load64(blk + 64 + s * R + 8 * g);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));  // lanes (s_r, s_r)
   }
   // acc += dall * isum - dmin * summs (the reference's steps), summs from the mins and bsums.
   static __m256 finish(const uint8_t* blk, int g, const BlockQ8_K& b, __m256i isum, __m256 acc) {
@@ -151,7 +147,8 @@ struct Q6K {
   }
   static __m256i scale(const uint8_t* blk, int s, int q, int g) {
     const int sub = 8 * (s >> 2) + 2 * (s & 3) + (q >> 2);
-    return pair16(_mm256_cvtepi8_epi32(load64(blk + 32 + sub * R + 8 * g)));
+    const __m128i v = load64(blk + 32 + sub * R + 8 * g);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v));  // lanes (s_r, s_r), signed
   }
   // acc += (db * d) * (isum - 32 * sum_s sc_s * bsum_s).
   static __m256 finish(const uint8_t* blk, int g, const BlockQ8_K& b, __m256i isum, __m256 acc) {
