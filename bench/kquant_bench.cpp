@@ -1,6 +1,6 @@
-// K-quant kernels, old vs new, side by side in one run: the per-row GGUF kernels (matmul_preq
+// K-quant (and Q8_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels (matmul_preq
 // through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against the x16
-// interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K and Q6_K at a
+// interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K and Q8_0 at a
 // Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
 //
 //   stream/threads:T             kernels/stream_bandwidth's read pass over 512 MiB (bytes/s): the
@@ -11,7 +11,7 @@
 //                                rows_per_s counter (the same work in both)
 //   prefill/<type>/<impl>        64 tokens on one cache-warm matrix: tokens/s and GOP/s
 // impl: gguf (old) or x16 (new). Every iteration quantises its activations (Q8_K) as the engine
-// does. Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
+// does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -30,6 +30,7 @@
 #include "quant/q4_k.h"
 #include "quant/q5_k.h"
 #include "quant/q6_k.h"
+#include "quant/q8_0.h"
 
 namespace fish {
 namespace {
@@ -48,6 +49,7 @@ std::vector<uint8_t> random_matrix(GgmlType t) {
   if (t == GgmlType::q4_k) f16 = {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
   if (t == GgmlType::q5_k) f16 = {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
   if (t == GgmlType::q6_k) f16 = {offsetof(BlockQ6_K, d)};
+  if (t == GgmlType::q8_0) f16 = {offsetof(BlockQ8_0, d)};
   for (size_t off = 0; off < m.size(); off += bb) {
     for (size_t f : f16) {
       const uint16_t h = f32_to_f16(0.001f + 0.001f * float(rng() % 100));
@@ -102,7 +104,7 @@ void run_matmul(GgmlType t, bool x16, const uint8_t* w, const float* x, int64_t 
   quantize_activations(k, x, n_tok, kNIn, xq.data(), pool);
   if (x16) {
     kx16_matmul(kx16_kernel(t, best_isa()), t, w, kNOut, kNIn,
-                reinterpret_cast<const BlockQ8_K*>(xq.data()), n_tok, y, pool);
+                xq.data(), n_tok, y, pool);
   } else {
     matmul_preq(k, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
   }
@@ -170,7 +172,7 @@ int register_all() {
                                                        std::to_string(kNIn) + " (n_out x n_in)");
   for (int64_t th : thread_counts())
     benchmark::RegisterBenchmark("stream", BM_stream)->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.5);
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k}) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0}) {
     for (bool x16 : {false, true}) {
       const std::string impl = x16 ? "x16" : "gguf";
       for (int64_t th : thread_counts())

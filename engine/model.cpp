@@ -312,7 +312,7 @@ void Model::repack_kquants(const ModelLoadOptions& opt) {
   // One copy per distinct tensor (a tied head is the embedding's view).
   std::unordered_map<const void*, const void*> done;
   auto repack = [&](MatrixView& mv) {
-    if (!kx16_supported(mv.type) || mv.n_in % kQK_K != 0) return;
+    if (!kx16_supported(mv.type) || mv.n_in % kx16_block_elems(mv.type) != 0) return;
     if (auto it = done.find(mv.data); it != done.end()) {
       mv.x16 = it->second;
       return;

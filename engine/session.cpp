@@ -307,9 +307,9 @@ void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
     return;
   }
   const MatvecKernel& k = matvec_kernel(w.type, opt_.isa);
-  if (w.x16 != nullptr) {  // x16 interleaved copy (kernels/kquant_x16.h); Q8_K activations
+  if (w.x16 != nullptr) {  // x16 interleaved copy (kernels/kquant_x16.h)
     kx16_matmul(kx16_kernel(w.type, opt_.isa), w.type, w.x16, w.n_out, w.n_in,
-                static_cast<const BlockQ8_K*>(quantized_input(k, x, n, w.n_in)), n, y, pool_);
+                quantized_input(k, x, n, w.n_in), n, y, pool_);
     return;
   }
   matmul_preq(k, w.data, w.n_out, w.n_in, quantized_input(k, x, n, w.n_in), n, y, pool_);
@@ -374,7 +374,7 @@ void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, 
     xq[i] = quantized_input(*kern[i], x, 1, op.w->n_in);
     kx16[i] = op.w->x16 != nullptr ? kx16_kernel(op.w->type, opt_.isa) : nullptr;
     if (kx16[i] != nullptr) {
-      row_b[i] = size_t(op.w->n_in / kQK_K) * kx16_block_bytes(op.w->type);
+      row_b[i] = size_t(op.w->n_in / kx16_block_elems(op.w->type)) * kx16_block_bytes(op.w->type);
       units[i] = (op.w->n_out + kKx16Rows - 1) / kKx16Rows;
     } else {
       row_b[i] = row_bytes(op.w->type, op.w->n_in);
@@ -401,7 +401,7 @@ void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, 
         if (r1 > r0 && kx16[j] != nullptr) {  // panels [r0, r1) of the x16 copy
           const int64_t row0 = r0 * kKx16Rows;
           kx16[j](static_cast<const uint8_t*>(op.w->x16) + size_t(r0) * row_b[j],
-                  op.w->n_in / kQK_K, r1 - r0, static_cast<const BlockQ8_K*>(xq[j]),
+                  op.w->n_in / kx16_block_elems(op.w->type), r1 - r0, xq[j],
                   kern[j]->act_row_bytes(op.w->n_in), 1, op.y + row0, op.w->n_out,
                   std::min(op.w->n_out - row0, (r1 - r0) * kKx16Rows));
         } else if (r1 > r0)

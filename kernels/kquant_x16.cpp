@@ -12,6 +12,7 @@
 #include "quant/q4_k.h"
 #include "quant/q5_k.h"
 #include "quant/q6_k.h"
+#include "quant/q8_0.h"
 
 namespace fish {
 namespace {
@@ -27,6 +28,9 @@ constexpr size_t d = 0, dmin = 32, sc = 64, mn = 192, qh = 320, qs = 832, bytes 
 }
 namespace q6 {
 constexpr size_t d = 0, sc = 32, ql = 288, qh = 2336, bytes = 3360;
+}
+namespace q8 {
+constexpr size_t d = 0, qs = 32, bytes = 544;
 }
 
 // Byte l (0..31) of a row's 32-byte group -> its place in a [8 quad][16 rows][4] interleave.
@@ -105,10 +109,22 @@ void unpack_q6(const uint8_t* src, int r, BlockQ6_K& b) {
   }
 }
 
+void pack_q8(const BlockQ8_0* src, uint8_t* dst) {
+  for (int r = 0; r < R; ++r) {
+    std::memcpy(dst + q8::d + 2 * r, &src[r].d, 2);
+    for (int l = 0; l < 32; ++l) dst[q8::qs + quad_at(l, r)] = uint8_t(src[r].qs[l]);
+  }
+}
+
+void unpack_q8(const uint8_t* src, int r, BlockQ8_0& b) {
+  std::memcpy(&b.d, src + q8::d + 2 * r, 2);
+  for (int l = 0; l < 32; ++l) b.qs[l] = int8_t(src[q8::qs + quad_at(l, r)]);
+}
+
 template <typename Block, typename PackFn>
 void pack_matrix(const void* w, int64_t n_out, int64_t n_in, void* dst, int64_t p0, int64_t p1,
-                 size_t block_bytes, PackFn pack) {
-  const int64_t nb = n_in / kQK_K;
+                 size_t block_bytes, int64_t block_elems, PackFn pack) {
+  const int64_t nb = n_in / block_elems;
   const auto* rows = static_cast<const Block*>(w);
   auto* out = static_cast<uint8_t*>(dst);
   Block tile[R];
@@ -130,7 +146,7 @@ void pack_matrix(const void* w, int64_t n_out, int64_t n_in, void* dst, int64_t 
 // ---- scalar tile kernels: per row, the reference's integer sums and float steps ----
 
 template <bool kHigh>
-void ref_q45(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs, int64_t nt,
+void ref_q45(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
              float* y, int64_t ldy, int64_t rows) {
   const size_t bytes = kHigh ? q5::bytes : q4::bytes;
   const size_t qs_off = kHigh ? q5::qs : q4::qs;
@@ -138,7 +154,7 @@ void ref_q45(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t x
   for (int64_t p = 0; p < np; ++p) {
     for (int64_t t = 0; t < nt; ++t) {
       const auto* xt =
-          reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const uint8_t*>(x) + t * xs);
+          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
       for (int r = 0; r < R; ++r) {
         const int64_t row = p * R + r;
         if (row >= rows) break;
@@ -178,22 +194,22 @@ void ref_q45(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t x
 
 }  // namespace
 
-void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
   ref_q45<false>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
   ref_q45<true>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
 
-void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int64_t p = 0; p < np; ++p) {
     for (int64_t t = 0; t < nt; ++t) {
       const auto* xt =
-          reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const uint8_t*>(x) + t * xs);
+          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
       for (int r = 0; r < R; ++r) {
         const int64_t row = p * R + r;
         if (row >= rows) break;
@@ -226,8 +242,36 @@ void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, si
   }
 }
 
+void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                   int64_t nt, float* y, int64_t ldy, int64_t rows) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int64_t p = 0; p < np; ++p) {
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xt =
+          reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = p * R + r;
+        if (row >= rows) break;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          const uint8_t* blk = wb + size_t(p * nb + i) * q8::bytes;
+          int sumi = 0;
+          for (int l = 0; l < 32; ++l) sumi += int8_t(blk[q8::qs + quad_at(l, r)]) * xt[i].qs[l];
+          sum += float(sumi) * (f16_to_f32(load_u16(blk + q8::d + 2 * r)) * f16_to_f32(xt[i].d));
+        }
+        y[t * ldy + row] = sum;
+      }
+    }
+  }
+}
+
 bool kx16_supported(GgmlType t) {
-  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k;
+  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k ||
+         t == GgmlType::q8_0;
+}
+
+int64_t kx16_block_elems(GgmlType t) {
+  return t == GgmlType::q8_0 ? kQK8_0 : kQK_K;
 }
 
 size_t kx16_block_bytes(GgmlType t) {
@@ -238,30 +282,36 @@ size_t kx16_block_bytes(GgmlType t) {
       return q5::bytes;
     case GgmlType::q6_k:
       return q6::bytes;
+    case GgmlType::q8_0:
+      return q8::bytes;
     default:
       return 0;
   }
 }
 
 size_t kx16_matrix_bytes(GgmlType t, int64_t n_out, int64_t n_in) {
-  return size_t((n_out + R - 1) / R) * size_t(n_in / kQK_K) * kx16_block_bytes(t);
+  return size_t((n_out + R - 1) / R) * size_t(n_in / kx16_block_elems(t)) * kx16_block_bytes(t);
 }
 
 void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst, int64_t p0,
                int64_t p1) {
-  assert(kx16_supported(t) && n_in % kQK_K == 0);
+  assert(kx16_supported(t) && n_in % kx16_block_elems(t) == 0);
   const size_t bb = kx16_block_bytes(t);
+  const int64_t be = kx16_block_elems(t);
   switch (t) {
     case GgmlType::q4_k:
-      pack_matrix<BlockQ4_K>(w, n_out, n_in, dst, p0, p1, bb,
+      pack_matrix<BlockQ4_K>(w, n_out, n_in, dst, p0, p1, bb, be,
                              [](const BlockQ4_K* s, uint8_t* d) { pack_q45(s, d, false); });
       break;
     case GgmlType::q5_k:
-      pack_matrix<BlockQ5_K>(w, n_out, n_in, dst, p0, p1, bb,
+      pack_matrix<BlockQ5_K>(w, n_out, n_in, dst, p0, p1, bb, be,
                              [](const BlockQ5_K* s, uint8_t* d) { pack_q45(s, d, true); });
       break;
     case GgmlType::q6_k:
-      pack_matrix<BlockQ6_K>(w, n_out, n_in, dst, p0, p1, bb, pack_q6);
+      pack_matrix<BlockQ6_K>(w, n_out, n_in, dst, p0, p1, bb, be, pack_q6);
+      break;
+    case GgmlType::q8_0:
+      pack_matrix<BlockQ8_0>(w, n_out, n_in, dst, p0, p1, bb, be, pack_q8);
       break;
     default:
       break;
@@ -269,8 +319,8 @@ void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst
 }
 
 void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, void* dst) {
-  assert(kx16_supported(t) && n_in % kQK_K == 0);
-  const int64_t nb = n_in / kQK_K;
+  assert(kx16_supported(t) && n_in % kx16_block_elems(t) == 0);
+  const int64_t nb = n_in / kx16_block_elems(t);
   const size_t bb = kx16_block_bytes(t);
   const auto* src = static_cast<const uint8_t*>(packed) + size_t(row / R * nb) * bb;
   const int r = int(row % R);
@@ -285,6 +335,9 @@ void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, 
         break;
       case GgmlType::q6_k:
         unpack_q6(blk, r, static_cast<BlockQ6_K*>(dst)[i]);
+        break;
+      case GgmlType::q8_0:
+        unpack_q8(blk, r, static_cast<BlockQ8_0*>(dst)[i]);
         break;
       default:
         break;
@@ -302,18 +355,21 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got) {
       return avx2 ? kx16_q5_k_avx2 : kx16_q5_k_ref;
     case GgmlType::q6_k:
       return avx2 ? kx16_q6_k_avx2 : kx16_q6_k_ref;
+    case GgmlType::q8_0:
+      return avx2 ? kx16_q8_0_avx2 : kx16_q8_0_ref;
     default:
       return nullptr;
   }
 }
 
 void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,
-                 const BlockQ8_K* xq, int64_t n_tok, float* y, ThreadPool& pool) {
-  assert(kernel != nullptr && n_in % kQK_K == 0);
-  const int64_t nb = n_in / kQK_K;
+                 const void* xq, int64_t n_tok, float* y, ThreadPool& pool) {
+  assert(kernel != nullptr && n_in % kx16_block_elems(t) == 0);
+  const int64_t nb = n_in / kx16_block_elems(t);
   const int64_t np = (n_out + R - 1) / R;
   const size_t panel_bytes = size_t(nb) * kx16_block_bytes(t);
-  const size_t xs = size_t(nb) * sizeof(BlockQ8_K);
+  const size_t xs =
+      size_t(nb) * (t == GgmlType::q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_K));
   const auto* wb = static_cast<const uint8_t*>(w);
   // Prefill: chunks of panels that stay in L2 (~192 KiB) are walked against every token; the
   // kernel itself takes 4 tokens per pass over a panel. Decode: the thread's panels in one call.

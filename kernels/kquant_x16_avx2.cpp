@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kquant_x16.h"
 #include "kernels/simd_avx2.h"
@@ -51,8 +52,9 @@ inline __m256i bit_to_16(__m256i v) {
   return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
 }
 
-inline const BlockQ8_K* row_at(const BlockQ8_K* x, size_t xs, int64_t t) {
-  return reinterpret_cast<const BlockQ8_K*>(reinterpret_cast<const uint8_t*>(x) + t * xs);
+template <typename Act>
+inline const Act* row_at(const void* x, size_t xs, int64_t t) {
+  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(x) + t * xs);
 }
 
 // Format policies: weights(blk, slice, quad, group) -> 32 unsigned codes (8 rows x 4), the
@@ -220,26 +222,94 @@ inline void tile(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, i
   }
 }
 
+
+// Q8_0 x Q8_0: a 32-weight block per panel super-block; per quad maddubs(|w|, sign(x, w))
+// (pair sums <= 2 x 128 x 127: no saturation) then madd with ones to int32; per block the
+// reference's sum += float(sumi) * (dw * dx).
+struct Q80 {
+  static constexpr size_t kBytes = 544;
+};
+
+template <typename F, int NT, int NG>
+inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, int g0,
+                    float* y, int64_t ldy, int64_t rows_valid) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NG][NT];
+  for (int g = 0; g < NG; ++g)
+    for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = panel + size_t(i) * F::kBytes;
+    __m256i isum[NG][NT];
+    for (int g = 0; g < NG; ++g)
+      for (int t = 0; t < NT; ++t) isum[g][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      __m256i xv[NT];
+      for (int t = 0; t < NT; ++t) xv[t] = bcast32(xt[t][i].qs + 4 * q);
+      for (int g = 0; g < NG; ++g) {
+        const __m256i w = load256(blk + 32 + (q * R + 8 * (g0 + g)) * 4);
+        const __m256i aw = _mm256_abs_epi8(w);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[t], w));
+          isum[g][t] = _mm256_add_epi32(isum[g][t], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    for (int g = 0; g < NG; ++g) {
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
+      for (int t = 0; t < NT; ++t) {
+        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
+        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int64_t r0 = 8 * (g0 + g);
+    for (int t = 0; t < NT; ++t) {
+      if (r0 + 8 <= rows_valid) {
+        _mm256_storeu_ps(y + t * ldy + r0, acc[g][t]);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[g][t]);
+        for (int64_t r = r0; r < rows_valid; ++r) y[t * ldy + r] = tmp[r - r0];
+      }
+    }
+  }
+}
+
+template <typename F, int NT, int NG>
+inline void tile_any(const uint8_t* panel, int64_t nb, const void* const* xt, int g0, float* y,
+                     int64_t ldy, int64_t rows_valid) {
+  if constexpr (std::is_same_v<F, Q80>) {
+    tile_q8<F, NT, NG>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), g0, y, ldy,
+                       rows_valid);
+  } else {
+    tile<F, NT, NG>(panel, nb, reinterpret_cast<const BlockQ8_K* const*>(xt), g0, y, ldy,
+                    rows_valid);
+  }
+}
+
 template <typename F, int NT>
-inline void panel_tokens(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, float* y,
+inline void panel_tokens(const uint8_t* panel, int64_t nb, const void* const* xt, float* y,
                          int64_t ldy, int64_t rows_valid) {
   if constexpr (NT == 1) {
-    tile<F, 1, 2>(panel, nb, xt, 0, y, ldy, rows_valid);
+    tile_any<F, 1, 2>(panel, nb, xt, 0, y, ldy, rows_valid);
   } else {
-    tile<F, NT, 1>(panel, nb, xt, 0, y, ldy, rows_valid);
-    if (rows_valid > 8) tile<F, NT, 1>(panel, nb, xt, 1, y, ldy, rows_valid);
+    tile_any<F, NT, 1>(panel, nb, xt, 0, y, ldy, rows_valid);
+    if (rows_valid > 8) tile_any<F, NT, 1>(panel, nb, xt, 1, y, ldy, rows_valid);
   }
 }
 
 template <typename F>
-void run(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs, int64_t nt,
+void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
          float* y, int64_t ldy, int64_t rows) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const size_t panel_bytes = size_t(nb) * F::kBytes;
   for (int64_t t0 = 0; t0 < nt; t0 += 4) {
     const int n = int(std::min<int64_t>(4, nt - t0));
-    const BlockQ8_K* xt[4];
-    for (int t = 0; t < n; ++t) xt[t] = row_at(x, xs, t0 + t);
+    const void* xt[4];
+    for (int t = 0; t < n; ++t) xt[t] = row_at<uint8_t>(x, xs, t0 + t);
     float* yt = y + t0 * ldy;
     for (int64_t p = 0; p < np; ++p) {
       const int64_t valid = std::min<int64_t>(R, rows - p * R);
@@ -258,17 +328,21 @@ void run(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs, i
 
 }  // namespace
 
-void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                     int64_t nt, float* y, int64_t ldy, int64_t rows) {
   run<Q4K>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                     int64_t nt, float* y, int64_t ldy, int64_t rows) {
   run<Q5K>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const BlockQ8_K* x, size_t xs,
+void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                     int64_t nt, float* y, int64_t ldy, int64_t rows) {
   run<Q6K>(w, nb, np, x, xs, nt, y, ldy, rows);
+}
+void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
+  run<Q80>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
 
 }  // namespace fish
