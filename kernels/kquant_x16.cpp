@@ -145,124 +145,101 @@ void pack_matrix(const void* w, int64_t n_out, int64_t n_in, void* dst, int64_t 
 
 // ---- scalar tile kernels: per row, the reference's integer sums and float steps ----
 
-template <bool kHigh>
-void ref_q45(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
-             float* y, int64_t ldy, int64_t rows) {
-  const size_t bytes = kHigh ? q5::bytes : q4::bytes;
-  const size_t qs_off = kHigh ? q5::qs : q4::qs;
+// Walks every (panel, token, row, super-block) of a tile: y[t * ldy + row] = the sum over i of
+// term(block i of the row's panel, activation block i, r), added in block order as the reference.
+template <typename Act, typename Term>
+void ref_tile(const void* w, size_t block_bytes, int64_t nb, int64_t np, const void* x, size_t xs,
+              int64_t nt, float* y, int64_t ldy, int64_t rows, Term term) {
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int64_t p = 0; p < np; ++p) {
     for (int64_t t = 0; t < nt; ++t) {
-      const auto* xt =
-          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
+      const auto* xt = reinterpret_cast<const Act*>(static_cast<const uint8_t*>(x) + t * xs);
       for (int r = 0; r < R; ++r) {
         const int64_t row = p * R + r;
         if (row >= rows) break;
         float sum = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* blk = wb + size_t(p * nb + i) * bytes;
-          const BlockQ8_K& b = xt[i];
-          int isum = 0, summs = 0;
-          for (int c = 0; c < 4; ++c) {
-            int dot0 = 0, dot1 = 0;
-            for (int l = 0; l < 32; ++l) {
-              const uint8_t q = blk[qs_off + c * 512 + quad_at(l, r)];
-              int h0 = 0, h1 = 0;
-              if constexpr (kHigh) {
-                const uint8_t qh = blk[q5::qh + quad_at(l, r)];
-                h0 = ((qh >> (2 * c)) & 1) << 4;
-                h1 = ((qh >> (2 * c + 1)) & 1) << 4;
-              }
-              dot0 += ((q & 0xF) | h0) * b.qs[64 * c + l];
-              dot1 += ((q >> 4) | h1) * b.qs[64 * c + 32 + l];
-            }
-            const int sc0 = blk[q4::sc + (2 * c) * R + r], sc1 = blk[q4::sc + (2 * c + 1) * R + r];
-            const int m0 = blk[q4::mn + (2 * c) * R + r], m1 = blk[q4::mn + (2 * c + 1) * R + r];
-            isum += sc0 * dot0 + sc1 * dot1;
-            summs += m0 * (b.bsums[4 * c] + b.bsums[4 * c + 1]) +
-                     m1 * (b.bsums[4 * c + 2] + b.bsums[4 * c + 3]);
-          }
-          const float dall = b.d * f16_to_f32(load_u16(blk + q4::d + 2 * r));
-          const float dmin = b.d * f16_to_f32(load_u16(blk + q4::dmin + 2 * r));
-          sum += dall * float(isum) - dmin * float(summs);
-        }
+        for (int64_t i = 0; i < nb; ++i) sum += term(wb + size_t(p * nb + i) * block_bytes, xt[i], r);
         y[t * ldy + row] = sum;
       }
     }
   }
+}
+
+// Q4_K / Q5_K: dall * isum - dmin * summs (vec_dot_q4_k_q8_k_ref / q5_k).
+template <bool kHigh>
+float term_q45(const uint8_t* blk, const BlockQ8_K& b, int r) {
+  const size_t qs_off = kHigh ? q5::qs : q4::qs;
+  int isum = 0, summs = 0;
+  for (int c = 0; c < 4; ++c) {
+    int dot0 = 0, dot1 = 0;
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q = blk[qs_off + c * 512 + quad_at(l, r)];
+      int h0 = 0, h1 = 0;
+      if constexpr (kHigh) {
+        const uint8_t qh = blk[q5::qh + quad_at(l, r)];
+        h0 = ((qh >> (2 * c)) & 1) << 4;
+        h1 = ((qh >> (2 * c + 1)) & 1) << 4;
+      }
+      dot0 += ((q & 0xF) | h0) * b.qs[64 * c + l];
+      dot1 += ((q >> 4) | h1) * b.qs[64 * c + 32 + l];
+    }
+    const int sc0 = blk[q4::sc + (2 * c) * R + r], sc1 = blk[q4::sc + (2 * c + 1) * R + r];
+    const int m0 = blk[q4::mn + (2 * c) * R + r], m1 = blk[q4::mn + (2 * c + 1) * R + r];
+    isum += sc0 * dot0 + sc1 * dot1;
+    summs += m0 * (b.bsums[4 * c] + b.bsums[4 * c + 1]) +
+             m1 * (b.bsums[4 * c + 2] + b.bsums[4 * c + 3]);
+  }
+  const float dall = b.d * f16_to_f32(load_u16(blk + q4::d + 2 * r));
+  const float dmin = b.d * f16_to_f32(load_u16(blk + q4::dmin + 2 * r));
+  return dall * float(isum) - dmin * float(summs);
+}
+
+// Q6_K: db * d * isum (vec_dot_q6_k_q8_k_ref).
+float term_q6(const uint8_t* blk, const BlockQ8_K& b, int r) {
+  int isum = 0;
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t l0 = blk[q6::ql + (h * 2) * 512 + quad_at(l, r)];
+      const uint8_t l1 = blk[q6::ql + (h * 2 + 1) * 512 + quad_at(l, r)];
+      const uint8_t qh = blk[q6::qh + h * 512 + quad_at(l, r)];
+      const int q0 = ((l0 & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
+      const int q1 = ((l1 & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
+      const int q2 = ((l0 >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+      const int q3 = ((l1 >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+      auto sc = [&](int s) { return int(int8_t(blk[q6::sc + s * R + r])); };
+      const int s0 = 8 * h + l / 16;
+      const int8_t* q8 = b.qs + 128 * h;
+      isum += sc(s0) * q0 * q8[l] + sc(s0 + 2) * q1 * q8[l + 32] + sc(s0 + 4) * q2 * q8[l + 64] +
+              sc(s0 + 6) * q3 * q8[l + 96];
+    }
+  }
+  return b.d * f16_to_f32(load_u16(blk + q6::d + 2 * r)) * float(isum);
+}
+
+// Q8_0: sumi * (dw * dx) (vec_dot_q8_0_q8_0_ref).
+float term_q8(const uint8_t* blk, const BlockQ8_0& b, int r) {
+  int sumi = 0;
+  for (int l = 0; l < 32; ++l) sumi += int8_t(blk[q8::qs + quad_at(l, r)]) * b.qs[l];
+  return float(sumi) * (f16_to_f32(load_u16(blk + q8::d + 2 * r)) * f16_to_f32(b.d));
 }
 
 }  // namespace
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
-  ref_q45<false>(w, nb, np, x, xs, nt, y, ldy, rows);
+  ref_tile<BlockQ8_K>(w, q4::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q45<false>);
 }
 void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
-  ref_q45<true>(w, nb, np, x, xs, nt, y, ldy, rows);
+  ref_tile<BlockQ8_K>(w, q5::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q45<true>);
 }
-
 void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  for (int64_t p = 0; p < np; ++p) {
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xt =
-          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = p * R + r;
-        if (row >= rows) break;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* blk = wb + size_t(p * nb + i) * q6::bytes;
-          const BlockQ8_K& b = xt[i];
-          int isum = 0;
-          for (int h = 0; h < 2; ++h) {
-            for (int l = 0; l < 32; ++l) {
-              const uint8_t l0 = blk[q6::ql + (h * 2) * 512 + quad_at(l, r)];
-              const uint8_t l1 = blk[q6::ql + (h * 2 + 1) * 512 + quad_at(l, r)];
-              const uint8_t qh = blk[q6::qh + h * 512 + quad_at(l, r)];
-              const int q0 = ((l0 & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
-              const int q1 = ((l1 & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
-              const int q2 = ((l0 >> 4) | (((qh >> 4) & 3) << 4)) - 32;
-              const int q3 = ((l1 >> 4) | (((qh >> 6) & 3) << 4)) - 32;
-              auto sc = [&](int s) { return int(int8_t(blk[q6::sc + s * R + r])); };
-              const int s0 = 8 * h + l / 16;
-              const int8_t* q8 = b.qs + 128 * h;
-              isum += sc(s0) * q0 * q8[l] + sc(s0 + 2) * q1 * q8[l + 32] +
-                      sc(s0 + 4) * q2 * q8[l + 64] + sc(s0 + 6) * q3 * q8[l + 96];
-            }
-          }
-          sum += b.d * f16_to_f32(load_u16(blk + q6::d + 2 * r)) * float(isum);
-        }
-        y[t * ldy + row] = sum;
-      }
-    }
-  }
+  ref_tile<BlockQ8_K>(w, q6::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q6);
 }
-
 void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  for (int64_t p = 0; p < np; ++p) {
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xt =
-          reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = p * R + r;
-        if (row >= rows) break;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* blk = wb + size_t(p * nb + i) * q8::bytes;
-          int sumi = 0;
-          for (int l = 0; l < 32; ++l) sumi += int8_t(blk[q8::qs + quad_at(l, r)]) * xt[i].qs[l];
-          sum += float(sumi) * (f16_to_f32(load_u16(blk + q8::d + 2 * r)) * f16_to_f32(xt[i].d));
-        }
-        y[t * ldy + row] = sum;
-      }
-    }
-  }
+  ref_tile<BlockQ8_0>(w, q8::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q8);
 }
 
 bool kx16_supported(GgmlType t) {

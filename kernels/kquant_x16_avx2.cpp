@@ -169,6 +169,24 @@ struct Q6K {
   }
 };
 
+// The tile's row sums (row group g0 + g, token t) into y; rows at or past rows_valid dropped.
+template <int NT, int NG>
+inline void store_tile(const __m256 (&acc)[NG][NT], int g0, float* y, int64_t ldy,
+                       int64_t rows_valid) {
+  for (int g = 0; g < NG; ++g) {
+    const int64_t r0 = 8 * (g0 + g);
+    for (int t = 0; t < NT; ++t) {
+      if (r0 + 8 <= rows_valid) {
+        _mm256_storeu_ps(y + t * ldy + r0, acc[g][t]);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[g][t]);
+        for (int64_t r = r0; r < rows_valid; ++r) y[t * ldy + r] = tmp[r - r0];
+      }
+    }
+  }
+}
+
 // One tile: row groups [g0, g0 + NG) of one panel x NT tokens, over all nb super-blocks.
 template <typename F, int NT, int NG>
 inline void tile(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, int g0, float* y,
@@ -208,18 +226,7 @@ inline void tile(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, i
     for (int g = 0; g < NG; ++g)
       for (int t = 0; t < NT; ++t) acc[g][t] = F::finish(blk, g0 + g, xt[t][i], isum[g][t], acc[g][t]);
   }
-  for (int g = 0; g < NG; ++g) {
-    const int64_t r0 = 8 * (g0 + g);
-    for (int t = 0; t < NT; ++t) {
-      if (r0 + 8 <= rows_valid) {
-        _mm256_storeu_ps(y + t * ldy + r0, acc[g][t]);
-      } else {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, acc[g][t]);
-        for (int64_t r = r0; r < rows_valid; ++r) y[t * ldy + r] = tmp[r - r0];
-      }
-    }
-  }
+  store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }
 
 
@@ -264,18 +271,7 @@ inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt
       }
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    const int64_t r0 = 8 * (g0 + g);
-    for (int t = 0; t < NT; ++t) {
-      if (r0 + 8 <= rows_valid) {
-        _mm256_storeu_ps(y + t * ldy + r0, acc[g][t]);
-      } else {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, acc[g][t]);
-        for (int64_t r = r0; r < rows_valid; ++r) y[t * ldy + r] = tmp[r - r0];
-      }
-    }
-  }
+  store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }
 
 template <typename F, int NT, int NG>
