@@ -49,6 +49,12 @@ std::span<const FieldSpec<Config>> config_fields() {
        {},
        0,
        3},
+      {"kquant_repack",
+       &Config::kquant_repack,
+       "Q4_K/Q5_K/Q6_K matrices repacked at load into the x16 interleaved layout (16 rows per "
+       "panel; kernels/kquant_x16.h), replacing the GGUF bytes in memory: auto (on where the "
+       "kernel ISA is avx2 and weight_path is auto/gguf), on, off, keep (on, GGUF pages kept)",
+       {"auto", "on", "off", "keep"}},
       {"weight_path",
        &Config::weight_path,
        "CPU weights: auto (fish_i4 files: w4a8 with AMX, else w4a16; others: gguf), gguf, w4a8 "
@@ -198,6 +204,17 @@ Result<ModelLoadOptions> model_load_options(const Config& c) {
     return make_error("config: requant {} is out of range (expected 0 to 3)", c.requant);
   ModelLoadOptions o;
   o.requant = int(c.requant);
+  if (c.kquant_repack == "on" || c.kquant_repack == "keep") {
+    o.kquant_repack = true;
+    o.keep_gguf = c.kquant_repack == "keep";
+  } else if (c.kquant_repack == "auto") {
+    const std::optional<Isa> isa = c.isa == "auto" ? std::optional<Isa>(best_isa()) : parse_isa_name(c.isa);
+    o.kquant_repack = isa && *isa == Isa::avx2 && isa_supported(Isa::avx2) &&
+                      (c.weight_path == "auto" || c.weight_path == "gguf");
+  } else if (c.kquant_repack != "off") {
+    return make_error("config: kquant_repack \"{}\" is not allowed (allowed: auto, on, off, keep)",
+                      c.kquant_repack);
+  }
   o.n_threads = int(c.n_threads);
   return o;
 }

@@ -35,6 +35,9 @@ struct Config {
   int64_t n_batch = 256;     // prefill tokens per matrix x matrix pass
   std::string isa = "auto";  // kernel ISA cap: auto | scalar | avx2 | avx512
   int64_t requant = 0;       // load-time re-quantisation mode 0..3 (engine/requant.h)
+  // Q4_K / Q5_K / Q6_K matrices repacked at load into the x16 interleaved layout
+  // (kernels/kquant_x16.h): auto | on | off | keep (on, and the GGUF pages kept resident).
+  std::string kquant_repack = "auto";
   // CPU weight path and its int4 knobs (engine/weight_path.h: WeightPathOptions).
   std::string weight_path = "auto";  // auto | gguf | w4a8 | w4a16 | ref
   int64_t group_size = 64;           // int4 group: 32 | 64 | 128
@@ -91,8 +94,11 @@ const FieldSpec<Config>* find_config_field(std::string_view name);
 // naming the best it can; a weight_path / group_size / zero_point outside the table's values.
 Result<SessionOptions> session_options(const Config& c);
 
-// Config -> the model load options (requant; n_threads for the conversion). Cells whose
-// load options differ need their own model load. Errors: requant outside 0..3.
+// Config -> the model load options (requant; kquant_repack; n_threads for the conversion). Cells
+// whose load options differ need their own model load. Errors: requant outside 0..3, a
+// kquant_repack outside the table's values. kquant_repack auto is on where the kernels' ISA
+// (Config isa, FISH_ISA) is avx2 and weight_path is auto or gguf: the AVX-512 machines keep
+// their per-row AVX-512 kernels until scripts/device/cpu_kquant.sh has A/B'd x16 there.
 Result<ModelLoadOptions> model_load_options(const Config& c);
 
 // --- Field-table machinery (templates: the experiment sections use it too) ---

@@ -1,11 +1,16 @@
 // Model: GGUF metadata -> ModelParams, tensor views and validation; see model.h.
 #include "engine/model.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "base/fault_injection.h"
 #include "engine/requant.h"
+#include "kernels/kquant_x16.h"
 #include "kernels/registry.h"
 #include "quant/dequantize.h"
 
@@ -290,6 +295,7 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
     for (LayerWeights& L : m->layers_)
       for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) repoint(*mv);
   }
+  if (opt.kquant_repack) m->repack_kquants(opt);
   for (const LayerWeights& L : m->layers_)
     for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
       m->weight_bytes_per_token_ += mv->n_bytes;
@@ -299,10 +305,64 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
   return std::shared_ptr<const Model>(std::move(m));
 }
 
+void Model::repack_kquants(const ModelLoadOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ThreadPool pool(opt.n_threads);
+  const MappedFile* map = file_.mapping();
+  // One copy per distinct tensor (a tied head is the embedding's view).
+  std::unordered_map<const void*, const void*> done;
+  auto repack = [&](MatrixView& mv) {
+    if (!kx16_supported(mv.type) || mv.n_in % kx16_block_elems(mv.type) != 0) return;
+    if (auto it = done.find(mv.data); it != done.end()) {
+      mv.x16 = it->second;
+      return;
+    }
+    const size_t bytes = kx16_matrix_bytes(mv.type, mv.n_out, mv.n_in);
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]);
+    const int64_t panels = (mv.n_out + kKx16Rows - 1) / kKx16Rows;
+    pool.parallel_for(panels, [&](int64_t p0, int64_t p1, int) {
+      kx16_pack(mv.type, mv.data, mv.n_out, mv.n_in, buf.get(), p0, p1);
+    });
+    mv.x16 = buf.get();
+    done[mv.data] = mv.x16;
+    ++repack_.matrices;
+    repack_.packed_bytes += bytes;
+    repack_.gguf_bytes += mv.n_bytes;
+    const auto* d = static_cast<const uint8_t*>(mv.data);
+    if (!opt.keep_gguf && map != nullptr && d >= map->data() && d + mv.n_bytes <= map->data() + map->size()) {
+      map->evict(size_t(d - map->data()), mv.n_bytes);
+      repack_.released_bytes += mv.n_bytes;
+    }
+    x16_.push_back(std::move(buf));
+  };
+  if (!p_.tied_output) repack(output_);
+  for (LayerWeights& L : layers_)
+    for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) repack(*mv);
+  if (p_.tied_output) {
+    repack(token_embd_);
+    output_.x16 = token_embd_.x16;
+  }
+  repack_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string KquantRepackStats::describe() const {
+  return fmt::format("{} matrices, {:.1f} MB x16 (GGUF {:.1f} MB, {:.1f} MB released), {:.2f} s",
+                     matrices, double(packed_bytes) / 1e6, double(gguf_bytes) / 1e6,
+                     double(released_bytes) / 1e6, seconds);
+}
+
 void Model::embed(int32_t token, float* out) const {
   const size_t row = row_bytes(token_embd_.type, p_.n_embd);
-  const auto* src = static_cast<const uint8_t*>(token_embd_.data) + size_t(token) * row;
-  type_info(token_embd_.type).dequantize_row(src, out, p_.n_embd);
+  if (token_embd_.x16 != nullptr) {  // the GGUF row from the x16 copy (its pages are released)
+    thread_local std::vector<uint8_t> buf;
+    buf.resize(row);
+    kx16_unpack_row(token_embd_.type, token_embd_.x16, p_.n_embd, token, buf.data());
+    type_info(token_embd_.type).dequantize_row(buf.data(), out, p_.n_embd);
+  } else {
+    const auto* src = static_cast<const uint8_t*>(token_embd_.data) + size_t(token) * row;
+    type_info(token_embd_.type).dequantize_row(src, out, p_.n_embd);
+  }
   if (p_.embd_scale != 1.0f)
     for (int64_t i = 0; i < p_.n_embd; ++i) out[i] *= p_.embd_scale;
 }

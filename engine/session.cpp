@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/fault_injection.h"
+#include "kernels/kquant_x16.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/registry.h"
@@ -306,6 +307,11 @@ void Session::matmul(const MatrixView& w, const float* x, int64_t n, float* y) {
     return;
   }
   const MatvecKernel& k = matvec_kernel(w.type, opt_.isa);
+  if (w.x16 != nullptr) {  // x16 interleaved copy (kernels/kquant_x16.h)
+    kx16_matmul(kx16_kernel(w.type, opt_.isa), w.type, w.x16, w.n_out, w.n_in,
+                quantized_input(k, x, n, w.n_in), n, y, pool_);
+    return;
+  }
   matmul_preq(k, w.data, w.n_out, w.n_in, quantized_input(k, x, n, w.n_in), n, y, pool_);
 }
 
@@ -356,15 +362,25 @@ void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, 
   constexpr int kMaxOps = 4;
   assert(ops.size() <= size_t(kMaxOps));
   const MatvecKernel* kern[kMaxOps];
+  Kx16Fn kx16[kMaxOps];  // non-null: the op runs on its x16 copy, split by 16-row panels
   const void* xq[kMaxOps];
+  // Units: rows (GGUF) or panels (x16), row_b bytes each.
   size_t row_b[kMaxOps], first_byte[kMaxOps + 1];
+  int64_t units[kMaxOps];
   first_byte[0] = 0;
   int i = 0;
   for (const MatmulOp& op : ops) {
     kern[i] = &matvec_kernel(op.w->type, opt_.isa);
     xq[i] = quantized_input(*kern[i], x, 1, op.w->n_in);
-    row_b[i] = row_bytes(op.w->type, op.w->n_in);
-    first_byte[i + 1] = first_byte[i] + row_b[i] * size_t(op.w->n_out);
+    kx16[i] = op.w->x16 != nullptr ? kx16_kernel(op.w->type, opt_.isa) : nullptr;
+    if (kx16[i] != nullptr) {
+      row_b[i] = size_t(op.w->n_in / kx16_block_elems(op.w->type)) * kx16_block_bytes(op.w->type);
+      units[i] = (op.w->n_out + kKx16Rows - 1) / kKx16Rows;
+    } else {
+      row_b[i] = row_bytes(op.w->type, op.w->n_in);
+      units[i] = op.w->n_out;
+    }
+    first_byte[i + 1] = first_byte[i] + row_b[i] * size_t(units[i]);
     ++i;
   }
   const int n_ops = i;
@@ -376,13 +392,19 @@ void Session::matmul_group(std::initializer_list<MatmulOp> ops, const float* x, 
       const size_t lo = total * size_t(t) / size_t(T), hi = total * size_t(t + 1) / size_t(T);
       int j = 0;
       for (const MatmulOp& op : ops) {
-        const int64_t rows = op.w->n_out;
+        const int64_t rows = units[j];
         auto row_at = [&](size_t byte) {
           if (byte <= first_byte[j]) return int64_t(0);
           return std::min(rows, int64_t((byte - first_byte[j] + row_b[j] - 1) / row_b[j]));
         };
         const int64_t r0 = row_at(lo), r1 = row_at(hi);
-        if (r1 > r0)
+        if (r1 > r0 && kx16[j] != nullptr) {  // panels [r0, r1) of the x16 copy
+          const int64_t row0 = r0 * kKx16Rows;
+          kx16[j](static_cast<const uint8_t*>(op.w->x16) + size_t(r0) * row_b[j],
+                  op.w->n_in / kx16_block_elems(op.w->type), r1 - r0, xq[j],
+                  kern[j]->act_row_bytes(op.w->n_in), 1, op.y + row0, op.w->n_out,
+                  std::min(op.w->n_out - row0, (r1 - r0) * kKx16Rows));
+        } else if (r1 > r0)
           matmul_preq(*kern[j], static_cast<const uint8_t*>(op.w->data) + size_t(r0) * row_b[j],
                       r1 - r0, op.w->n_in, xq[j], 1, op.y + r0, *solo_[size_t(th)]);
         ++j;

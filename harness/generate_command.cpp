@@ -134,6 +134,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       {"--requant", "requant",
        "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised weight -> "
        "fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)"},
+      {"--kquant-repack", "kquant_repack",
+       "Q4_K/Q5_K/Q6_K matrices repacked at load into the x16 interleaved layout: auto (on where "
+       "the kernel ISA is avx2), on, off, keep (on, GGUF pages kept resident)"},
       {"--gpu-requant", "gpu_requant",
        "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the CPU copy "
        "is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and "
@@ -177,6 +180,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "fish generate: requant %d: %s in %.2f s (%.1f ns/weight, %d threads)\n",
                    int(a->cfg.requant), rq->describe().c_str(), rq->seconds, rq->ns_per_weight(),
                    rq->n_threads);
+    if (const KquantRepackStats& kr = model->kquant_repack(); kr.matrices > 0)
+      std::fprintf(stderr, "fish generate: kquant_repack %s: %s\n", a->cfg.kquant_repack.c_str(),
+                   kr.describe().c_str());
     auto tok_r = Tokenizer::from_gguf(model->gguf());
     if (!tok_r.ok()) return fail(tok_r.error());
     const Tokenizer& tok = tok_r.value();

@@ -472,6 +472,7 @@ int run_experiment(const RunOptions& o) {
     // (built with the reference's own Config, its requant loaded separately when it differs).
     std::optional<size_t> loaded_index;
     std::optional<int64_t> loaded_requant;
+    std::optional<std::string> loaded_repack;  // Config kquant_repack of the loaded model
     std::shared_ptr<const Model> model;
     std::optional<Tokenizer> tok;
     std::string model_error;
@@ -532,10 +533,12 @@ int run_experiment(const RunOptions& o) {
         if (todo_path(ids[i], p)) todo.push_back(p);
       if (todo.empty()) return kCellDone;
       if (c.config.engine == "llama.cpp") return run_peer_cell(i, todo);
-      if (loaded_index != c.model_index || loaded_requant != c.config.requant) {
+      if (loaded_index != c.model_index || loaded_requant != c.config.requant ||
+          loaded_repack != c.config.kquant_repack) {
         if (loaded_index != c.model_index) ref.reset();
         loaded_index = c.model_index;
         loaded_requant = c.config.requant;
+        loaded_repack = c.config.kquant_repack;
         model.reset();
         tok.reset();
         prompt.clear();
@@ -647,6 +650,12 @@ int run_experiment(const RunOptions& o) {
         const DecodeWeights dw = decode_weights(*runs[p].session, runs[p].gpu.get());
         // config.n_threads stays as given (0: the default); what it resolved to is recorded here.
         row["n_threads_resolved"] = runs[p].session->n_threads();
+        if (const KquantRepackStats& kr = model->kquant_repack(); kr.matrices > 0)
+          row["kquant_repack"] = {{"matrices", kr.matrices},
+                                  {"packed_MB", double(kr.packed_bytes) / 1e6},
+                                  {"gguf_MB", double(kr.gguf_bytes) / 1e6},
+                                  {"released_MB", double(kr.released_bytes) / 1e6},
+                                  {"seconds", kr.seconds}};
         uint64_t gpu_fallbacks = runs[p].session->gpu_fallbacks();
         // vram_peak_MB: placement plus the matmul scratch the runs allocated (kept until the
         // last weight goes).
@@ -739,6 +748,7 @@ int run_experiment(const RunOptions& o) {
       const Cell& c = *cells[i];
       loaded_index.reset();
       loaded_requant.reset();
+      loaded_repack.reset();
       model.reset();
       tok.reset();
       ref.reset();

@@ -109,18 +109,22 @@ struct RealModel {
 const RealModel kSmolLm2{test::kSmolLm2, "smollm2-135m-instruct-q4_1"};
 const RealModel kGemma3{test::kGemma3, "gemma-3-270m-q4_k_m"};
 
-std::shared_ptr<const Model> load_model(const RealModel& m) {
+// kquant_repack: the Q4_K / Q6_K matrices run on their x16 copies (kernels/kquant_x16.h).
+std::shared_ptr<const Model> load_model(const RealModel& m, bool kquant_repack = false) {
   const std::string path = test::model_path(m.file);
   if (path.empty()) return nullptr;
-  auto r = Model::load(path);
+  ModelLoadOptions lo;
+  lo.kquant_repack = kquant_repack;
+  auto r = Model::load(path, lo);
   EXPECT_TRUE(r.ok()) << r.error().message;
   return r.ok() ? r.value() : nullptr;
 }
 
-Agreement teacher_forced(const RealModel& m, ActMode act) {
+Agreement teacher_forced(const RealModel& m, ActMode act, bool kquant_repack = false) {
   Agreement total;
-  auto model = load_model(m);
+  auto model = load_model(m, kquant_repack);
   if (!model) return total;
+  if (kquant_repack) EXPECT_GT(model->kquant_repack().matrices, 0) << m.file;
   const std::vector<RefFile> refs = load_refs(m.folder);
   EXPECT_GE(refs.size(), 3u) << "reference data missing for " << m.folder;
   int64_t longest = 0;
@@ -166,11 +170,11 @@ Agreement teacher_forced(const RealModel& m, ActMode act) {
 // same int8 rounding (scripts/reference_forward.py --act int8) agrees with FISH's int8 mode no
 // better (96.3%), because the rounding is chaotic across layers. The bound here is what int8
 // reaches, so a regression in the kernels or the quantisers still fails it.
-void expect_int8_agreement(const RealModel& m) {
+void expect_int8_agreement(const RealModel& m, bool kquant_repack = false) {
   if (test::model_path(m.file).empty())
     FAIL() << m.file << " not in FISH_MODELS_DIR"
            << " (tests need the real models: scripts/setup.sh fetches them)";
-  const Agreement a = teacher_forced(m, ActMode::int8);
+  const Agreement a = teacher_forced(m, ActMode::int8, kquant_repack);
   EXPECT_GE(a.n, 3 * 64);
   EXPECT_GE(a.top1_rate(), 0.95);
   EXPECT_LE(a.kl_mean(), 0.01);
@@ -235,6 +239,10 @@ TEST(ReferenceTest, SmolLm2TeacherForcedLogitsMatchWithF32Activations) {
 }
 TEST(ReferenceTest, Gemma3TeacherForcedLogitsAgreeWithInt8Activations) {
   expect_int8_agreement(kGemma3);
+}
+// Gemma 3's Q4_K / Q6_K matrices (attn_output, ffn_down) on the x16 layout: same bounds.
+TEST(ReferenceTest, Gemma3TeacherForcedLogitsAgreeWithInt8ActivationsOnX16Weights) {
+  expect_int8_agreement(kGemma3, /*kquant_repack=*/true);
 }
 TEST(ReferenceTest, Gemma3TeacherForcedLogitsMatchWithF32Activations) {
   expect_f32_exact(kGemma3);

@@ -1,0 +1,196 @@
+// K-quant (and Q8_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels (matmul_preq
+// through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against the x16
+// interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K and Q8_0 at a
+// Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
+//
+//   stream/threads:T             kernels/stream_bandwidth's read pass over 512 MiB (bytes/s): the
+//                                yardstick; "% of stream" = decode bytes/s / stream bytes/s
+//   decode/<type>/<impl>         one token, weights from DRAM (copies of the matrix spanning
+//                                512 MiB are cycled); bytes/s of the impl's own weight bytes
+//                                (x16 Q4_K / Q5_K read 2.8% / 2.3% more bytes than GGUF), plus a
+//                                rows_per_s counter (the same work in both)
+//   prefill/<type>/<impl>        64 tokens on one cache-warm matrix: tokens/s and GOP/s
+// impl: gguf (old) or x16 (new). Every iteration quantises its activations (Q8_K) as the engine
+// does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kquant_x16.h"
+#include "kernels/matmul.h"
+#include "kernels/registry.h"
+#include "kernels/stream_bandwidth.h"
+#include "kernels/thread_pool.h"
+#include "quant/f16.h"
+#include "quant/q4_k.h"
+#include "quant/q5_k.h"
+#include "quant/q6_k.h"
+#include "quant/q8_0.h"
+
+namespace fish {
+namespace {
+
+constexpr int64_t kNIn = 2048;
+constexpr int64_t kNOut = 8192;
+constexpr size_t kColdBytes = size_t(512) << 20;
+constexpr int64_t kPrefillTok = 64;
+
+std::vector<uint8_t> random_matrix(GgmlType t) {
+  std::vector<uint8_t> m(row_bytes(t, kNIn) * size_t(kNOut));
+  std::mt19937 rng(uint32_t(t) + 17);
+  for (uint8_t& b : m) b = uint8_t(rng());
+  const size_t bb = type_info(t).block_bytes;
+  std::vector<size_t> f16;  // scale fields: small finite values
+  if (t == GgmlType::q4_k) f16 = {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+  if (t == GgmlType::q5_k) f16 = {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+  if (t == GgmlType::q6_k) f16 = {offsetof(BlockQ6_K, d)};
+  if (t == GgmlType::q8_0) f16 = {offsetof(BlockQ8_0, d)};
+  for (size_t off = 0; off < m.size(); off += bb) {
+    for (size_t f : f16) {
+      const uint16_t h = f32_to_f16(0.001f + 0.001f * float(rng() % 100));
+      std::memcpy(m.data() + off + f, &h, 2);
+    }
+  }
+  return m;
+}
+
+std::vector<uint8_t> packed(GgmlType t, const std::vector<uint8_t>& m) {
+  std::vector<uint8_t> p(kx16_matrix_bytes(t, kNOut, kNIn));
+  kx16_pack(t, m.data(), kNOut, kNIn, p.data(), 0, (kNOut + 15) / 16);
+  return p;
+}
+
+// Copies of one matrix (GGUF or x16 bytes) spanning >= kColdBytes; one set cached at a time.
+struct ColdSet {
+  GgmlType t = GgmlType::f32;
+  bool x16 = false;
+  size_t bytes = 0;
+  int64_t copies = 0;
+  std::unique_ptr<uint8_t[]> data;
+};
+
+const ColdSet& cold_set(GgmlType t, bool x16) {
+  static ColdSet s;
+  if (s.data && s.t == t && s.x16 == x16) return s;
+  s.data.reset();
+  const std::vector<uint8_t> g = random_matrix(t);
+  const std::vector<uint8_t> m = x16 ? packed(t, g) : g;
+  s.t = t;
+  s.x16 = x16;
+  s.bytes = m.size();
+  s.copies = int64_t((kColdBytes + m.size() - 1) / m.size());
+  s.data.reset(new uint8_t[s.bytes * size_t(s.copies)]);
+  for (int64_t c = 0; c < s.copies; ++c) std::memcpy(s.data.get() + size_t(c) * s.bytes, m.data(), m.size());
+  return s;
+}
+
+std::vector<float> activations(int64_t n) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& f : x) f = nd(rng);
+  return x;
+}
+
+// y = W x for n_tok tokens on `w` (GGUF bytes, or x16 bytes when x16).
+void run_matmul(GgmlType t, bool x16, const uint8_t* w, const float* x, int64_t n_tok, float* y,
+                std::vector<uint8_t>& xq, ThreadPool& pool) {
+  const MatvecKernel& k = matvec_kernel(t);
+  quantize_activations(k, x, n_tok, kNIn, xq.data(), pool);
+  if (x16) {
+    kx16_matmul(kx16_kernel(t, best_isa()), t, w, kNOut, kNIn,
+                xq.data(), n_tok, y, pool);
+  } else {
+    matmul_preq(k, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
+  }
+}
+
+std::string label(GgmlType t, bool x16) {
+  Isa got = Isa::scalar;
+  if (x16) kx16_kernel(t, best_isa(), &got);
+  const Isa isa = x16 ? got : matvec_kernel(t).isa;
+  return std::string(type_name(t)) + (x16 ? " x16 " : " gguf ") + std::string(isa_name(isa));
+}
+
+void BM_stream(benchmark::State& state) {
+  ThreadPool pool(int(state.range(0)));
+  StreamBuffer buf(kColdBytes);
+  for (auto _ : state) benchmark::DoNotOptimize(buf.read_pass(pool));
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(buf.n_bytes()));
+}
+
+void BM_decode(benchmark::State& state, GgmlType t, bool x16) {
+  ThreadPool pool(int(state.range(0)));
+  const ColdSet& s = cold_set(t, x16);
+  const std::vector<float> x = activations(kNIn);
+  std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn));
+  std::vector<float> y(static_cast<size_t>(kNOut));
+  int64_t c = 0;
+  for (auto _ : state) {
+    run_matmul(t, x16, s.data.get() + size_t(c) * s.bytes, x.data(), 1, y.data(), xq, pool);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % s.copies;
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(s.bytes));
+  state.counters["rows_per_s"] =
+      benchmark::Counter(double(state.iterations()) * double(kNOut), benchmark::Counter::kIsRate);
+  state.SetLabel(label(t, x16));
+}
+
+void BM_prefill(benchmark::State& state, GgmlType t, bool x16) {
+  ThreadPool pool(int(state.range(0)));
+  const std::vector<uint8_t> g = random_matrix(t);
+  const std::vector<uint8_t> w = x16 ? packed(t, g) : g;
+  const std::vector<float> x = activations(kNIn * kPrefillTok);
+  std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn) * size_t(kPrefillTok));
+  std::vector<float> y(size_t(kNOut * kPrefillTok));
+  for (auto _ : state) {
+    run_matmul(t, x16, w.data(), x.data(), kPrefillTok, y.data(), xq, pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * kPrefillTok);
+  state.counters["GOPs"] = benchmark::Counter(
+      double(state.iterations()) * 2.0 * double(kNOut * kNIn * kPrefillTok) / 1e9,
+      benchmark::Counter::kIsRate);
+  state.SetLabel(label(t, x16));
+}
+
+std::vector<int64_t> thread_counts() {
+  std::vector<int64_t> v = {1, 2};
+  if (default_thread_count() > 2) v.push_back(default_thread_count());
+  return v;
+}
+
+int register_all() {
+  benchmark::AddCustomContext("fish_cpu", cpu_features_summary() + " " + cpu_features().brand);
+  benchmark::AddCustomContext("fish_kquant_shape", std::to_string(kNOut) + "x" +
+                                                       std::to_string(kNIn) + " (n_out x n_in)");
+  for (int64_t th : thread_counts())
+    benchmark::RegisterBenchmark("stream", BM_stream)->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.5);
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0}) {
+    for (bool x16 : {false, true}) {
+      const std::string impl = x16 ? "x16" : "gguf";
+      for (int64_t th : thread_counts())
+        benchmark::RegisterBenchmark(("decode/" + std::string(type_name(t)) + "/" + impl).c_str(),
+                                     BM_decode, t, x16)
+            ->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+    }
+    for (bool x16 : {false, true}) {
+      const std::string impl = x16 ? "x16" : "gguf";
+      for (int64_t th : thread_counts())
+        benchmark::RegisterBenchmark(("prefill/" + std::string(type_name(t)) + "/" + impl).c_str(),
+                                     BM_prefill, t, x16)
+            ->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+    }
+  }
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+}  // namespace fish

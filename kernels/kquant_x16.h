@@ -1,0 +1,93 @@
+// Interleaved ("x16") K-quant weights: Q4_K / Q5_K / Q6_K matrices repacked at load so that one
+// pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM of
+// 8 rows x up to 4 tokens per tile runs on the same bytes (prefill). docs/cpu-kernels.md has the
+// diagram; in short, a matrix becomes ceil(n_out / 16) panels of 16 rows, each panel the n_in /
+// 256 super-blocks of its rows one after another, and one panel super-block holds the 16 rows'
+// fields side by side with every 32-bit lane = 4 consecutive weights of one row:
+//
+//   Q4_K (2368 B = 16 x 144 + 64): d[16] f16 | dmin[16] f16 | sc[8 sub][16 rows] u8 |
+//        mn[8 sub][16 rows] u8 | qs[4 chunk][8 quad][16 rows][4 B]
+//   Q5_K (2880 B = 16 x 176 + 64): as Q4_K, then qh[8 quad][16 rows][4 B] before qs
+//   Q6_K (3360 B = 16 x 210):      d[16] f16 | sc[16 sub][16 rows] i8 | ql[2 half][2][8 quad]
+//        [16 rows][4 B] | qh[2 half][8 quad][16 rows][4 B]
+//   Q8_0 (544 B = 16 x 34, a "super-block" of 32 weights): d[16] f16 | qs[8 quad][16 rows][4 B]
+//
+// qs / ql / qh bytes are GGUF's own bytes of the row, moved (byte j of a row's 32-byte group goes
+// to quad j/4, byte j%4); the 6-bit Q4_K / Q5_K scales and mins are stored unpacked (one byte
+// each, 4 bytes more per row and super-block than GGUF's 12-byte packing: +2.8% for Q4_K,
+// +2.3% Q5_K). The repacking is lossless: kx16_unpack_row gives back the GGUF bytes of any row.
+// The rows of the last panel past n_out are zero bytes (d = 0): computed and dropped.
+//
+// Arithmetic: per row and super-block the integer sums (sum_s sc_s * dot_s, the min / offset
+// terms through Q8_K's bsums) are exact int32, then scaled in f32 with the very operations and
+// order of the scalar reference (kernels/vec_dot_ref.cpp: dall = db * d; sum += dall * isum -
+// dmin * summs, no FMA contraction), so every output is BITWISE EQUAL to vec_dot_*_q8_k_ref of
+// the GGUF row, for any thread count and token blocking (the per-row AVX2 / AVX-512 kernels
+// differ from the reference by float summation order; these do not).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+#include "quant/q8_0.h"
+#include "quant/q8_k.h"
+#include "quant/types.h"
+
+namespace fish {
+
+constexpr int64_t kKx16Rows = 16;
+
+// q4_k, q5_k, q6_k (x Q8_K activations) and q8_0 (x Q8_0).
+bool kx16_supported(GgmlType t);
+// Weights per panel super-block: 256 (K-quants) or 32 (q8_0); n_in must be a multiple.
+int64_t kx16_block_elems(GgmlType t);
+// Bytes of one panel super-block (16 rows x 256 weights); 0 when !kx16_supported(t).
+size_t kx16_block_bytes(GgmlType t);
+// Bytes of the repacked matrix: ceil(n_out / 16) panels x (n_in / block_elems) blocks.
+size_t kx16_matrix_bytes(GgmlType t, int64_t n_out, int64_t n_in);
+
+// GGUF rows (n_out rows of n_in weights, row_bytes(t, n_in) apart) -> the x16 layout in `dst`
+// (kx16_matrix_bytes bytes). Panels [p0, p1) only, so the work can be split (each panel's bytes
+// depend on its 16 rows alone). Preconditions: kx16_supported(t), n_in % block_elems == 0.
+void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst, int64_t p0,
+               int64_t p1);
+// The GGUF bytes of row `row` (row_bytes(t, n_in) bytes into dst): the inverse of kx16_pack.
+void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, void* dst);
+
+// The tile kernel: panels [0, n_panels) of `w` (consecutive panels, nb super-blocks each) x
+// n_tok activation rows (Q8_K, or Q8_0 for q8_0; x_stride bytes apart, nb blocks each): y[t * ldy + r] for the
+// panels' rows r (relative to the first panel) below rows_valid. n_tok any >= 1.
+using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void* x,
+                        size_t x_stride, int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
+
+// Kernel for `t` at ISA level <= isa (scalar, or avx2 when compiled in and supported; there is no
+// AVX-512 variant yet: an avx512 request gets avx2). *got (if given) receives the level.
+Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr);
+
+void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                   int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                   int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                   int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                    int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                    int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                    int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                   int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
+                    int64_t nt, float* y, int64_t ldy, int64_t rows);
+
+// y[t][o] = W x[t] for the whole repacked matrix, activations already quantised (Q8_K, or Q8_0
+// for q8_0: n_tok rows of n_in / block_elems blocks, contiguous). Panels are split across the pool's threads (decode: each
+// thread streams its own contiguous bytes); prefill walks panel chunks that stay in L2 against
+// all tokens, 4 tokens per tile.
+void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,
+                 const void* xq, int64_t n_tok, float* y, ThreadPool& pool);
+
+}  // namespace fish

@@ -1,0 +1,155 @@
+// Load-time x16 repacking (ModelLoadOptions::kquant_repack, Config kquant_repack): which matrices
+// get a copy, the GGUF pages released or kept, embeddings from the copy, and sessions on the copy
+// give the logits of the per-row kernels: bitwise at the scalar level (the x16 kernels are
+// bitwise the scalar reference at every level), within float-order error at AVX2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/synthetic_model.h"
+#include "test_env.h"
+
+namespace fish {
+namespace {
+
+class KquantRepackTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = (test::temp_dir() / "fish_kquant_repack_tiny_q4_k_m.gguf").string();
+    auto ft = parse_file_type("q4_k_m");
+    ASSERT_TRUE(ft.ok());
+    ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {9, 1}, path_).ok());
+  }
+  static std::shared_ptr<const Model> load(bool repack, bool keep = false) {
+    ModelLoadOptions o;
+    o.kquant_repack = repack;
+    o.keep_gguf = keep;
+    auto m = Model::load(path_, o);
+    EXPECT_TRUE(m.ok()) << m.error().message;
+    return m.ok() ? m.value() : nullptr;
+  }
+  // Logits of 7 tokens one at a time (decode: matmul_group) then of 9 more in one batch.
+  static std::vector<float> logits(const std::shared_ptr<const Model>& m, Isa isa, int threads) {
+    SessionOptions opt;
+    opt.n_ctx = 64;
+    opt.isa = isa;
+    opt.n_threads = threads;
+    auto s = Session::create(m, opt);
+    EXPECT_TRUE(s.ok());
+    std::mt19937 rng(5);
+    std::vector<float> all;
+    for (int i = 0; i < 7; ++i) {
+      const int32_t t = int32_t(rng() % uint32_t(m->params().n_vocab));
+      auto lg = s.value()->append(std::span<const int32_t>(&t, 1));
+      EXPECT_TRUE(lg.ok());
+      all.insert(all.end(), lg.value().begin(), lg.value().end());
+    }
+    std::vector<int32_t> batch(9);
+    for (int32_t& t : batch) t = int32_t(rng() % uint32_t(m->params().n_vocab));
+    auto lg = s.value()->forward(batch, 0, LogitsMode::all);
+    EXPECT_TRUE(lg.ok());
+    all.insert(all.end(), lg.value().begin(), lg.value().end());
+    return all;
+  }
+  static std::string path_;
+};
+std::string KquantRepackTest::path_;
+
+TEST_F(KquantRepackTest, EveryKQuantMatrixGetsACopyAndItsPagesAreReleased) {
+  auto off = load(false);
+  auto on = load(true);
+  ASSERT_TRUE(off && on);
+  EXPECT_EQ(off->kquant_repack().matrices, 0);
+  EXPECT_EQ(off->output().x16, nullptr);
+  const KquantRepackStats& st = on->kquant_repack();
+  // tiny: 2 layers x 7 matrices + the tied q6_k embedding / head (one copy for both views).
+  EXPECT_EQ(st.matrices, 2 * 7 + 1);
+  EXPECT_EQ(st.released_bytes, st.gguf_bytes);
+  EXPECT_GT(st.packed_bytes, st.gguf_bytes);  // unpacked Q4_K scales: +2.8%
+  EXPECT_LT(double(st.packed_bytes), 1.03 * double(st.gguf_bytes));
+  EXPECT_NE(on->output().x16, nullptr);
+  EXPECT_EQ(on->output().x16, on->token_embd().x16);
+  for (const LayerWeights& L : on->layers())
+    for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+      EXPECT_NE(mv->x16, nullptr) << mv->name << " " << type_name(mv->type);
+  auto keep = load(true, true);
+  EXPECT_EQ(keep->kquant_repack().matrices, st.matrices);
+  EXPECT_EQ(keep->kquant_repack().released_bytes, 0u);
+}
+
+TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {
+  auto off = load(false);
+  auto on = load(true);
+  const int64_t n = off->params().n_embd;
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (int32_t t : {0, 1, 15, 16, 17, 255, int32_t(off->params().n_vocab - 1)}) {
+    off->embed(t, a.data());
+    on->embed(t, b.data());
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "token " << t;
+  }
+}
+
+TEST_F(KquantRepackTest, ScalarSessionsGiveBitwiseTheLogitsOfThePerRowKernels) {
+  auto off = load(false);
+  auto on = load(true);
+  for (int threads : {1, 2}) {
+    const std::vector<float> a = logits(off, Isa::scalar, threads);
+    const std::vector<float> b = logits(on, Isa::scalar, threads);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << threads << " threads";
+  }
+}
+
+TEST_F(KquantRepackTest, Avx2SessionsAgreeWithThePerRowKernelsWithinFloatOrderError) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "no AVX2 here (or a FISH_SCALAR_ONLY build)";
+  auto off = load(false);
+  auto on = load(true);
+  for (int threads : {1, 2}) {
+    const std::vector<float> a = logits(off, Isa::avx2, threads);
+    const std::vector<float> b = logits(on, Isa::avx2, threads);
+    // x16 at AVX2 is bitwise x16 at scalar, which the scalar per-row path matches bitwise.
+    const std::vector<float> ref = logits(off, Isa::scalar, threads);
+    ASSERT_EQ(a.size(), b.size());
+    double max_ab = 0, max_logit = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      max_ab = std::max(max_ab, double(std::fabs(a[i] - b[i])));
+      max_logit = std::max(max_logit, double(std::fabs(a[i])));
+    }
+    EXPECT_LT(max_ab, 1e-3 * std::max(1.0, max_logit)) << threads << " threads";
+    EXPECT_NE(0, std::memcmp(ref.data(), a.data(), a.size() * 4))
+        << "per-row AVX2 equal to scalar: the comparison above would not see a difference";
+  }
+}
+
+TEST(KquantRepackConfig, AutoFollowsTheIsaAndWeightPathAndBadValuesAreErrors) {
+  Config c;
+  c.kquant_repack = "on";
+  EXPECT_TRUE(model_load_options(c).value().kquant_repack);
+  EXPECT_FALSE(model_load_options(c).value().keep_gguf);
+  c.kquant_repack = "keep";
+  EXPECT_TRUE(model_load_options(c).value().keep_gguf);
+  c.kquant_repack = "off";
+  EXPECT_FALSE(model_load_options(c).value().kquant_repack);
+  c.kquant_repack = "auto";
+  c.isa = "avx2";
+  EXPECT_EQ(model_load_options(c).value().kquant_repack, isa_supported(Isa::avx2));
+  c.isa = "avx512";
+  EXPECT_FALSE(model_load_options(c).value().kquant_repack);
+  c.isa = "avx2";
+  c.weight_path = "w4a16";
+  EXPECT_FALSE(model_load_options(c).value().kquant_repack);
+  c.kquant_repack = "yes";
+  auto r = model_load_options(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("kquant_repack"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace fish
