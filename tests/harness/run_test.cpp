@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/config.h"
 #include "harness/exit_codes.h"
 #include "test_env.h"
 
@@ -417,6 +418,18 @@ TEST_F(RunCommand, DryRunFailsOnWhatTheRunWouldFailOn) {
 TEST_F(RunCommand, AnUnknownCommandIsNamedWithTheList) {
   EXPECT_EQ(run_shell(fish_bin() + " frobnicate", dir_.file("log")), kExitUsage);
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("unknown command 'frobnicate' (commands: inspect"));
+}
+
+TEST_F(RunCommand, CommandsNameTheModelTheSameWayAndShareDefaults) {
+  // -m names the model for inspect as for generate, bench and requant-quality (positional too).
+  EXPECT_EQ(run_shell(fish_bin() + " inspect -m " + model_, dir_.file("log")), kExitOk);
+  const std::string by_flag = slurp(dir_.file("log"));
+  EXPECT_EQ(run_shell(fish_bin() + " inspect " + model_, dir_.file("log")), kExitOk);
+  EXPECT_EQ(slurp(dir_.file("log")), by_flag);
+  // quantize-w4's group default is the Config table's, as fish run's w4 cells use.
+  EXPECT_EQ(run_shell(fish_bin() + " quantize-w4 --help", dir_.file("log")), kExitOk);
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("=" + std::to_string(Config{}.group_size) + " Weights per int4 group"));
 }
 
 TEST_F(RunCommand, AnInvalidExperimentIsAUsageErrorWithTheProblem) {
