@@ -229,6 +229,7 @@ Status VulkanSpan::load_ops() {
       {&ops_.attention, "span_attention"},
       {&ops_.attention_split, "span_attention_split"},
       {&ops_.attention_combine, "span_attention_combine"},
+      {&ops_.attention_flash, "span_attention_flash"},
       {&ops_.add, "span_add"},
       {&ops_.bias, "span_bias"},
       {&ops_.act, p_.arch == Arch::gemma3 ? "span_geglu" : "span_swiglu"},

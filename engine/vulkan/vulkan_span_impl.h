@@ -46,7 +46,7 @@ struct LayerState {
 // The span ops' pipelines (fish_vk_span.h layout: ARENA, PARAMS, KV).
 struct SpanOps {
   Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
-      attention_combine, add, bias, act;
+      attention_combine, attention_flash, add, bias, act;
 };
 
 class VulkanSpan final : public LayerSpan {

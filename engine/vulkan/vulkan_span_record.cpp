@@ -1,6 +1,6 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
 // rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
-// split-K + combine) -> wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul ->
+// split-K + combine; flash for prefill chunks) -> wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul ->
 // down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute barrier after each
 // step that the next reads.
 #include <algorithm>
@@ -160,6 +160,9 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
     barrier();
     op(ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
+    op(ops_.attention_flash, pc, uint32_t(p_.n_head),
+       (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK);
   } else {
     op(ops_.attention, pc, uint32_t(p_.n_head), n);
   }
