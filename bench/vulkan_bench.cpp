@@ -10,8 +10,8 @@
 //   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
 //     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s / lp / mp
-//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it ran
-//     first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
+//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it
+//     ran first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
 //     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash, device time.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
@@ -370,8 +370,8 @@ void BM_VulkanCoopmatPeak(benchmark::State& state) {
     flops = r.value();
     // FLOPs of the dispatch / rate = its device time.
     const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
-    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 *
-                     t[0].cm * t[0].cn * t[0].ck;
+    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 * t[0].cm *
+                     t[0].cn * t[0].ck;
     state.SetIterationTime(f / flops);
   }
   g_coopmat_peak_flops = flops;
@@ -432,13 +432,10 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
 }
 
 void prefill_shapes(benchmark::internal::Benchmark* bm) {
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q5_k, GgmlType::fq3,
-                     GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
-                     GgmlType::q5_1, GgmlType::f16})
-    for (auto [n_out, n_in] : {std::pair<int64_t, int64_t>{4096, 4096},
-                               {14336, 4096},
-                               {4096, 14336},
-                               {1024, 4096}}) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q5_k, GgmlType::fq3, GgmlType::q8_0,
+                     GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0, GgmlType::q5_1, GgmlType::f16})
+    for (auto [n_out, n_in] :
+         {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}}) {
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
       for (int64_t variant = 0; variant <= (tiles ? 6 : 1); ++variant)
         bm->Args({int64_t(t), n_out, n_in, 512, variant});

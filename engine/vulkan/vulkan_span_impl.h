@@ -26,7 +26,7 @@ inline constexpr const char* kStageNames[kNumStages] = {
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;   // matvec_<type> (or matvec1_), matmul_<type>
+  Pipeline vec, tiled;       // matvec_<type> (or matvec1_), matmul_<type>
   std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)

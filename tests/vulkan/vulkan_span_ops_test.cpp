@@ -338,8 +338,8 @@ TEST(VulkanSpanOps, FlashAttentionMatchesCpuCausalWindowAndGqa) {
   struct Case {
     uint32_t hd, n_head, n_kv, tok, pos0, window;
   };
-  const Case cases[] = {{64, 8, 2, 37, 0, 0},    {128, 8, 2, 37, 297, 0}, {128, 8, 2, 37, 297, 100},
-                        {256, 4, 1, 21, 40, 0},  {64, 6, 2, 130, 0, 50},  {128, 4, 4, 17, 5, 0},
+  const Case cases[] = {{64, 8, 2, 37, 0, 0},   {128, 8, 2, 37, 297, 0}, {128, 8, 2, 37, 297, 100},
+                        {256, 4, 1, 21, 40, 0}, {64, 6, 2, 130, 0, 50},  {128, 4, 4, 17, 5, 0},
                         {40, 9, 3, 16, 297, 20}};
   for (const Case& c : cases) {
     std::mt19937 rng(c.hd * 7 + c.tok + c.pos0);
@@ -350,9 +350,10 @@ TEST(VulkanSpanOps, FlashAttentionMatchesCpuCausalWindowAndGqa) {
                                  (c.tok + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK, p.arena,
                                  params, p.kv)
                     .ok());
-    expect_near_all(attention_out(p), p.want, 1e-4,
-                    fmt::format("flash attention head_dim {} heads {}:{}, {} tokens at {}, window {}",
-                                c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window));
+    expect_near_all(
+        attention_out(p), p.want, 1e-4,
+        fmt::format("flash attention head_dim {} heads {}:{}, {} tokens at {}, window {}", c.hd,
+                    c.n_head, c.n_kv, c.tok, c.pos0, c.window));
   }
 }
 
