@@ -188,8 +188,7 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule), l, m, s; "
-       "lp, "
-       "mp: l, m with register prefetch"},
+       "lp, mp: l, m with register prefetch"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

@@ -414,8 +414,8 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   if (opt.coopmat == 1 && !d->features.coopmat)
     return make_error(
         "FISH_VK_COOPMAT=1 but {} has no usable cooperative matrices (needs "
-        "VK_KHR_cooperative_matrix "
-        "with an f16 x f16 -> f32 subgroup shape, VK_KHR_vulkan_memory_model, shaderFloat16; {})",
+        "VK_KHR_cooperative_matrix with an f16 x f16 -> f32 subgroup shape, "
+        "VK_KHR_vulkan_memory_model, shaderFloat16; {})",
         d->props.deviceName, d->features.describe());
   dev_exts.insert(dev_exts.end(), chain.extensions.begin(), chain.extensions.end());
   {
