@@ -216,8 +216,8 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule), l, m, s; lp, "
-       "mp: l, m with register prefetch"},
+       "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule), l, m, s; "
+       "lp, mp: l, m with register prefetch"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

@@ -10,8 +10,10 @@
 //   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
 //     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s / lp / mp
-//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it ran
-//     first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
+//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it
+//     ran first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
+//   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
+//     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash, device time.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
@@ -368,8 +370,8 @@ void BM_VulkanCoopmatPeak(benchmark::State& state) {
     flops = r.value();
     // FLOPs of the dispatch / rate = its device time.
     const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
-    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 *
-                     t[0].cm * t[0].cn * t[0].ck;
+    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 * t[0].cm *
+                     t[0].cn * t[0].ck;
     state.SetIterationTime(f / flops);
   }
   g_coopmat_peak_flops = flops;
@@ -430,13 +432,10 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
 }
 
 void prefill_shapes(benchmark::internal::Benchmark* bm) {
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q5_k, GgmlType::fq3,
-                     GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0,
-                     GgmlType::q5_1, GgmlType::f16})
-    for (auto [n_out, n_in] : {std::pair<int64_t, int64_t>{4096, 4096},
-                               {14336, 4096},
-                               {4096, 14336},
-                               {1024, 4096}}) {
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q5_k, GgmlType::fq3, GgmlType::q8_0,
+                     GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0, GgmlType::q5_1, GgmlType::f16})
+    for (auto [n_out, n_in] :
+         {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}}) {
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
       for (int64_t variant = 0; variant <= (tiles ? 6 : 1); ++variant)
         bm->Args({int64_t(t), n_out, n_in, 512, variant});
@@ -447,6 +446,66 @@ BENCHMARK(BM_VulkanPrefillMatmul)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// Args: heads (0 llama-1b, 1 llama-8b), prompt tokens, kernel (0 one-pass, 1 flash). A whole
+// causal prefill of n tokens from position 0 in one dispatch, device time (5 in one submit).
+void BM_VulkanPrefillAttention(benchmark::State& state) {
+  struct Heads {
+    const char* name;
+    uint32_t n_head, n_kv, hd;
+  };
+  constexpr Heads kHeads[] = {{"llama-1b", 32, 8, 64}, {"llama-8b", 32, 8, 128}};
+  const Heads& sh = kHeads[state.range(0)];
+  const uint32_t n = uint32_t(state.range(1));
+  const bool flash = state.range(2) != 0;
+  vk::VulkanBackend* b = backend();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const uint32_t kv_words = n * sh.n_kv * sh.hd / 2;
+  std::vector<uint32_t> kv(2 * size_t(kv_words));
+  for (uint32_t& w : kv) w = f32_to_f16(dist(rng)) | uint32_t(f32_to_f16(dist(rng))) << 16;
+  const uint32_t q_floats = sh.n_head * sh.hd;
+  std::vector<float> arena(2 * size_t(n) * q_floats);
+  for (size_t i = 0; i < size_t(n) * q_floats; ++i) arena[i] = dist(rng);
+  const std::vector<float> params(4, 0.0f);
+  vk::SpanPush pc{};
+  pc.n = sh.hd;
+  pc.rows = n;
+  pc.a_stride = q_floats;
+  pc.c_off = n * q_floats;
+  pc.c_stride = q_floats;
+  pc.n_rot = sh.n_head / sh.n_kv;
+  pc.kv_k = 0;
+  pc.kv_v = kv_words;
+  pc.kv_stride = sh.n_kv * sh.hd / 2;
+  pc.scale = 1.0f / std::sqrt(float(sh.hd));
+  const vk::SpanDispatch d =
+      flash ? vk::SpanDispatch{"span_attention_flash", pc, sh.n_head,
+                               (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK, 1}
+            : vk::SpanDispatch{"span_attention", pc, sh.n_head, n, 1};
+  constexpr int kReps = 5;
+  double seconds = 0;
+  for (auto _ : state) {
+    auto r = b->run_span_ops(std::span(&d, 1), kReps, arena, params, kv);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    state.SetIterationTime(r.value() / kReps);
+    seconds += r.value() / kReps;
+  }
+  const double per = seconds / std::max<double>(1, double(state.iterations()));
+  // q.k and p.v over the causal triangle: 2 x 2 hd flops per (query, key) pair and head.
+  const double flops = 4.0 * sh.hd * sh.n_head * (double(n) * (n + 1) / 2);
+  state.counters["us_per_layer"] = per * 1e6;
+  state.counters["TFLOPs"] = flops / std::max(per, 1e-12) * 1e-12;
+  state.SetLabel(fmt::format("{} pp{} {}", sh.name, n, flash ? "flash" : "one-pass"));
+}
+BENCHMARK(BM_VulkanPrefillAttention)
+    ->ArgsProduct({{0, 1}, {512, 2048}, {0, 1}})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.

@@ -27,7 +27,13 @@
 #define FISH_SPAN_ATTN_MAX_SPLIT 64
 #define FISH_SPAN_ATTN_SPLIT_TOK 4
 #define FISH_SPAN_ATTN_TARGET_WG 256
-#define FISH_SPAN_CHUNK 64  // tokens per chunk: work buffers hold this many rows
+// Prefill attention (span_attention_flash, attention_flash.comp.glsl): one workgroup = one head x
+// FISH_SPAN_FLASH_TOK query tokens sharing each FISH_SPAN_FLASH_KEYS-key tile of K/V; used for
+// dispatches of at least FISH_SPAN_FLASH_MIN_TOK tokens that run in one pass (no split-K).
+#define FISH_SPAN_FLASH_TOK 8
+#define FISH_SPAN_FLASH_KEYS 16
+#define FISH_SPAN_FLASH_MIN_TOK 16
+#define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512  // ... where prefill matmuls run on cooperative matrices
 
 // clang-format off

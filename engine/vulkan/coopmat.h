@@ -23,7 +23,6 @@
 #include <string>
 #include <vector>
 
-
 // Debian 12's Vulkan headers (1.3.239) predate VK_KHR_cooperative_matrix (1.3.255): the few
 // definitions FISH uses, with the registry's values.
 #ifndef VK_KHR_cooperative_matrix
@@ -38,7 +37,10 @@ typedef enum VkComponentTypeKHR {
   VK_COMPONENT_TYPE_FLOAT32_KHR = 1,
   VK_COMPONENT_TYPE_MAX_ENUM_KHR = 0x7FFFFFFF
 } VkComponentTypeKHR;
-typedef enum VkScopeKHR { VK_SCOPE_SUBGROUP_KHR = 3, VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF } VkScopeKHR;
+typedef enum VkScopeKHR {
+  VK_SCOPE_SUBGROUP_KHR = 3,
+  VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkScopeKHR;
 typedef struct VkCooperativeMatrixPropertiesKHR {
   VkStructureType sType;
   void* pNext;
@@ -64,32 +66,35 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
 
 namespace fish::vk {
 
-inline constexpr uint32_t kCoopmatMinTok = 16;  // fewer tokens: the f32 tiled kernel
-inline constexpr uint32_t kCoopmatK = 32;       // K step of every tile (one 32-value block)
+inline constexpr uint32_t kCoopmatMinTok = 16;      // fewer tokens: the f32 tiled kernel
+inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one 32-value block)
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 
 struct CoopmatTile {
-  char name = 'm';                // 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp")
+  char name = 'm';  // 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp")
   bool prefetch = false;
-  uint32_t bm = 0, bn = 0;        // rows x tokens of a workgroup's tile
-  uint32_t wm = 0, wn = 0;        // rows x tokens of a subgroup's block
+  uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
+  uint32_t wm = 0, wn = 0;          // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
-  uint32_t subgroup = 0;          // lanes per subgroup (the pipeline requires it where it can)
-  std::string label() const {  // "l", "m", "s", "lp", "mp"
+  uint32_t subgroup = 0;            // lanes per subgroup (the pipeline requires it where it can)
+  std::string label() const {       // "l", "m", "s", "lp", "mp"
     return prefetch ? std::string(1, char(name - 'A' + 'a')) + "p" : std::string(1, name);
   }
   uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
   uint32_t threads() const { return subgroups() * subgroup; }
-  uint32_t shared_bytes() const { return (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4; }
+  uint32_t shared_bytes() const {
+    return (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
+  }
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
     return {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads(), prefetch ? 1u : 0u};
   }
 };
 
-// The tiles l, m, s (largest first), then lp, mp, on shape m x n x k for a subgroup of `subgroup` lanes,
-// without those that pass max_shared bytes or max_threads invocations. Empty when the shape's K
-// does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on one.)
+// The tiles l, m, s (largest first), then lp, mp, on shape m x n x k for a subgroup of `subgroup`
+// lanes, without those that pass max_shared bytes or max_threads invocations. Empty when the
+// shape's K does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on
+// one.)
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads);
 

@@ -84,8 +84,8 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
   const DeviceFeatures& f = c->dev_->features;
   if (f.coopmat)
     c->cm_tiles_ =
-        vk::coopmat_tiles(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size, f.max_shared_bytes,
-                      c->limits().maxComputeWorkGroupInvocations);
+        vk::coopmat_tiles(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size,
+                          f.max_shared_bytes, c->limits().maxComputeWorkGroupInvocations);
   if (opt.coopmat == 1 && c->cm_tiles_.empty())
     return make_error("vulkan: FISH_VK_COOPMAT=1 but no cooperative-matrix tile fits {} ({})",
                       c->dev_->props.deviceName, f.describe());

@@ -612,7 +612,8 @@ Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int re
   }();
   const auto t0 = std::chrono::steady_clock::now();
   if (s.ok()) s = m.cmds.submit_and_wait(Work::compute, "time_matmul");
-  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double host_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double dev_s = host_s;
   if (s.ok() && q) {
     uint64_t ts[2] = {0, 0};
@@ -642,9 +643,9 @@ Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters
   if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) spec.subgroup_size = sub;
   FISH_ASSIGN_OR_RETURN(const Pipeline p, m.ctx->pipeline(spec));
   Buffer out;
-  FISH_ASSIGN_OR_RETURN(out, m.ctx->alloc(uint64_t(groups) * 4 + 16,
-                                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, true,
-                                          "coopmat peak output"));
+  FISH_ASSIGN_OR_RETURN(out,
+                        m.ctx->alloc(uint64_t(groups) * 4 + 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                     Memory::device, true, "coopmat peak output"));
   FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
   double dev_s = 0;
   Status s = [&]() -> Status {
@@ -672,8 +673,8 @@ Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters
   if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
   m.ctx->free(out);
   FISH_TRY(s);
-  const double flops = double(groups) * 4.0 * double(iters) * 4.0 * 2.0 * f.coopmat_m *
-                       f.coopmat_n * f.coopmat_k;
+  const double flops =
+      double(groups) * 4.0 * double(iters) * 4.0 * 2.0 * f.coopmat_m * f.coopmat_n * f.coopmat_k;
   return flops / std::max(dev_s, 1e-12);
 }
 

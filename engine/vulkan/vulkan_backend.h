@@ -67,10 +67,10 @@ class VulkanBackend final : public ComputeBackend {
   std::string status() const;
   // One line for stats: device, resident weights by type and live spans, e.g.
   // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16; prefill
-  // tiled f32" (or "prefill coopmat 16x16x16 tiles l/m/s", FISH_VK_COOPMAT_TILE's when forced); weights
-  // re-quantised at upload by (from, to) pair with the bytes they had in the model (MiB, like
-  // the device bytes): "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from 2236),
-  // 21 x q6_k->q4_k 619 MB (from 903); span 22 layers, KV 44 MB f16".
+  // tiled f32" (or "prefill coopmat 16x16x16 tiles l/m/s", FISH_VK_COOPMAT_TILE's when forced);
+  // weights re-quantised at upload by (from, to) pair with the bytes they had in the model (MiB,
+  // like the device bytes): "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from
+  // 2236), 21 x q6_k->q4_k 619 MB (from 903); span 22 layers, KV 44 MB f16".
   std::string describe() const;
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();

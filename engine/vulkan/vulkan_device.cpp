@@ -160,7 +160,8 @@ struct FeatureChain {
       uint32_t n = 0;
       if (props && props(pd, &n, nullptr) == VK_SUCCESS && n > 0) {
         std::vector<VkCooperativeMatrixPropertiesKHR> list(
-            n, VkCooperativeMatrixPropertiesKHR{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+            n,
+            VkCooperativeMatrixPropertiesKHR{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
         if (props(pd, &n, list.data()) >= 0) {
           list.resize(n);
           for (const VkCooperativeMatrixPropertiesKHR& p : list) {
@@ -170,8 +171,8 @@ struct FeatureChain {
                 p.ResultType != VK_COMPONENT_TYPE_FLOAT32_KHR || p.scope != VK_SCOPE_SUBGROUP_KHR ||
                 p.saturatingAccumulation || kCoopmatK % p.KSize != 0)
               continue;
-            out->coopmat_shapes += fmt::format("{}{}x{}x{}", out->coopmat_shapes.empty() ? "" : ", ",
-                                               p.MSize, p.NSize, p.KSize);
+            out->coopmat_shapes += fmt::format(
+                "{}{}x{}x{}", out->coopmat_shapes.empty() ? "" : ", ", p.MSize, p.NSize, p.KSize);
             const bool square16 = p.MSize == 16 && p.NSize == 16 && p.KSize == 16;
             if (!out->coopmat || square16) {
               out->coopmat = true;
@@ -412,8 +413,9 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   chain.probe(d->instance, d->phys, dexts, opt.coopmat != 0, &d->features);
   if (opt.coopmat == 1 && !d->features.coopmat)
     return make_error(
-        "FISH_VK_COOPMAT=1 but {} has no usable cooperative matrices (needs VK_KHR_cooperative_matrix "
-        "with an f16 x f16 -> f32 subgroup shape, VK_KHR_vulkan_memory_model, shaderFloat16; {})",
+        "FISH_VK_COOPMAT=1 but {} has no usable cooperative matrices (needs "
+        "VK_KHR_cooperative_matrix with an f16 x f16 -> f32 subgroup shape, "
+        "VK_KHR_vulkan_memory_model, shaderFloat16; {})",
         d->props.deviceName, d->features.describe());
   dev_exts.insert(dev_exts.end(), chain.extensions.begin(), chain.extensions.end());
   {

@@ -50,12 +50,12 @@ struct DeviceFeatures {
   bool coopmat_khr_listed = false;    // VK_KHR_cooperative_matrix offered
   bool coopmat = false;               // ... and enabled: matmul_cm_<type> can run
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;  // its f16 x f16 -> f32 subgroup shape
-  std::string coopmat_shapes;         // every f16 -> f32 subgroup shape, "16x16x16, 16x8x16"
-  uint32_t sm_count = 0;              // VK_NV_shader_sm_builtins' shaderSMCount (0: unknown)
-  bool coopmat2_nv_listed = false;    // VK_NV_cooperative_matrix2 offered (not enabled here)
-  uint32_t timestamp_bits = 0;        // of the compute queue family (0: no timestamps)
-  double timestamp_ns = 1.0;          // nanoseconds per timestamp tick
-  uint32_t max_shared_bytes = 0;      // maxComputeSharedMemorySize
+  std::string coopmat_shapes;       // every f16 -> f32 subgroup shape, "16x16x16, 16x8x16"
+  uint32_t sm_count = 0;            // VK_NV_shader_sm_builtins' shaderSMCount (0: unknown)
+  bool coopmat2_nv_listed = false;  // VK_NV_cooperative_matrix2 offered (not enabled here)
+  uint32_t timestamp_bits = 0;      // of the compute queue family (0: no timestamps)
+  double timestamp_ns = 1.0;        // nanoseconds per timestamp tick
+  uint32_t max_shared_bytes = 0;    // maxComputeSharedMemorySize
   // "subgroup 32 (32..32, control), int8, f16, 8/16-bit storage, int dot (4x8 fast), coopmat
   // 16x16x16 f16->f32 (of 16x16x16, 16x8x16, 16x8x8), NV2 listed, 132 SMs, timestamps 64 bits"
   std::string describe() const;

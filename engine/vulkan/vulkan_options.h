@@ -52,10 +52,10 @@ struct VulkanOptions {
   bool matvec1 = false;                  // FISH_VK_MATVEC=1: matvec1_<type> kernels
   int attn_split = -1;                   // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int coopmat = -1;                      // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  char coopmat_tile = 0;                 // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
-  int requant = 0;                       // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;                  // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;                     // FISH_VK_FAULT
+  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
+  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;      // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

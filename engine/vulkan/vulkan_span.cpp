@@ -1,8 +1,8 @@
 // VulkanSpan (vulkan_span_impl.h): creation validates the model against what the span ops take,
 // allocates ARENA / PARAMS / KV / x staging, uploads the parameters and the RoPE table once and
 // builds every descriptor set; forward() records one command buffer (vulkan_span_record.cpp):
-// x in, per chunk of <= chunk() tokens (FISH_SPAN_CHUNK, FISH_SPAN_CHUNK_CM) per layer the whole layer graph with
-// compute->compute barriers between dependent steps, x out; one submit, one fence.
+// x in, per chunk of <= chunk() tokens (FISH_SPAN_CHUNK, FISH_SPAN_CHUNK_CM) per layer the whole
+// layer graph with compute->compute barriers between dependent steps, x out; one submit, one fence.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -229,6 +229,7 @@ Status VulkanSpan::load_ops() {
       {&ops_.attention, "span_attention"},
       {&ops_.attention_split, "span_attention_split"},
       {&ops_.attention_combine, "span_attention_combine"},
+      {&ops_.attention_flash, "span_attention_flash"},
       {&ops_.add, "span_add"},
       {&ops_.bias, "span_bias"},
       {&ops_.act, p_.arch == Arch::gemma3 ? "span_geglu" : "span_swiglu"},

@@ -2,10 +2,11 @@
 // at creation, and the one command buffer per forward (seed 000 "Span execution").
 //
 // Device memory (all counted against the backend's budget): ARENA (x for max_tok tokens + the
-// per-chunk work rows: xn, q|k|v, att, tmp, gate|up for FISH_SPAN_CHUNK tokens), PARAMS (norm
-// weights, biases, RoPE cos/sin for [0, n_ctx)), KV (per layer K then V, kv_capacity positions
-// of kv_dim f16), and a host-visible x staging buffer. The span runs on the backend's device
-// layer (vk_context.h: allocator, pipelines, submission, the device mutex) over weights the
+// per-chunk work rows: xn, q|k|v, att, tmp, gate|up for a chunk: FISH_SPAN_CHUNK tokens, or
+// FISH_SPAN_CHUNK_CM where prefill matmuls run on cooperative matrices, at most max_tok),
+// PARAMS (norm weights, biases, RoPE cos/sin for [0, n_ctx)), KV (per layer K then V, kv_capacity
+// positions of kv_dim f16), and a host-visible x staging buffer. The span runs on the backend's
+// device layer (vk_context.h: allocator, pipelines, submission, the device mutex) over weights the
 // backend uploaded (DeviceWeight); knobs come from the context's options (FISH_VK_MATVEC,
 // FISH_VK_ATTN_SPLIT, FISH_GPU_PROFILE).
 #pragma once

@@ -26,7 +26,7 @@ inline constexpr const char* kStageNames[kNumStages] = {
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;   // matvec_<type> (or matvec1_), matmul_<type>
+  Pipeline vec, tiled;       // matvec_<type> (or matvec1_), matmul_<type>
   std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
@@ -46,7 +46,7 @@ struct LayerState {
 // The span ops' pipelines (fish_vk_span.h layout: ARENA, PARAMS, KV).
 struct SpanOps {
   Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
-      attention_combine, add, bias, act;
+      attention_combine, attention_flash, add, bias, act;
 };
 
 class VulkanSpan final : public LayerSpan {

@@ -1,8 +1,8 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
 // rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
-// split-K + combine) -> wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul ->
-// down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute barrier after each
-// step that the next reads.
+// split-K + combine; flash for prefill chunks) -> wo -> (post norm) -> residual add + rmsnorm ->
+// gate/up -> act*mul -> down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute
+// barrier after each step that the next reads.
 #include <algorithm>
 
 #include "engine/vulkan/vulkan_span.h"
@@ -43,8 +43,9 @@ void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
     const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm);
-    const Pipeline& p =
-        vec ? st.vec : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())] : st.tiled;
+    const Pipeline& p = vec  ? st.vec
+                        : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
+                             : st.tiled;
     cmds_.bind(p, st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
@@ -160,6 +161,9 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
     barrier();
     op(ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
+    op(ops_.attention_flash, pc, uint32_t(p_.n_head),
+       (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK);
   } else {
     op(ops_.attention, pc, uint32_t(p_.n_head), n);
   }

@@ -6,7 +6,8 @@
 #      same matmul / span suites with FISH_VK_COOPMAT=0 (the fallback path);
 #   2. fish run gpu_prefill_pp512 with cooperative matrices (the default) and FISH_VK_COOPMAT=0;
 #   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
-#      tiled f32 vs coopmat, tiles l/m/s for q4_k and q6_k), TFLOP/s and % of the peak;
+#      tiled f32 vs coopmat, tiles l/m/s/lp/mp for q4_k and q6_k), TFLOP/s and % of the peak,
+#      and BM_VulkanPrefillAttention (one-pass vs flash attention, pp512 / pp2048 heads);
 #   4. fish run gpu_prefill_pp2048 on and off;
 #   5. fish generate 8B with FISH_GPU_PROFILE=2, coopmat and f32.
 # The synthetic Llama-1B / 8B Q4_K_M files are written at the start in the background (16
@@ -113,10 +114,10 @@ left 50 "fish run gpu_prefill_pp512 (f32)" && run_exp gpu_prefill_pp512 f32 80 F
 
 if left 60 "fish_vulkan_bench"; then
   stamp "fish_vulkan_bench CoopmatPeak|PrefillMatmul"
-  timeout 100 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul' \
+  timeout 100 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul|PrefillAttention' \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
-  grep -E "Peak|/512/1/|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -50
+  grep -E "Peak|/512/1/|PrefillAttention|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -50
 fi
 
 left 30 "fish run gpu_prefill_pp2048 (coopmat)" && run_exp gpu_prefill_pp2048 coopmat 50

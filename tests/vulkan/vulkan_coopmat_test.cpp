@@ -124,9 +124,9 @@ bool cpu_device(vk::VulkanBackend& b) {
   return false;
 }
 
-#define SKIP_WITHOUT_COOPMAT(b)                                                             \
-  if (!(b))                                                                                 \
-  GTEST_SKIP() << "no cooperative matrices on " << g_no_coopmat                              \
+#define SKIP_WITHOUT_COOPMAT(b)                                                                 \
+  if (!(b))                                                                                     \
+  GTEST_SKIP() << "no cooperative matrices on " << g_no_coopmat                                 \
                << " (run under ~/.cache/fish/toolchain/bin/lvp-next: ctest -L vulkan_next, or " \
                   "on the GPU: scripts/device/gpu_prefill.sh)"
 
@@ -165,9 +165,9 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
         std::vector<float> y(size_t(n_tok * n_out), -1.0f);
         const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
         ASSERT_TRUE(s.ok()) << s.error().message;
-        test::expect_close(test::reference_matmul(v, x.data(), n_tok), y, n_out,
-                           fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok,
-                                       kernel));
+        test::expect_close(
+            test::reference_matmul(v, x.data(), n_tok), y, n_out,
+            fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
       }
       b->release(h.value());
     }
@@ -254,8 +254,21 @@ TEST(VulkanCoopmat, RequiredAndOffOptions) {
 constexpr int64_t kCtx = 128;
 
 std::shared_ptr<const Model> synthetic_model(const char* arch, int64_t window) {
-  const ModelShape shape{"test-coopmat", arch, "3-layer coopmat span test", 3, 512, 1024, 8, 2, 64,
-                         2048, window > 0, 512, 10000.0f, 1e-5f, int(window)};
+  const ModelShape shape{"test-coopmat",
+                         arch,
+                         "3-layer coopmat span test",
+                         3,
+                         512,
+                         1024,
+                         8,
+                         2,
+                         64,
+                         2048,
+                         window > 0,
+                         512,
+                         10000.0f,
+                         1e-5f,
+                         int(window)};
   return test::synthetic_q4_k_m(shape, {17, 3},
                                 fmt::format("fish_coopmat_3l_{}_q4_k_m.gguf", arch));
 }

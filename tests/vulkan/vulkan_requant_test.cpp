@@ -202,11 +202,11 @@ TEST(GpuRequant, DescribeShowsEachPairWithItsDeviceAndModelBytes) {
   EXPECT_LT(fq3_bytes, 3 * q4.size() * 112 / 144 + 3 * 4096);
   EXPECT_LT(q4k_bytes, q6.size() * 144 / 210 + 4096);
   // The weights part of the line, then "; prefill <kernel>".
-  const std::string weights_part =
-      fmt::format("vulkan {}: {:.0f} MB weights, 3 x q4_k->fq3 {:.0f} MB (from {:.0f}), 1 x "
-                  "q6_k->q4_k {:.0f} MB (from {:.0f}), 1 x q8_0 {:.0f} MB; prefill ",
-                  b->info().device, mib(fq3_bytes + q4k_bytes + q8_bytes), mib(fq3_bytes),
-                  mib(3 * q4.size()), mib(q4k_bytes), mib(q6.size()), mib(q8_bytes));
+  const std::string weights_part = fmt::format(
+      "vulkan {}: {:.0f} MB weights, 3 x q4_k->fq3 {:.0f} MB (from {:.0f}), 1 x "
+      "q6_k->q4_k {:.0f} MB (from {:.0f}), 1 x q8_0 {:.0f} MB; prefill ",
+      b->info().device, mib(fq3_bytes + q4k_bytes + q8_bytes), mib(fq3_bytes), mib(3 * q4.size()),
+      mib(q4k_bytes), mib(q6.size()), mib(q8_bytes));
   EXPECT_EQ(b->describe().substr(0, weights_part.size()), weights_part) << b->describe();
   EXPECT_NE(b->describe().find("3 x q4_k->fq3 5 MB (from 7)"), std::string::npos) << b->describe();
   for (WeightHandle h : hs) b->release(h);

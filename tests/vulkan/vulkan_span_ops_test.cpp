@@ -330,6 +330,33 @@ TEST(VulkanSpanOps, AttentionMatchesCpuGqaCausalAndWindow) {
   }
 }
 
+// Prefill attention (span_attention_flash: query tiles of FISH_SPAN_FLASH_TOK tokens sharing
+// key tiles) against the CPU reference: head_dim 40, 64, 128, 256; no GQA and groups of 3 / 4;
+// causal from position 0 and after 297 cached positions, windows shorter than the chunk and
+// than the context; token counts leaving a partial query tile.
+TEST(VulkanSpanOps, FlashAttentionMatchesCpuCausalWindowAndGqa) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window;
+  };
+  const Case cases[] = {{64, 8, 2, 37, 0, 0},   {128, 8, 2, 37, 297, 0}, {128, 8, 2, 37, 297, 100},
+                        {256, 4, 1, 21, 40, 0}, {64, 6, 2, 130, 0, 50},  {128, 4, 4, 17, 5, 0},
+                        {40, 9, 3, 16, 297, 20}};
+  for (const Case& c : cases) {
+    std::mt19937 rng(c.hd * 7 + c.tok + c.pos0);
+    AttnProblem p = attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, 0, rng);
+    const std::vector<float> params(4, 0.0f);
+    ASSERT_TRUE(backend()
+                    .run_span_op("span_attention_flash", p.pc, c.n_head,
+                                 (c.tok + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK, p.arena,
+                                 params, p.kv)
+                    .ok());
+    expect_near_all(
+        attention_out(p), p.want, 1e-4,
+        fmt::format("flash attention head_dim {} heads {}:{}, {} tokens at {}, window {}", c.hd,
+                    c.n_head, c.n_kv, c.tok, c.pos0, c.window));
+  }
+}
+
 // Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
 // reference: head_dim 38 (an odd number of KV words; odd head_dim itself is refused by the span,
 // K/V being f16 pairs), 64, 128, 200 (16-key tiles) and 256; no GQA, groups of 3, 4 and 8;
