@@ -664,12 +664,14 @@ nlohmann::json quality_json(const QualitySpec& q) {
 }
 
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256) {
-  const json j = {{"harness_version", std::string(kHarnessVersion)},
-                  {"model", e.models[c.model_index]},
-                  {"model_sha256", std::string(model_sha256)},
-                  {"config", fields_to_json(c.config, config_fields())},
-                  {"workload", workload_json(e.workload)},
-                  {"quality", quality_json(e.quality)}};
+  json config = fields_to_json(c.config, config_fields());
+  // Config fields added after the committed results are hashed only away from their default, so
+  // every earlier cell keeps its id (joins, --resume, the CI baseline).
+  if (c.config.kquant_repack == Config{}.kquant_repack) config.erase("kquant_repack");
+  const json j = {
+      {"harness_version", std::string(kHarnessVersion)}, {"model", e.models[c.model_index]},
+      {"model_sha256", std::string(model_sha256)},       {"config", config},
+      {"workload", workload_json(e.workload)},           {"quality", quality_json(e.quality)}};
   return sha256_hex(j.dump()).substr(0, 16);
 }
 
