@@ -1,7 +1,7 @@
-// K-quant (and Q8_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels (matmul_preq
-// through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against the x16
-// interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K and Q8_0 at a
-// Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
+// K-quant (and Q8_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels
+// (matmul_preq through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against
+// the x16 interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K and Q8_0 at
+// a Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
 //
 //   stream/threads:T             kernels/stream_bandwidth's read pass over 512 MiB (bytes/s): the
 //                                yardstick; "% of stream" = decode bytes/s / stream bytes/s
@@ -11,7 +11,8 @@
 //                                rows_per_s counter (the same work in both)
 //   prefill/<type>/<impl>        64 tokens on one cache-warm matrix: tokens/s and GOP/s
 // impl: gguf (old) or x16 (new). Every iteration quantises its activations (Q8_K) as the engine
-// does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
+// does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N
+// --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -85,7 +86,8 @@ const ColdSet& cold_set(GgmlType t, bool x16) {
   s.bytes = m.size();
   s.copies = int64_t((kColdBytes + m.size() - 1) / m.size());
   s.data.reset(new uint8_t[s.bytes * size_t(s.copies)]);
-  for (int64_t c = 0; c < s.copies; ++c) std::memcpy(s.data.get() + size_t(c) * s.bytes, m.data(), m.size());
+  for (int64_t c = 0; c < s.copies; ++c)
+    std::memcpy(s.data.get() + size_t(c) * s.bytes, m.data(), m.size());
   return s;
 }
 
@@ -103,8 +105,7 @@ void run_matmul(GgmlType t, bool x16, const uint8_t* w, const float* x, int64_t 
   const MatvecKernel& k = matvec_kernel(t);
   quantize_activations(k, x, n_tok, kNIn, xq.data(), pool);
   if (x16) {
-    kx16_matmul(kx16_kernel(t, best_isa()), t, w, kNOut, kNIn,
-                xq.data(), n_tok, y, pool);
+    kx16_matmul(kx16_kernel(t, best_isa()), t, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
   } else {
     matmul_preq(k, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
   }
@@ -168,24 +169,34 @@ std::vector<int64_t> thread_counts() {
 
 int register_all() {
   benchmark::AddCustomContext("fish_cpu", cpu_features_summary() + " " + cpu_features().brand);
-  benchmark::AddCustomContext("fish_kquant_shape", std::to_string(kNOut) + "x" +
-                                                       std::to_string(kNIn) + " (n_out x n_in)");
+  benchmark::AddCustomContext(
+      "fish_kquant_shape", std::to_string(kNOut) + "x" + std::to_string(kNIn) + " (n_out x n_in)");
   for (int64_t th : thread_counts())
-    benchmark::RegisterBenchmark("stream", BM_stream)->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.5);
+    benchmark::RegisterBenchmark("stream", BM_stream)
+        ->Arg(th)
+        ->ArgName("threads")
+        ->UseRealTime()
+        ->MinTime(0.5);
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0}) {
     for (bool x16 : {false, true}) {
       const std::string impl = x16 ? "x16" : "gguf";
       for (int64_t th : thread_counts())
         benchmark::RegisterBenchmark(("decode/" + std::string(type_name(t)) + "/" + impl).c_str(),
                                      BM_decode, t, x16)
-            ->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+            ->Arg(th)
+            ->ArgName("threads")
+            ->UseRealTime()
+            ->MinTime(0.3);
     }
     for (bool x16 : {false, true}) {
       const std::string impl = x16 ? "x16" : "gguf";
       for (int64_t th : thread_counts())
         benchmark::RegisterBenchmark(("prefill/" + std::string(type_name(t)) + "/" + impl).c_str(),
                                      BM_prefill, t, x16)
-            ->Arg(th)->ArgName("threads")->UseRealTime()->MinTime(0.3);
+            ->Arg(th)
+            ->ArgName("threads")
+            ->UseRealTime()
+            ->MinTime(0.3);
     }
   }
   return 0;

@@ -51,8 +51,9 @@ std::span<const FieldSpec<Config>> config_fields() {
        3},
       {"kquant_repack",
        &Config::kquant_repack,
-       "Q4_K/Q5_K/Q6_K matrices repacked at load into the x16 interleaved layout (16 rows per "
-       "panel; kernels/kquant_x16.h), replacing the GGUF bytes in memory: auto (on where the "
+       "Q4_K/Q5_K/Q6_K/Q8_0 matrices repacked at load into the x16 interleaved layout (16 "
+       "rows per panel; kernels/kquant_x16.h), replacing the GGUF bytes in memory: auto (on where "
+       "the "
        "kernel ISA is avx2 and weight_path is auto/gguf), on, off, keep (on, GGUF pages kept)",
        {"auto", "on", "off", "keep"}},
       {"weight_path",
@@ -208,7 +209,8 @@ Result<ModelLoadOptions> model_load_options(const Config& c) {
     o.kquant_repack = true;
     o.keep_gguf = c.kquant_repack == "keep";
   } else if (c.kquant_repack == "auto") {
-    const std::optional<Isa> isa = c.isa == "auto" ? std::optional<Isa>(best_isa()) : parse_isa_name(c.isa);
+    const std::optional<Isa> isa =
+        c.isa == "auto" ? std::optional<Isa>(best_isa()) : parse_isa_name(c.isa);
     o.kquant_repack = isa && *isa == Isa::avx2 && isa_supported(Isa::avx2) &&
                       (c.weight_path == "auto" || c.weight_path == "gguf");
   } else if (c.kquant_repack != "off") {

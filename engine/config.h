@@ -35,7 +35,7 @@ struct Config {
   int64_t n_batch = 256;     // prefill tokens per matrix x matrix pass
   std::string isa = "auto";  // kernel ISA cap: auto | scalar | avx2 | avx512
   int64_t requant = 0;       // load-time re-quantisation mode 0..3 (engine/requant.h)
-  // Q4_K / Q5_K / Q6_K matrices repacked at load into the x16 interleaved layout
+  // Q4_K / Q5_K / Q6_K / Q8_0 matrices repacked at load into the x16 interleaved layout
   // (kernels/kquant_x16.h): auto | on | off | keep (on, and the GGUF pages kept resident).
   std::string kquant_repack = "auto";
   // CPU weight path and its int4 knobs (engine/weight_path.h: WeightPathOptions).

@@ -329,7 +329,8 @@ void Model::repack_kquants(const ModelLoadOptions& opt) {
     repack_.packed_bytes += bytes;
     repack_.gguf_bytes += mv.n_bytes;
     const auto* d = static_cast<const uint8_t*>(mv.data);
-    if (!opt.keep_gguf && map != nullptr && d >= map->data() && d + mv.n_bytes <= map->data() + map->size()) {
+    if (!opt.keep_gguf && map != nullptr && d >= map->data() &&
+        d + mv.n_bytes <= map->data() + map->size()) {
       map->evict(size_t(d - map->data()), mv.n_bytes);
       repack_.released_bytes += mv.n_bytes;
     }
@@ -342,8 +343,7 @@ void Model::repack_kquants(const ModelLoadOptions& opt) {
     repack(token_embd_);
     output_.x16 = token_embd_.x16;
   }
-  repack_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  repack_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string KquantRepackStats::describe() const {

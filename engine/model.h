@@ -43,7 +43,7 @@ struct MatrixView {
   int64_t n_out = 0;
   size_t n_bytes = 0;
   std::string name;  // tensor name, for messages
-  // The x16 interleaved copy (kernels/kquant_x16.h) of a Q4_K / Q5_K / Q6_K matrix when the
+  // The x16 interleaved copy (kernels/kquant_x16.h) of a Q4_K / Q5_K / Q6_K / Q8_0 matrix when the
   // model was loaded with kquant_repack, else nullptr. `data` stays valid either way (the file
   // mapping): without keep_gguf its pages were released after packing and come back from the
   // file only if something reads them (GPU upload, int4 repacking, the f32 path).
@@ -104,18 +104,18 @@ struct ModelLoadOptions {
   // Per-tensor input-column importance for an activation-aware fq3 fit (engine/requant.h), or
   // nullptr for the plain fit. Only read during load.
   const RequantImportance* importance = nullptr;
-  // Repack every Q4_K / Q5_K / Q6_K matrix (layers and head) into the x16 layout at load (after
-  // requant), the packed copy replacing the GGUF bytes in memory (their mapped pages released)
-  // unless keep_gguf. Config field kquant_repack (engine/config.h) sets these.
+  // Repack every Q4_K / Q5_K / Q6_K / Q8_0 matrix (layers and head) into the x16 layout at load
+  // (after requant), the packed copy replacing the GGUF bytes in memory (their mapped pages
+  // released) unless keep_gguf. Config field kquant_repack (engine/config.h) sets these.
   bool kquant_repack = false;
   bool keep_gguf = false;
 };
 
 // What load-time x16 repacking did (Model::kquant_repack()).
 struct KquantRepackStats {
-  int matrices = 0;           // matrices repacked
-  uint64_t packed_bytes = 0;  // bytes of the x16 copies
-  uint64_t gguf_bytes = 0;    // GGUF bytes of the same matrices
+  int matrices = 0;             // matrices repacked
+  uint64_t packed_bytes = 0;    // bytes of the x16 copies
+  uint64_t gguf_bytes = 0;      // GGUF bytes of the same matrices
   uint64_t released_bytes = 0;  // mapped GGUF bytes handed back to the kernel (0 with keep_gguf)
   double seconds = 0.0;         // packing time (all threads)
   // "112 matrices, 812.4 MB x16 (GGUF 795.3 MB, 795.3 MB released), 0.61 s"
@@ -168,7 +168,7 @@ class Model {
   uint64_t weight_bytes_per_token_ = 0;
   uint64_t total_weight_bytes_ = 0;
   std::shared_ptr<const RequantResult> requant_;  // owns the re-quantised weights the views use
-  std::vector<std::unique_ptr<uint8_t[]>> x16_;    // the x16 copies the views' x16 point at
+  std::vector<std::unique_ptr<uint8_t[]>> x16_;   // the x16 copies the views' x16 point at
   KquantRepackStats repack_;
 };
 

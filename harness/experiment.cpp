@@ -666,11 +666,13 @@ nlohmann::json quality_json(const QualitySpec& q) {
 
 nlohmann::json cell_id_config(const Config& c) {
   json j = fields_to_json(c, config_fields());
-  // The peer-engine fields at their defaults leave the ids of FISH cells as they were before
-  // the fields existed.
+  // Fields added after the committed results (the peer-engine fields, kquant_repack) are hashed
+  // only away from their defaults: every earlier cell keeps its id (joins, --resume, the CI
+  // baseline).
   if (c.depth == Config{}.depth) j.erase("depth");
   if (c.engine == Config{}.engine) j.erase("engine");
   if (c.llama_bench == Config{}.llama_bench) j.erase("llama_bench");
+  if (c.kquant_repack == Config{}.kquant_repack) j.erase("kquant_repack");
   return j;
 }
 

@@ -135,7 +135,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
        "Re-quantise the matmul weights in memory at load: 0 off, 1 every quantised weight -> "
        "fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)"},
       {"--kquant-repack", "kquant_repack",
-       "Q4_K/Q5_K/Q6_K matrices repacked at load into the x16 interleaved layout: auto (on where "
+       "Q4_K/Q5_K/Q6_K/Q8_0 matrices repacked at load into the x16 interleaved layout: auto (on "
+       "where "
        "the kernel ISA is avx2), on, off, keep (on, GGUF pages kept resident)"},
       {"--gpu-requant", "gpu_requant",
        "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the CPU copy "

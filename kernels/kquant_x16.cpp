@@ -158,7 +158,8 @@ void ref_tile(const void* w, size_t block_bytes, int64_t nb, int64_t np, const v
         const int64_t row = p * R + r;
         if (row >= rows) break;
         float sum = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) sum += term(wb + size_t(p * nb + i) * block_bytes, xt[i], r);
+        for (int64_t i = 0; i < nb; ++i)
+          sum += term(wb + size_t(p * nb + i) * block_bytes, xt[i], r);
         y[t * ldy + row] = sum;
       }
     }
@@ -186,8 +187,8 @@ float term_q45(const uint8_t* blk, const BlockQ8_K& b, int r) {
     const int sc0 = blk[q4::sc + (2 * c) * R + r], sc1 = blk[q4::sc + (2 * c + 1) * R + r];
     const int m0 = blk[q4::mn + (2 * c) * R + r], m1 = blk[q4::mn + (2 * c + 1) * R + r];
     isum += sc0 * dot0 + sc1 * dot1;
-    summs += m0 * (b.bsums[4 * c] + b.bsums[4 * c + 1]) +
-             m1 * (b.bsums[4 * c + 2] + b.bsums[4 * c + 3]);
+    summs +=
+        m0 * (b.bsums[4 * c] + b.bsums[4 * c + 1]) + m1 * (b.bsums[4 * c + 2] + b.bsums[4 * c + 3]);
   }
   const float dall = b.d * f16_to_f32(load_u16(blk + q4::d + 2 * r));
   const float dmin = b.d * f16_to_f32(load_u16(blk + q4::dmin + 2 * r));
@@ -225,26 +226,25 @@ float term_q8(const uint8_t* blk, const BlockQ8_0& b, int r) {
 
 }  // namespace
 
-void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
   ref_tile<BlockQ8_K>(w, q4::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q45<false>);
 }
-void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
   ref_tile<BlockQ8_K>(w, q5::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q45<true>);
 }
-void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
   ref_tile<BlockQ8_K>(w, q6::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q6);
 }
-void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
   ref_tile<BlockQ8_0>(w, q8::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q8);
 }
 
 bool kx16_supported(GgmlType t) {
-  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k ||
-         t == GgmlType::q8_0;
+  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k || t == GgmlType::q8_0;
 }
 
 int64_t kx16_block_elems(GgmlType t) {
@@ -345,13 +345,13 @@ void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_
   const int64_t nb = n_in / kx16_block_elems(t);
   const int64_t np = (n_out + R - 1) / R;
   const size_t panel_bytes = size_t(nb) * kx16_block_bytes(t);
-  const size_t xs =
-      size_t(nb) * (t == GgmlType::q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_K));
+  const size_t xs = size_t(nb) * (t == GgmlType::q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_K));
   const auto* wb = static_cast<const uint8_t*>(w);
   // Prefill: chunks of panels that stay in L2 (~192 KiB) are walked against every token; the
   // kernel itself takes 4 tokens per pass over a panel. Decode: the thread's panels in one call.
   const int64_t chunk =
-      n_tok <= 4 ? np : std::max<int64_t>(1, int64_t((192u << 10) / std::max<size_t>(panel_bytes, 1)));
+      n_tok <= 4 ? np
+                 : std::max<int64_t>(1, int64_t((192u << 10) / std::max<size_t>(panel_bytes, 1)));
   pool.parallel_for(np, [&](int64_t p0, int64_t p1, int) {
     for (int64_t c0 = p0; c0 < p1; c0 += chunk) {
       const int64_t c1 = std::min(p1, c0 + chunk);

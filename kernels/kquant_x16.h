@@ -1,4 +1,4 @@
-// Interleaved ("x16") K-quant weights: Q4_K / Q5_K / Q6_K matrices repacked at load so that one
+// Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0) matrices repacked at load so that one
 // pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM of
 // 8 rows x up to 4 tokens per tile runs on the same bytes (prefill). docs/cpu-kernels.md has the
 // diagram; in short, a matrix becomes ceil(n_out / 16) panels of 16 rows, each panel the n_in /
@@ -57,36 +57,36 @@ void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst
 void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, void* dst);
 
 // The tile kernel: panels [0, n_panels) of `w` (consecutive panels, nb super-blocks each) x
-// n_tok activation rows (Q8_K, or Q8_0 for q8_0; x_stride bytes apart, nb blocks each): y[t * ldy + r] for the
-// panels' rows r (relative to the first panel) below rows_valid. n_tok any >= 1.
-using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void* x,
-                        size_t x_stride, int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
+// n_tok activation rows (Q8_K, or Q8_0 for q8_0; x_stride bytes apart, nb blocks each): y[t * ldy +
+// r] for the panels' rows r (relative to the first panel) below rows_valid. n_tok any >= 1.
+using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void* x, size_t x_stride,
+                        int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
 
 // Kernel for `t` at ISA level <= isa (scalar, or avx2 when compiled in and supported; there is no
 // AVX-512 variant yet: an avx512 request gets avx2). *got (if given) receives the level.
 Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr);
 
-void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                   int64_t nt, float* y, int64_t ldy, int64_t rows);
-void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows);
+void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows);
 
 // y[t][o] = W x[t] for the whole repacked matrix, activations already quantised (Q8_K, or Q8_0
-// for q8_0: n_tok rows of n_in / block_elems blocks, contiguous). Panels are split across the pool's threads (decode: each
-// thread streams its own contiguous bytes); prefill walks panel chunks that stay in L2 against
-// all tokens, 4 tokens per tile.
+// for q8_0: n_tok rows of n_in / block_elems blocks, contiguous). Panels are split across the
+// pool's threads (decode: each thread streams its own contiguous bytes); prefill walks panel chunks
+// that stay in L2 against all tokens, 4 tokens per tile.
 void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,
                  const void* xq, int64_t n_tok, float* y, ThreadPool& pool);
 

@@ -69,8 +69,9 @@ struct Q45Base {
   }
   // acc += dall * isum - dmin * summs (the reference's steps), summs from the mins and bsums.
   static __m256 finish(const uint8_t* blk, int g, const BlockQ8_K& b, __m256i isum, __m256 acc) {
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8)));
+    const __m128i bs =
+        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8)));
     __m256i summs = _mm256_setzero_si256();
     const uint8_t* mn = blk + 192 + 8 * g;
     summs = _mm256_add_epi32(summs, _mm256_madd_epi16(pairs_u8(mn, mn + R),
@@ -82,7 +83,8 @@ struct Q45Base {
     summs = _mm256_add_epi32(summs, _mm256_madd_epi16(pairs_u8(mn + 6 * R, mn + 7 * R),
                                                       _mm256_set1_epi32(_mm_extract_epi32(bs, 3))));
     const __m256 db = _mm256_set1_ps(b.d);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g)));
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g)));
     const __m256 dm =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * g)));
     const __m256 dall = _mm256_mul_ps(db, d);
@@ -109,18 +111,34 @@ struct Q5K : Q45Base {
     const __m256i w = load256(blk + 832 + (s >> 1) * 512 + (q * R + 8 * g) * 4);
     const __m256i qh = load256(blk + 320 + (q * R + 8 * g) * 4);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i lo = (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(w, 4), m4)
-                               : _mm256_and_si256(w, m4);
+    const __m256i lo =
+        (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(w, 4), m4) : _mm256_and_si256(w, m4);
     __m256i hb;  // bit s of qh (sub-block s = 2c + half) -> 16
     switch (s) {
-      case 0: hb = bit_to_16<0>(qh); break;
-      case 1: hb = bit_to_16<1>(qh); break;
-      case 2: hb = bit_to_16<2>(qh); break;
-      case 3: hb = bit_to_16<3>(qh); break;
-      case 4: hb = bit_to_16<4>(qh); break;
-      case 5: hb = bit_to_16<5>(qh); break;
-      case 6: hb = bit_to_16<6>(qh); break;
-      default: hb = bit_to_16<7>(qh); break;
+      case 0:
+        hb = bit_to_16<0>(qh);
+        break;
+      case 1:
+        hb = bit_to_16<1>(qh);
+        break;
+      case 2:
+        hb = bit_to_16<2>(qh);
+        break;
+      case 3:
+        hb = bit_to_16<3>(qh);
+        break;
+      case 4:
+        hb = bit_to_16<4>(qh);
+        break;
+      case 5:
+        hb = bit_to_16<5>(qh);
+        break;
+      case 6:
+        hb = bit_to_16<6>(qh);
+        break;
+      default:
+        hb = bit_to_16<7>(qh);
+        break;
     }
     return _mm256_or_si256(lo, hb);
   }
@@ -136,14 +154,22 @@ struct Q6K {
     const __m256i l = load256(blk + 288 + (h * 2 + (r & 1)) * 512 + (q * R + 8 * g) * 4);
     const __m256i qh = load256(blk + 2336 + h * 512 + (q * R + 8 * g) * 4);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i lo = r < 2 ? _mm256_and_si256(l, m4)
-                             : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+    const __m256i lo =
+        r < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
     __m256i hi;  // qh bits 2r, 2r+1 -> bits 4, 5
     switch (r) {
-      case 0: hi = _mm256_slli_epi16(qh, 4); break;
-      case 1: hi = _mm256_slli_epi16(qh, 2); break;
-      case 2: hi = qh; break;
-      default: hi = _mm256_srli_epi16(qh, 2); break;
+      case 0:
+        hi = _mm256_slli_epi16(qh, 4);
+        break;
+      case 1:
+        hi = _mm256_slli_epi16(qh, 2);
+        break;
+      case 2:
+        hi = qh;
+        break;
+      default:
+        hi = _mm256_srli_epi16(qh, 2);
+        break;
     }
     return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
   }
@@ -159,11 +185,13 @@ struct Q6K {
     for (int k = 0; k < 8; ++k) {
       int pair;
       std::memcpy(&pair, b.bsums + 2 * k, 4);
-      offs = _mm256_add_epi32(offs, _mm256_madd_epi16(pairs_i8(sc + 2 * k * R, sc + (2 * k + 1) * R),
-                                                      _mm256_set1_epi32(pair)));
+      offs =
+          _mm256_add_epi32(offs, _mm256_madd_epi16(pairs_i8(sc + 2 * k * R, sc + (2 * k + 1) * R),
+                                                   _mm256_set1_epi32(pair)));
     }
     isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offs, 5));
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g)));
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g)));
     const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(b.d), d);
     return _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)));
   }
@@ -224,11 +252,11 @@ inline void tile(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, i
       }
     }
     for (int g = 0; g < NG; ++g)
-      for (int t = 0; t < NT; ++t) acc[g][t] = F::finish(blk, g0 + g, xt[t][i], isum[g][t], acc[g][t]);
+      for (int t = 0; t < NT; ++t)
+        acc[g][t] = F::finish(blk, g0 + g, xt[t][i], isum[g][t], acc[g][t]);
   }
   store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }
-
 
 // Q8_0 x Q8_0: a 32-weight block per panel super-block; per quad maddubs(|w|, sign(x, w))
 // (pair sums <= 2 x 128 x 127: no saturation) then madd with ones to int32; per block the
@@ -238,8 +266,8 @@ struct Q80 {
 };
 
 template <typename F, int NT, int NG>
-inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, int g0,
-                    float* y, int64_t ldy, int64_t rows_valid) {
+inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, int g0, float* y,
+                    int64_t ldy, int64_t rows_valid) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NG][NT];
   for (int g = 0; g < NG; ++g)
@@ -298,8 +326,8 @@ inline void panel_tokens(const uint8_t* panel, int64_t nb, const void* const* xt
 }
 
 template <typename F>
-void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
-         float* y, int64_t ldy, int64_t rows) {
+void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt, float* y,
+         int64_t ldy, int64_t rows) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const size_t panel_bytes = size_t(nb) * F::kBytes;
   for (int64_t t0 = 0; t0 < nt; t0 += 4) {
@@ -313,10 +341,18 @@ void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_
       const uint8_t* panel = wb + size_t(p) * panel_bytes;
       float* yp = yt + p * R;
       switch (n) {
-        case 1: panel_tokens<F, 1>(panel, nb, xt, yp, ldy, valid); break;
-        case 2: panel_tokens<F, 2>(panel, nb, xt, yp, ldy, valid); break;
-        case 3: panel_tokens<F, 3>(panel, nb, xt, yp, ldy, valid); break;
-        default: panel_tokens<F, 4>(panel, nb, xt, yp, ldy, valid); break;
+        case 1:
+          panel_tokens<F, 1>(panel, nb, xt, yp, ldy, valid);
+          break;
+        case 2:
+          panel_tokens<F, 2>(panel, nb, xt, yp, ldy, valid);
+          break;
+        case 3:
+          panel_tokens<F, 3>(panel, nb, xt, yp, ldy, valid);
+          break;
+        default:
+          panel_tokens<F, 4>(panel, nb, xt, yp, ldy, valid);
+          break;
       }
     }
   }
@@ -324,20 +360,20 @@ void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_
 
 }  // namespace
 
-void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q4_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows) {
   run<Q4K>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows) {
   run<Q5K>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows) {
   run<Q6K>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
-void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs,
-                    int64_t nt, float* y, int64_t ldy, int64_t rows) {
+void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows) {
   run<Q80>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
 

@@ -1,7 +1,7 @@
-// x16 K-quant / Q8_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile kernel
-// (scalar and AVX2, any token count, any thread count) is bitwise equal to the scalar per-row
-// reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that are not
-// multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
+// x16 K-quant / Q8_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile
+// kernel (scalar and AVX2, any token count, any thread count) is bitwise equal to the scalar
+// per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that are
+// not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,8 +122,7 @@ TEST(Kx16, TileKernelsEqualTheScalarReferenceBitwise) {
               const float a = y[size_t(tok * ldy + r)], b = want[size_t(tok * s.n_out + r)];
               ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
                   << type_name(t) << " " << isa_name(isa) << " N=" << s.n_out << " K=" << s.n_in
-                  << " M=" << s.n_tok << " tok " << tok << " row " << r << ": " << a << " vs "
-                  << b;
+                  << " M=" << s.n_tok << " tok " << tok << " row " << r << ": " << a << " vs " << b;
             }
             for (int64_t r = s.n_out; r < ldy; ++r) ASSERT_EQ(y[size_t(tok * ldy + r)], -7.0f);
           }
