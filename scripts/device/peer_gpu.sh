@@ -17,7 +17,8 @@
 #               then copies their logs and build-info.txt to $OUT/peer-build.
 #   PHASE=run   (device) waits for the builds as PHASE=wait does (WAIT_S, default 120 s), then
 #               `fish run experiments/peer_gpu.json` (llama_bench vulkan / cuda resolve to the
-#               builds through FISH_CACHE=/tmp/peer/cache) into $OUT/peer-gpu/runs, with the
+#               builds through FISH_CACHE=/tmp/peer/cache) into /tmp/peer/runs (--resume: a
+#               second PHASE=run finishes a cut sweep), copied to $OUT/peer-gpu/runs, with the
 #               context and `llama-bench --list-devices` of each build; wait + run stay within
 #               CALL_S (default 570 s) of the call.
 #
@@ -152,8 +153,11 @@ if [ "$PHASE" = run ]; then
   cd $root
   run_s=$(( ${CALL_S:-570} - ($(date +%s) - t_start) - 15 ))
   say "fish run experiments/peer_gpu.json (at most $run_s s; fish run --resume in a next call finishes it)"
-  timeout $run_s $FISH_BIN run experiments/peer_gpu.json --out $W/runs > $W/run.log 2>&1
+  # The results live on the machine (/tmp/peer/runs) while it is held: a second PHASE=run call
+  # resumes the sweep where a timeout cut it.
+  timeout $run_s $FISH_BIN run experiments/peer_gpu.json --resume --out $P/runs > $W/run.log 2>&1
   echo "rc=$?" >> $W/run.log
+  cp -r $P/runs $W/runs
   tail -n 30 $W/run.log
   cat $W/runs/*.md 2>/dev/null | head -40
   tar -C $OUT -czf $OUT/peer-gpu.tar.gz peer-gpu && rm -rf $W
