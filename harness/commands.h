@@ -2,6 +2,9 @@
 // subcommand runs, its callback stores the process exit code in `*exit_code`.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 namespace fish {
@@ -21,6 +24,11 @@ void add_gate_command(CLI::App& app, int* exit_code);
 void add_quantize_w4_command(CLI::App& app, int* exit_code);
 void add_gpu_command(CLI::App& app, int* exit_code);
 void add_env_command(CLI::App& app, int* exit_code);  // FISH_* knobs: list and check
+// llama-bench's idiom over fish run: flags -> experiment files -> rows -> one table on stdout.
+void add_bench_command(CLI::App& app, int* exit_code);
+// llama-bench's multi-letter short flags (-pg, -ngl), which CLI11 cannot name, rewritten to
+// their long spellings in `args` (argv as strings) when the subcommand is bench.
+void llama_bench_spellings(std::vector<std::string>& args);
 // Peer results (harness/peer_llama.h): llama-bench output -> results rows.
 void add_import_command(CLI::App& app, int* exit_code);
 

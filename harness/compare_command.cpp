@@ -66,6 +66,13 @@ void add_compare_command(CLI::App& app, int* exit_code) {
     std::fwrite(md.data(), 1, md.size(), stdout);
     std::fprintf(stderr, "fish compare: %zu rows joined, %zu only in BASE, %zu only in HEAD\n",
                  join.both.size(), join.only_base.size(), join.only_head.size());
+    // Nothing joined is not a comparison: most often the two runs differ in a field or a model
+    // file name, which the rows only in BASE / HEAD above show.
+    if (join.both.empty()) {
+      std::fprintf(stderr, "fish compare: no row of HEAD matches a row of BASE (model, config, "
+                           "workload and path must all be equal)\n");
+      return;
+    }
     *exit_code = kExitOk;
   });
 }

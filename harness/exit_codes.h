@@ -1,4 +1,4 @@
-// Exit codes of the `fish` CLI (documented in README.md and `fish --help`).
+// Exit codes of the `fish` CLI (documented in docs/commands.md and `fish --help`).
 #pragma once
 
 namespace fish {

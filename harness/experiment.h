@@ -168,7 +168,7 @@ std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_s
 // default (ids of cells from before those fields stay).
 nlohmann::json cell_id_config(const Config& c);
 
-// Markdown reference of every key of the experiment file (for --help-fields and the README).
+// Markdown reference of every key of the experiment file (for --help-fields and docs/experiments.md).
 std::string experiment_format_help();
 
 }  // namespace fish

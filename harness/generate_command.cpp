@@ -198,7 +198,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (need > opt.n_ctx)
       return fail(make_error("prompt ({} tokens) + n ({}) exceed n_ctx {} (hint: --n-ctx)",
                              prompt.size(), a->gen.n_predict, opt.n_ctx));
-    // Stage 1 GPU offload when a backend is registered (FISH_GPU, FISH_GPU_LAYERS; README).
+    // Stage 1 GPU offload when a backend is registered (FISH_GPU, FISH_GPU_LAYERS; docs/gpu.md).
     std::string gpu_detail = "off";
 #if FISH_HAVE_VULKAN
     gpu_detail = gpu::vulkan_status();

@@ -72,7 +72,7 @@ Result<std::unique_ptr<CellPlacement>> CellPlacement::place(const Model& model,
   if (vk::VulkanBackend* vb = registered_vulkan()) vb->set_requant_threads(int(config.n_threads));
 #endif
   if (cap != 0) {
-    // Stage 2 span over the placed layers unless gpu_span is false or FISH_GPU_SPAN=0 (README
+    // Stage 2 span over the placed layers unless gpu_span is false or FISH_GPU_SPAN=0 (docs/gpu.md
     // "Stage 2 spans").
     SpanRequest span = span_request_from_env(config.n_ctx, config.n_batch);
     if (!config.gpu_span) span.n_ctx = 0;

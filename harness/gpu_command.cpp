@@ -1,5 +1,5 @@
 // `fish gpu`: the Vulkan backend's status, the devices it sees, the one it selected and the
-// memory budget it applies (README "GPU backend").
+// memory budget it applies (docs/gpu.md).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -19,7 +19,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
       "inspect",
       "Show a GGUF file: architecture and hyper-parameters, tokenizer, tensor table (name, type, "
       "shape, bytes, offset), totals per type and bits per weight.");
-  cmd->add_option("model", args->model, "GGUF file")->required();
+  cmd->add_option("model,-m,--model", args->model, "GGUF file (positional or -m, as elsewhere)")->required();
   cmd->add_flag("--json", args->json, "Machine-readable JSON instead of text");
   cmd->add_option("--max-array-items", args->max_array_items,
                   "JSON: arrays longer than this are summarised as {type, count, head}")

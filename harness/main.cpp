@@ -1,6 +1,8 @@
 // fish: the FISH command-line entry point. Subcommands live in harness/*_command.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   fish::add_generate_command(app, &exit_code);
   fish::add_requant_command(app, &exit_code);
   fish::add_requant_quality_command(app, &exit_code);
+  fish::add_bench_command(app, &exit_code);
   fish::add_run_command(app, &exit_code);
   fish::add_merge_command(app, &exit_code);
   fish::add_report_command(app, &exit_code);
@@ -36,7 +39,22 @@ int main(int argc, char** argv) {
   fish::add_env_command(app, &exit_code);
   fish::add_import_command(app, &exit_code);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv, argv + argc);
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (args.size() > 1 && sub->get_name() == args[1]);
+    }
+    if (args.size() > 1 && !args[1].empty() && args[1][0] != '-' && !known) {
+      std::fprintf(stderr, "fish: unknown command '%s' (commands: %s; fish --help)\n",
+                   args[1].c_str(), names.c_str());
+      return fish::kExitUsage;
+    }
+    fish::llama_bench_spellings(args);
+    args.erase(args.begin());                  // CLI11 takes the arguments without the program
+    std::reverse(args.begin(), args.end());    // name, last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,4 +1,4 @@
-// `fish quantize-w4 IN.gguf OUT.gguf --group-size 128 --zero-point asym`
+// `fish quantize-w4 IN.gguf OUT.gguf [--group-size 32|64|128] [--zero-point sym|asym|fp]`
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +21,7 @@ void add_quantize_w4_command(CLI::App& app, int* exit_code) {
     Config cfg;  // group_size, zero_point, quantize_head, quantize_embedding, n_threads
   };
   auto args = std::make_shared<Args>();
-  args->cfg.group_size = 128;  // a file's own default: the group the seed's W4 paths use
+  // Defaults are the Config table's (group 64, asym), as fish run's w4a8 / w4a16 cells use.
   CLI::App* cmd = app.add_subcommand(
       "quantize-w4",
       "Rewrite a GGUF with its linear layers (and the output head) as FISH packed int4 "

@@ -1,5 +1,5 @@
 // Reads and validates results files in the "fish-results/1" format (JSONL: a context line opens
-// every run, rows follow; see README.md "Results files"). Every problem is reported as
+// every run, rows follow; see docs/results.md). Every problem is reported as
 // "FILE:LINE: what is wrong (expected vs found)"; a file with any bad line is rejected as a whole,
 // so report/compare/gate/merge never work from a silently partial table.
 #pragma once

@@ -197,6 +197,9 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
       cols.push_back(std::string(s) + part);
   for (const char* m : kScalarMetrics) cols.emplace_back(m);
   for (const char* c : {"greedy_exact", "validity", "t_wall_s", "error"}) cols.emplace_back(c);
+  // What was run and by what: a CSV row read alone still names its workload and provenance.
+  for (const char* c : {"n_prompt", "n_gen", "commit", "dirty", "cpu", "gpu", "run_id"})
+    cols.emplace_back(c);
   std::string out;
   for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
   out += "\n";
@@ -226,6 +229,13 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
     v.push_back(joined(r->json.value("validity", json::array())));
     v.push_back(exact(r->json.value("t_wall_s", json())));
     v.push_back(r->error);
+    const json& w = r->json.contains("workload") ? r->json["workload"] : json();
+    for (const char* k : {"n_prompt", "n_gen"})
+      v.push_back(w.is_object() && w.contains(k) ? value_text(w[k]) : "");
+    const json& c = set.context_of(*r).json;
+    for (const char* k : {"commit", "dirty", "cpu", "gpu"})
+      v.push_back(c.contains(k) && !c[k].is_null() ? value_text(c[k]) : "");
+    v.push_back(r->run_id);
     for (size_t i = 0; i < v.size(); ++i) {
       if (i) out += ',';
       out += csv_field(v[i]);

@@ -1,4 +1,4 @@
-// Writing results files ("fish-results/1", see README "Results files"): append-only JSONL, one
+// Writing results files ("fish-results/1", see docs/results.md): append-only JSONL, one
 // context line per run, then one row per (cell, path), each flushed and fsync'd as soon as it is
 // written, so a killed sweep loses at most the row being written. Also the CSV and Markdown
 // renderings of a file's rows.

@@ -348,7 +348,26 @@ int run_experiment(const RunOptions& o) {
                   : m.error.empty() ? ""
                                     : "  [model missing: its rows will be errors]");
     }
-    return kExitOk;
+    // What a real run would fail on is a problem now: a dry run that exits 0 promises a run.
+    std::vector<std::string> problems;
+    for (const auto& [i, m] : models)
+      if (!m.pending && !m.error.empty())
+        problems.push_back(m.error);
+    auto readable = [](const std::string& f) {
+      std::error_code ec;
+      return std::filesystem::is_regular_file(f, ec);
+    };
+    if (!e.workload.text.empty() && !readable(e.workload.text))
+      problems.push_back("workload.text " + e.workload.text + ": not a readable file");
+    const bool text_metrics =
+        e.quality.wants("top1") || e.quality.wants("kl") || e.quality.wants("ppl");
+    if (text_metrics && e.quality.source == "text" && !readable(e.quality.text))
+      problems.push_back("quality.text " + e.quality.text + ": not a readable file");
+    if ((e.quality.wants("greedy_exact") || (text_metrics && e.quality.source == "greedy")) &&
+        !readable(e.quality.prompt_file))
+      problems.push_back("quality.prompt_file " + e.quality.prompt_file + ": not a readable file");
+    for (const std::string& p : problems) std::fprintf(stderr, "fish run: dry run: %s\n", p.c_str());
+    return problems.empty() ? kExitOk : kExitUsage;
   }
 
   auto writer_r = ResultsWriter::open(results_path, o.resume);

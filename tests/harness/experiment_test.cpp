@@ -485,9 +485,9 @@ TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {
   EXPECT_THAT(h, HasSubstr("| `act` | string | `\"int8\"` | int8, f32 |"));
 }
 
-TEST(ExperimentHelp, ReadmeSectionIsTheGeneratedHelp) {
-  std::ifstream in(test::source_dir() + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found under " << test::source_dir();
+TEST(ExperimentHelp, DocsSectionIsTheGeneratedHelp) {
+  std::ifstream in(test::source_dir() + "/docs/experiments.md");
+  ASSERT_TRUE(in) << "docs/experiments.md not found under " << test::source_dir();
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string readme = ss.str();
@@ -497,7 +497,7 @@ TEST(ExperimentHelp, ReadmeSectionIsTheGeneratedHelp) {
   ASSERT_NE(b, std::string::npos);
   ASSERT_NE(e, std::string::npos);
   EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), experiment_format_help())
-      << "regenerate the README section with: fish run --help-fields";
+      << "regenerate the docs/experiments.md section with: fish run --help-fields";
 }
 
 }  // namespace

@@ -198,6 +198,7 @@ TEST_F(Renderings, CsvHasEveryConfigFieldAndTheLatestRowPerCellInCellOrder) {
                             ",,,,,,,,,100,99,101,min_max,0.01,3,"));
   EXPECT_THAT(r1, HasSubstr("t,1,c111111111111111,cpu,ok,"));
   EXPECT_THAT(r0, HasSubstr(",3/4,few_repetitions,1.5,"));
+  EXPECT_THAT(header, ::testing::EndsWith(",error,n_prompt,n_gen,commit,dirty,cpu,gpu,run_id"));
 }
 
 TEST_F(Renderings, MarkdownShowsVaryingFieldsSpeedsWithCisAndQuality) {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/config.h"
 #include "harness/exit_codes.h"
 #include "test_env.h"
 
@@ -399,6 +400,36 @@ TEST_F(RunCommand, DryRunListsTheCellsAndWritesNothing) {
   EXPECT_THAT(log, HasSubstr("#0 "));
   EXPECT_THAT(log, HasSubstr("n_threads=3"));
   EXPECT_FALSE(std::filesystem::exists(dir_.file("out")));
+}
+
+TEST_F(RunCommand, DryRunFailsOnWhatTheRunWouldFailOn) {
+  const std::string exp = write_exp(
+      R"({"schema_version": 1, "name": "d", "model": [")" + model_ + R"(", "no_such.gguf"],
+          "workload": {"text": "no_such_prompt.txt"}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
+            kExitUsage);
+  const std::string log = slurp(dir_.file("log"));
+  EXPECT_THAT(log, HasSubstr("2 cells"));  // still listed
+  EXPECT_THAT(log, HasSubstr("dry run: model no_such.gguf: not found"));
+  EXPECT_THAT(log, HasSubstr("dry run: workload.text no_such_prompt.txt: not a readable file"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("out")));
+}
+
+TEST_F(RunCommand, AnUnknownCommandIsNamedWithTheList) {
+  EXPECT_EQ(run_shell(fish_bin() + " frobnicate", dir_.file("log")), kExitUsage);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("unknown command 'frobnicate' (commands: inspect"));
+}
+
+TEST_F(RunCommand, CommandsNameTheModelTheSameWayAndShareDefaults) {
+  // -m names the model for inspect as for generate, bench and requant-quality (positional too).
+  EXPECT_EQ(run_shell(fish_bin() + " inspect -m " + model_, dir_.file("log")), kExitOk);
+  const std::string by_flag = slurp(dir_.file("log"));
+  EXPECT_EQ(run_shell(fish_bin() + " inspect " + model_, dir_.file("log")), kExitOk);
+  EXPECT_EQ(slurp(dir_.file("log")), by_flag);
+  // quantize-w4's group default is the Config table's, as fish run's w4 cells use.
+  EXPECT_EQ(run_shell(fish_bin() + " quantize-w4 --help", dir_.file("log")), kExitOk);
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("=" + std::to_string(Config{}.group_size) + " Weights per int4 group"));
 }
 
 TEST_F(RunCommand, AnInvalidExperimentIsAUsageErrorWithTheProblem) {
