@@ -63,11 +63,10 @@ std::span<const EnvKnob> env_knobs() {
        {},
        0,
        -1,
-       "harness/peer_llama.cpp",
-       "FISH's cache (default ~/.cache/fish): downloads, models and toolchains of the scripts; "
-       "fish run finds the llama_bench cpu / vulkan / cuda builds of "
-       "scripts/peer/build_llama_cpp.sh in FISH_CACHE/peer; fish bench writes its results "
-       "under FISH_CACHE/bench"},
+       "harness/bench_command.cpp",
+       "FISH's cache: downloads, models, toolchains (scripts/*.sh), fish bench results, the "
+       "llama.cpp peer builds fish run finds as llama_bench cpu / vulkan / cuda (FISH_CACHE/peer; "
+       "default ~/.cache/fish)"},
       {"FISH_FAULT",
        S::all,
        E::results,

@@ -83,6 +83,15 @@ std::span<const FieldSpec<MeasureSpec>> measure_fields() {
        &MeasureSpec::interleave,
        "alternate the paths within each repetition (else all of one path, then the next)",
        {}},
+      {"peer_block",
+       &MeasureSpec::peer_block,
+       "engine llama.cpp cells right after their FISH cell (the same fields but engine / "
+       "llama_bench) take turns with its repetitions, this many per llama-bench call (each call "
+       "loads the model again); 0: a llama.cpp cell runs all its repetitions in one call after "
+       "the FISH cell",
+       {},
+       0,
+       1000},
       {"max_cv",
        &MeasureSpec::max_cv,
        "a speed metric with a coefficient of variation above this gets the validity flag noisy",

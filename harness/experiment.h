@@ -54,6 +54,7 @@ struct MeasureSpec {
   int64_t warmup = 1;
   int64_t repetitions = 6;  // the fewest whose median has an order-statistic 95% CI
   bool interleave = true;
+  int64_t peer_block = 3;  // llama.cpp twins: repetitions per llama-bench call (0: no turns)
   double max_cv = 0.10;
   int64_t stream_MiB = 1024;
   int64_t stream_passes = 6;

@@ -308,6 +308,46 @@ Result<PeerMeasurement> measure_llama_bench(const Config& c, const Workload& w,
   return pm;
 }
 
+bool is_llama_twin(const Config& fish, const Config& peer) {
+  if (fish.engine != "fish" || peer.engine != "llama.cpp") return false;
+  Config a = fish, b = peer;
+  a.engine = b.engine;
+  a.llama_bench = b.llama_bench;
+  return fields_to_json(a, config_fields()) == fields_to_json(b, config_fields());
+}
+
+LlamaBenchBlocks::LlamaBenchBlocks(Config c, Workload w, MeasureSpec m, std::string path,
+                                   std::string model_path, int n_threads, int64_t block)
+    : c_(std::move(c)),
+      w_(std::move(w)),
+      m_(std::move(m)),
+      path_(std::move(path)),
+      model_path_(std::move(model_path)),
+      n_threads_(n_threads) {
+  m_.repetitions = std::max<int64_t>(block, 1);
+}
+
+Result<RepSample> LlamaBenchBlocks::next() {
+  if (pos_ >= prefill_.size() || pos_ >= decode_.size()) {
+    FISH_ASSIGN_OR_RETURN(PeerMeasurement pm,
+                          measure_llama_bench(c_, w_, m_, path_, model_path_, n_threads_));
+    if (pm.prefill_tok_s.size() != pm.decode_tok_s.size())
+      return make_error("llama-bench: {} prefill and {} decode samples from one call",
+                        pm.prefill_tok_s.size(), pm.decode_tok_s.size());
+    if (peer_.is_null()) {
+      peer_ = pm.peer;
+    } else {
+      for (const json& a : pm.peer["args"]) peer_["args"].push_back(a);
+      peer_["wall_s"] = peer_.value("wall_s", 0.0) + pm.peer.value("wall_s", 0.0);
+    }
+    prefill_.insert(prefill_.end(), pm.prefill_tok_s.begin(), pm.prefill_tok_s.end());
+    decode_.insert(decode_.end(), pm.decode_tok_s.begin(), pm.decode_tok_s.end());
+  }
+  const RepSample r{prefill_[pos_], decode_[pos_]};
+  ++pos_;
+  return r;
+}
+
 Result<std::string> import_llama_bench(const std::string& file, const std::string& out_dir) {
   std::ifstream f(file, std::ios::binary);
   if (!f) return make_error("{}: cannot read", file);

@@ -28,6 +28,7 @@
 #include "base/result.h"
 #include "engine/config.h"
 #include "harness/experiment.h"
+#include "harness/measure.h"
 
 namespace fish {
 
@@ -82,6 +83,32 @@ struct PeerMeasurement {
 Result<PeerMeasurement> measure_llama_bench(const Config& c, const Workload& w,
                                             const MeasureSpec& m, const std::string& path,
                                             const std::string& model_path, int n_threads);
+
+// Whether `peer` is a llama.cpp twin of the FISH cell `fish`: every field equal but engine and
+// llama_bench.
+bool is_llama_twin(const Config& fish, const Config& peer);
+
+// The repetitions of one llama.cpp cell in blocks, to take turns with its FISH twin's
+// repetitions (measure.peer_block): next() hands out one repetition, and when none is left runs
+// llama-bench for `block` more (measure_llama_bench with repetitions = block).
+class LlamaBenchBlocks {
+ public:
+  LlamaBenchBlocks(Config c, Workload w, MeasureSpec m, std::string path, std::string model_path,
+                   int n_threads, int64_t block);
+  Result<RepSample> next();
+  // The row's "peer" object: the first call's, with every call's arguments and wall time.
+  const nlohmann::json& peer() const { return peer_; }
+
+ private:
+  Config c_;
+  Workload w_;
+  MeasureSpec m_;
+  std::string path_, model_path_;
+  int n_threads_;
+  std::vector<double> prefill_, decode_;
+  size_t pos_ = 0;
+  nlohmann::json peer_;
+};
 
 // build-info.txt (KEY=VALUE lines) beside the binary or in its parent folder, as an object;
 // null when there is none.

@@ -11,14 +11,18 @@
 #include "harness/stats.h"
 
 namespace fish {
+namespace {
+// The fields that say which engine measured a row: llama_backend is what the first peer run
+// (results/runs/h200-peer-gpu-a35d38e) called the binary choice.
+constexpr const char* kPeerKeys[] = {"engine", "llama_bench", "llama_backend"};
+}  // namespace
 
 std::string render_peer_ratios(const std::vector<const ResultRow*>& rows) {
   using nlohmann::json;
   // Parameters without engine / llama_bench: the key a FISH row and its peers share.
   auto key_of = [](const ResultRow& r) {
     std::map<std::string, json> p = row_params(r);
-    p.erase("engine");
-    p.erase("llama_bench");
+    for (const char* k : kPeerKeys) p.erase(k);
     return json(p).dump();
   };
   auto engine_of = [](const ResultRow& r) {
@@ -39,7 +43,8 @@ std::string render_peer_ratios(const std::vector<const ResultRow*>& rows) {
   for (const auto& [f, p] : pairs)
     for (const auto& [k, v] : row_params(*f)) values[k].insert(v.dump());
   for (const auto& [k, vs] : values)
-    if (vs.size() > 1 && k != "engine" && k != "llama_bench") varying.insert(k);
+    if (vs.size() > 1 && std::find(std::begin(kPeerKeys), std::end(kPeerKeys), k) == std::end(kPeerKeys))
+      varying.insert(k);
   struct Line {
     std::string prefix, metric;
     double fish, peer;
@@ -56,7 +61,8 @@ std::string render_peer_ratios(const std::vector<const ResultRow*>& rows) {
       prefix += (it == params.end() ? "-" : json_value_text(it->second)) + " | ";
     }
     const json& peer = p->json.value("peer", json::object());
-    const std::string bin = p->config().value("llama_bench", std::string());
+    std::string bin = p->config().value("llama_bench", std::string());
+    if (bin.empty()) bin = p->config().value("llama_backend", std::string());
     prefix += fmt::format("llama.cpp {} ({}, {}) | ", bin.empty() ? "" : bin,
                           peer.value("backends", std::string("?")),
                           peer.value("build_commit", std::string("?")));

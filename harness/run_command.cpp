@@ -212,6 +212,20 @@ json row_base(const std::string& run_id, const Experiment& e, const Cell& c, con
   return r;
 }
 
+// A llama.cpp row's speeds, validity, peer object and placement (harness/peer_llama.h).
+void fill_peer_row(json& row, const PathSamples& ps, const json& peer, int n_threads,
+                   double max_cv) {
+  row["peer"] = peer;
+  row["n_threads_resolved"] = n_threads;
+  json& m = row["metrics"];
+  m["prefill_tok_s"] = speed_metric_json(ps.prefill_tok_s);
+  m["decode_tok_s"] = speed_metric_json(ps.decode_tok_s);
+  row["validity"] = validity_flags(ps, max_cv);
+  if (row["path"] == "gpu")
+    row["placement"] = {{"gpu_layers", peer.value("n_gpu_layers", json(0))},
+                        {"gpu_detail", "llama.cpp " + peer.value("backends", std::string())}};
+}
+
 // The reference of q on `model` (loaded from `path` at requant `loaded_requant`): loads the file
 // again at the reference's own requant when that differs.
 Result<QualityReference> quality_reference(const std::shared_ptr<const Model>& model,
@@ -509,18 +523,10 @@ int run_experiment(const RunOptions& o) {
           if (!error_row(pm.error().message)) return kExitUsage;
           continue;
         }
-        row["peer"] = pm.value().peer;
-        row["n_threads_resolved"] = n_threads;
-        json& m = row["metrics"];
-        m["prefill_tok_s"] = speed_metric_json(pm.value().prefill_tok_s);
-        m["decode_tok_s"] = speed_metric_json(pm.value().decode_tok_s);
         PathSamples ps;
         ps.prefill_tok_s = pm.value().prefill_tok_s;
         ps.decode_tok_s = pm.value().decode_tok_s;
-        row["validity"] = validity_flags(ps, e.measure.max_cv);
-        if (path == "gpu")
-          row["placement"] = {{"gpu_layers", pm.value().peer.value("n_gpu_layers", json(0))},
-                              {"gpu_detail", "llama.cpp " + pm.value().peer.value("backends", "")}};
+        fill_peer_row(row, ps, pm.value().peer, n_threads, e.measure.max_cv);
         if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
       }
       return kCellDone;
@@ -639,6 +645,38 @@ int run_experiment(const RunOptions& o) {
           return run_repetition(*s, prompt, e.workload.n_gen, depth);
         });
       }
+      // llama.cpp twins (harness/peer_llama.h): the cells right after this FISH cell that differ
+      // only in engine / llama_bench take turns with its repetitions, measure.peer_block per
+      // llama-bench call. A twin that cannot run (unsupported fields, no binary, ...) is left to
+      // its own cell, which writes the reason.
+      struct TwinRun {
+        size_t cell;
+        std::string path;
+        int n_threads;
+        std::unique_ptr<LlamaBenchBlocks> blocks;
+      };
+      std::vector<TwinRun> twins;
+      if (e.measure.peer_block > 0 && c.config.engine == "fish" && check_env_knobs(false).ok())
+        for (size_t j = i + 1; j < cells.size() && cells[j]->model_index == c.model_index &&
+                               is_llama_twin(c.config, cells[j]->config);
+             ++j) {
+          const Config& tc = cells[j]->config;
+          if (!llama_unsupported(tc, e.quality, me.path).empty() || !resolve_llama_bench(tc).ok())
+            continue;
+          const int nt = tc.n_threads > 0 ? int(tc.n_threads) : default_thread_count();
+          for (const PathRun& r : runs) {
+            const std::string p = r.row["path"];
+            if (!todo_path(ids[j], p)) continue;
+            twins.push_back({j, p, nt,
+                             std::make_unique<LlamaBenchBlocks>(tc, e.workload, e.measure, p,
+                                                                me.path, nt,
+                                                                e.measure.peer_block)});
+          }
+        }
+      for (TwinRun& t : twins) {
+        LlamaBenchBlocks* b = t.blocks.get();
+        fns.push_back([b] { return b->next(); });
+      }
       const std::vector<PathSamples> samples = measure_paths(e.measure, fns);
       const std::optional<double> rss_speed = peak_rss_MB();
       // The cell's cpu path: the gpu rows' speeds are also given relative to it (same run).
@@ -738,6 +776,23 @@ int run_experiment(const RunOptions& o) {
             row["validity"].push_back(f);
         }
         if (!emit(row, c, seconds_since(t_cell))) return kExitUsage;
+      }
+      for (size_t t = 0; t < twins.size(); ++t) {
+        const size_t j = twins[t].cell;
+        const Cell& tc = *cells[j];
+        if (t == 0 || twins[t - 1].cell != j) {  // the twin cell's rows, for the progress count
+          paths_left = 0;
+          for (const TwinRun& u : twins) paths_left += u.cell == j;
+        }
+        json row = row_base(rid.run_id, e, tc, ids[j], twins[t].path, me.sha256);
+        const PathSamples& ps = samples[runs.size() + t];
+        if (ps.error) {
+          row["status"] = "error";
+          row["error"] = ps.error->message;
+        } else {
+          fill_peer_row(row, ps, twins[t].blocks->peer(), twins[t].n_threads, e.measure.max_cv);
+        }
+        if (!emit(row, tc, seconds_since(t_cell))) return kExitUsage;
       }
       return kCellDone;
     };

@@ -17,8 +17,10 @@
 #               then copies their logs and build-info.txt to $OUT/peer-build.
 #   PHASE=run   (device) waits for the builds as PHASE=wait does (WAIT_S, default 120 s), then
 #               `fish run experiments/peer_gpu.json` (llama_bench vulkan / cuda resolve to the
-#               builds through FISH_CACHE=/tmp/peer/cache) into $OUT/peer-gpu/runs, with the
-#               context and `llama-bench --list-devices` of each build.
+#               builds through FISH_CACHE=/tmp/peer/cache) into /tmp/peer/runs (--resume: a
+#               second PHASE=run finishes a cut sweep), copied to $OUT/peer-gpu/runs, with the
+#               context and `llama-bench --list-devices` of each build; wait + run stay within
+#               CALL_S (default 570 s) of the call.
 #
 # Carry: .devcarry (bin/fish + lib/ of the FISH Vulkan build made here, as for h200_session.sh,
 # and peer/ from PHASE=pack) and .gl (the Vulkan loader .debs, device README). Run from the repo
@@ -130,6 +132,9 @@ if [ "$PHASE" = wait ]; then
 fi
 
 if [ "$PHASE" = run ]; then
+  # One call may run 600 s: the builds' wait and the sweep share CALL_S (default 570), leaving
+  # time for the tar.
+  t_start=$(date +%s)
   wait_builds "${WAIT_S:-120}"
   for f in $root/.gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
@@ -146,8 +151,13 @@ if [ "$PHASE" = run ]; then
     timeout 60 $lb/bin/llama-bench --list-devices > $W/llama-devices-$b.txt 2>&1
   done
   cd $root
-  timeout ${RUN_S:-520} $FISH_BIN run experiments/peer_gpu.json --out $W/runs > $W/run.log 2>&1
+  run_s=$(( ${CALL_S:-570} - ($(date +%s) - t_start) - 15 ))
+  say "fish run experiments/peer_gpu.json (at most $run_s s; fish run --resume in a next call finishes it)"
+  # The results live on the machine (/tmp/peer/runs) while it is held: a second PHASE=run call
+  # resumes the sweep where a timeout cut it.
+  timeout $run_s $FISH_BIN run experiments/peer_gpu.json --resume --out $P/runs > $W/run.log 2>&1
   echo "rc=$?" >> $W/run.log
+  cp -r $P/runs $W/runs
   tail -n 30 $W/run.log
   cat $W/runs/*.md 2>/dev/null | head -40
   tar -C $OUT -czf $OUT/peer-gpu.tar.gz peer-gpu && rm -rf $W

@@ -156,6 +156,32 @@ TEST_F(RepetitionOnSyntheticModel, RunsPrefillAndDecodeAndLeavesThemInTheCache) 
   EXPECT_EQ(too_long.error().message, "n_prompt + n_gen = 33 exceed n_ctx 32 (hint: raise n_ctx)");
 }
 
+TEST_F(RepetitionOnSyntheticModel, WithADepthBothPhasesStartAfterThatManyPositions) {
+  SessionOptions o;
+  o.n_ctx = 32;
+  o.n_threads = 1;
+  auto s = Session::create(model_, o);
+  ASSERT_TRUE(s.ok());
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  // depth 20: the decode runs from position 20 (the prefill's 5 tokens are not behind it).
+  auto r = run_repetition(*s.value(), prompt, 6, 20);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(r->prefill_tok_s, 0);
+  EXPECT_GT(r->decode_tok_s, 0);
+  EXPECT_EQ(s.value()->n_past(), 26);
+  ASSERT_TRUE(run_repetition(*s.value(), prompt, 6, 0).ok());  // from an empty cache
+  EXPECT_EQ(s.value()->n_past(), 6);
+  auto too_deep = run_repetition(*s.value(), prompt, 6, 27);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_EQ(too_deep.error().message,
+            "depth + max(n_prompt, n_gen) = 33 exceed n_ctx 32 (hint: raise n_ctx)");
+  Workload w;
+  w.n_prompt = 5;
+  w.n_gen = 6;
+  EXPECT_EQ(workload_ctx_need(w, -1), 11);
+  EXPECT_EQ(workload_ctx_need(w, 20), 26);
+}
+
 TEST(PeakRss, IsReadableAndResettable) {
   ASSERT_TRUE(peak_rss_MB().has_value());
   EXPECT_GT(*peak_rss_MB(), 0.0);

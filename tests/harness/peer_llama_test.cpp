@@ -287,6 +287,34 @@ TEST_F(PeerRun, ALlamaCppCellIsMeasuredBesideItsFishCellWithTheSameRowSchema) {
       << test::file_text(dir_.file("cmp.log"));
 }
 
+TEST_F(PeerRun, ATwinTakesTurnsWithItsFishCellInBlocksOfPeerBlockRepetitions) {
+  const std::string good = write_script(dir_, "good.sh", kFakeGood);
+  std::string exp = experiment(R"(, "llama_bench": ")" + good + "\"",
+                               R"("sweep": {"engine": ["fish", "llama.cpp"]})");
+  std::string text = test::file_text(exp);
+  text.replace(text.find("\"stream_MiB\""), 0, "\"peer_block\": 2, ");
+  std::ofstream(exp) << text;
+  const std::vector<json> rows = run(exp, kExitOk);
+  ASSERT_EQ(rows.size(), 2u);
+  const json& l = rows[1];
+  ASSERT_EQ(l["status"], "ok") << l.dump();
+  // 3 repetitions in blocks of 2: two calls per phase, each answering 100, 101.
+  EXPECT_EQ(l["metrics"]["prefill_tok_s"]["samples"], json({100, 101, 100}));
+  EXPECT_EQ(l["metrics"]["decode_tok_s"]["samples"], json({100, 101, 100}));
+  ASSERT_EQ(l["peer"]["args"].size(), 4u);
+  EXPECT_EQ(l["peer"]["args"][0][17], "2");  // -r 2
+  EXPECT_EQ(rows[0]["status"], "ok");
+  // peer_block 0: one call per phase, after the FISH cell.
+  const std::string two = "\"peer_block\": 2";
+  text.replace(text.find(two), two.size(), "\"peer_block\": 0");
+  std::ofstream(exp) << text;
+  std::filesystem::remove_all(dir_.file("out"));
+  const std::vector<json> again = run(exp, kExitOk);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1]["metrics"]["prefill_tok_s"]["samples"], json({100, 101, 102}));
+  EXPECT_EQ(again[1]["peer"]["args"].size(), 2u);
+}
+
 TEST_F(PeerRun, EveryBrokenLlamaBenchIsAnErrorRowNamingTheCauseAndTheSweepGoesOn) {
   const std::string good = write_script(dir_, "good.sh", kFakeGood);
   const std::string noexec = write_script(dir_, "noexec.sh", kFakeGood, false);
