@@ -231,7 +231,13 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
   }
   const int64_t n_vocab = model->params().n_vocab;
   expect_same(span_lg, matmul_lg, n_vocab, 0.02, "synthetic llama span vs per-matmul");
-  expect_same(batched_lg, span_lg, n_vocab, 1e-4, "batches of 32 vs one 70-token forward");
+  // With cooperative matrices the 70-token forward runs every matmul on f16 operands, while the
+  // batches' 6-token tail runs the f32 tiled kernel (fewer than 16 tokens): the two agree to the
+  // f16 rounding of the operands (relative 2^-11 per element), not to f32 order. Without them
+  // both run the f32 tiled kernel, equal up to summation order.
+  const bool coopmat = !b->coopmat_tiles().empty();
+  expect_same(batched_lg, span_lg, n_vocab, coopmat ? 2e-3 : 1e-4,
+              "batches of 32 vs one 70-token forward");
 }
 
 std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
