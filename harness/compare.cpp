@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "engine/config.h"
 #include "harness/interval_label.h"
 #include "harness/report_svg.h"
 #include "harness/row_provenance.h"
@@ -19,6 +20,13 @@ using nlohmann::json;
 std::map<std::string, json> row_params(const ResultRow& r) {
   std::map<std::string, json> p;
   for (auto& [k, v] : r.params()) p[k] = std::move(v);
+  // A Config field a row does not carry was added after the row was written: the row ran with
+  // what is now its default (fields are only ever added with the old behaviour as the default,
+  // and cell ids hash them only away from it). So a baseline from before a field joins the same
+  // cell measured now.
+  const Config defaults;
+  for (const auto& f : config_fields())
+    if (!p.count(std::string(f.name))) p[std::string(f.name)] = field_get(defaults, f);
   return p;
 }
 

@@ -1,6 +1,8 @@
 // fish compare: the join on parameters and the per-metric ratio with CI and Mann-Whitney p.
 #include "harness/compare.h"
 
+#include "engine/config.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -46,6 +48,51 @@ TEST(Compare, JoinsOnParametersNotOnCellId) {
   const std::string md = render_comparison(join);
   EXPECT_THAT(md, HasSubstr("- only in BASE: " + dir.file("base.jsonl") + ":3 (cell 1, cpu)"));
   EXPECT_THAT(md, HasSubstr("- only in HEAD: " + dir.file("head.jsonl") + ":3 (cell 2, gpu)"));
+}
+
+TEST(Compare, AConfigFieldARowLacksJoinsAsItsDefault) {
+  // The committed CI baseline predates kquant_repack, engine, llama_bench and depth: its rows
+  // join the same cells written now (the fields present at their defaults), and not rows with
+  // another value of one of them.
+  test::TempDir dir;
+  const std::string baseline = test::source_dir() + "/results/ci/baseline.jsonl";
+  std::ifstream in(baseline);
+  ASSERT_TRUE(in) << baseline;
+  std::ofstream now(dir.file("now.jsonl")), other(dir.file("other.jsonl"));
+  std::string line;
+  size_t n_rows = 0;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j["kind"] == "row") {
+      ASSERT_FALSE(j["config"].contains("kquant_repack"));
+      ++n_rows;
+      const Config d;
+      j["config"]["kquant_repack"] = d.kquant_repack;
+      j["config"]["engine"] = d.engine;
+      j["config"]["llama_bench"] = d.llama_bench;
+      j["config"]["depth"] = d.depth;
+      now << j.dump() << "\n";
+      j["config"]["kquant_repack"] = "off";
+      other << j.dump() << "\n";
+    } else {
+      now << line << "\n";
+      other << line << "\n";
+    }
+  }
+  now.close();
+  other.close();
+  ASSERT_GT(n_rows, 0u);
+  auto base = read_results_files({baseline});
+  ASSERT_TRUE(base.ok()) << base.error().message;
+  auto head = read_results_files({dir.file("now.jsonl")});
+  ASSERT_TRUE(head.ok()) << head.error().message;
+  auto joined = join_rows(*base, *head);
+  ASSERT_TRUE(joined.ok()) << joined.error().message;
+  EXPECT_EQ(joined->both.size(), n_rows);
+  EXPECT_TRUE(joined->only_head.empty());
+  auto off = read_results_files({dir.file("other.jsonl")});
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_TRUE(join_rows(*base, *off)->both.empty());
 }
 
 TEST(Compare, RatioOfMediansWithCiAndMannWhitneyFromTheSamples) {
