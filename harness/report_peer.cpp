@@ -23,6 +23,7 @@ std::string render_peer_ratios(const std::vector<const ResultRow*>& rows) {
   auto key_of = [](const ResultRow& r) {
     std::map<std::string, json> p = row_params(r);
     for (const char* k : kPeerKeys) p.erase(k);
+    p["run_id"] = r.run_id;  // "same run": a FISH row pairs only with peers it alternated with
     return json(p).dump();
   };
   auto engine_of = [](const ResultRow& r) {
