@@ -11,7 +11,7 @@
 #   --src FILE     the source tarball: the pinned sdist (its sha256 is checked) or a subset written
 #                  by --pack-source (its FISH_PEER_SOURCE names the sdist it came from). Default:
 #                  $FISH_PEER_SRC, else $FISH_CACHE/peer/src/<sdist_file>, downloaded from PyPI
-#                  (pip download, else the PyPI JSON API) when missing. Offline: give --src.
+#                  (the PEP 503 index pip uses, else the PyPI JSON API) when missing. Offline: give --src.
 #   --jobs N       parallel compile jobs (default $FISH_JOBS, else nproc)
 #   --print-dir    print the build directory and exit 0 if a matching build exists, 1 if not
 #
@@ -60,7 +60,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# fetch_sdist: the pinned sdist into $cache/peer/src (pip download, else the PyPI JSON API).
+# fetch_sdist: the pinned sdist into $cache/peer/src, from the package index pip uses (PEP 503
+# simple API: $PIP_INDEX_URL, default https://pypi.org/simple; the link whose file name is the
+# pin's), else PyPI's JSON API. Not `pip download`: for an sdist it prepares metadata, which needs
+# the package's build backend (scikit-build-core) and deletes the download when that is missing.
 fetch_sdist() {
   local dir=$cache/peer/src f
   f=$dir/$sdist_file
@@ -69,14 +72,22 @@ fetch_sdist() {
     say "downloading $sdist_name $sdist_version (sdist) from PyPI"
     local py=${FISH_PYTHON:-$cache/venv/bin/python}
     [ -x "$py" ] || py=python3
-    if ! "$py" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \
-        "$sdist_name==$sdist_version" -d "$dir.tmp" >&2 2>/dev/null; then
-      local url
+    local index=${PIP_INDEX_URL:-https://pypi.org/simple}
+    local url
+    url=$(curl -fsSL "${index%/}/$sdist_name/" | "$py" -c '
+import html, re, sys, urllib.parse
+base, want = sys.argv[1], sys.argv[2]
+for href in re.findall(r"href=\"([^\"]+)\"", sys.stdin.read()):
+    href = html.unescape(href)
+    if urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1] == want:
+        print(urllib.parse.urljoin(base, href.split("#")[0])); break
+' "${index%/}/$sdist_name/" "$sdist_file") || url=""
+    if [ -z "$url" ]; then
       url=$(curl -fsSL "https://pypi.org/pypi/$sdist_name/$sdist_version/json" |
             "$py" -c 'import json,sys; d=json.load(sys.stdin); print(next(u["url"] for u in d["urls"] if u["packagetype"]=="sdist"))') ||
         die "cannot reach PyPI for $sdist_name $sdist_version (offline? pass --src FILE or FISH_PEER_SRC)"
-      mkdir -p "$dir.tmp" && curl -fsSL "$url" -o "$dir.tmp/$sdist_file" || die "download of $url failed"
     fi
+    mkdir -p "$dir.tmp" && curl -fsSL "$url" -o "$dir.tmp/$sdist_file" || die "download of $url failed"
     mv "$dir.tmp/$sdist_file" "$f" && rm -rf "$dir.tmp"
   fi
   printf '%s' "$f"
