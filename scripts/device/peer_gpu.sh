@@ -59,7 +59,7 @@ if [ "$PHASE" = pack ]; then
       real=$(readlink -f "$lib"); cp "$real" "$stage/vk/trixie/lib/$(basename "$lib")"
     done
   cp "$(readlink -f "$t/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")" "$stage/vk/trixie/lib/ld-linux-x86-64.so.2"
-  cp -r "$t/usr/include/vulkan" "$t/usr/include/vk_video" "$stage/vk/include/"
+  cp -r "$t/usr/include/vulkan" "$t/usr/include/vk_video" "$spv/usr/include/spirv" "$stage/vk/include/"
   cp -r "$spv/usr" "$stage/vk/spirv/"
   tar -cJf "$D/peer/vktools.tar.xz" -C "$stage" vk
   cp "$root/scripts/peer/llama_cpp.pin" "$D/peer/"

@@ -160,8 +160,12 @@ case "$backend" in
         dpkg -x "$spv.deb"/spirv-headers_*.deb "$spv"
       fi
     fi
+    # ggml-vulkan finds the SPIRV-Headers package but links no target of it: it includes
+    # <spirv/unified1/spirv.hpp> from the include path, so a private prefix goes there too
+    # (without it, another spirv.hpp without namespace spv was found on the GPU machine).
     [ -z "$spv" ] || args+=(-DSPIRV-Headers_DIR="$spv/usr/share/cmake/SPIRV-Headers"
-                            -DCMAKE_PREFIX_PATH="$spv/usr")
+                            -DCMAKE_PREFIX_PATH="$spv/usr"
+                            -DCMAKE_CXX_FLAGS="-isystem $spv/usr/include")
     args+=(-DGGML_NATIVE=OFF -DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR="$inc"
            -DVulkan_GLSLC_EXECUTABLE="$glslc")
     # A machine with the loader but no libvulkan-dev (the GPU machine): its libvulkan.so.1.
