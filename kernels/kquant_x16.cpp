@@ -323,20 +323,27 @@ void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, 
 }
 
 Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got) {
-  const bool avx2 = isa >= Isa::avx2 && isa_supported(Isa::avx2);
-  if (got != nullptr) *got = avx2 ? Isa::avx2 : Isa::scalar;
-  switch (t) {
-    case GgmlType::q4_k:
-      return avx2 ? kx16_q4_k_avx2 : kx16_q4_k_ref;
-    case GgmlType::q5_k:
-      return avx2 ? kx16_q5_k_avx2 : kx16_q5_k_ref;
-    case GgmlType::q6_k:
-      return avx2 ? kx16_q6_k_avx2 : kx16_q6_k_ref;
-    case GgmlType::q8_0:
-      return avx2 ? kx16_q8_0_avx2 : kx16_q8_0_ref;
-    default:
-      return nullptr;
+  Isa level = Isa::scalar;
+  if (isa >= Isa::avx512 && isa_supported(Isa::avx512)) {
+    level = Isa::avx512;
+  } else if (isa >= Isa::avx2 && isa_supported(Isa::avx2)) {
+    level = Isa::avx2;
   }
+  if (got != nullptr) *got = level;
+  // One row per type: scalar, avx2, avx512.
+  struct Variants {
+    GgmlType type;
+    Kx16Fn fn[kIsaCount];
+  };
+  static constexpr Variants kTable[] = {
+      {GgmlType::q4_k, {kx16_q4_k_ref, kx16_q4_k_avx2, kx16_q4_k_avx512}},
+      {GgmlType::q5_k, {kx16_q5_k_ref, kx16_q5_k_avx2, kx16_q5_k_avx512}},
+      {GgmlType::q6_k, {kx16_q6_k_ref, kx16_q6_k_avx2, kx16_q6_k_avx512}},
+      {GgmlType::q8_0, {kx16_q8_0_ref, kx16_q8_0_avx2, kx16_q8_0_avx512}},
+  };
+  for (const Variants& v : kTable)
+    if (v.type == t) return v.fn[int(level)];
+  return nullptr;
 }
 
 void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,

@@ -62,8 +62,8 @@ void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, 
 using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void* x, size_t x_stride,
                         int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
 
-// Kernel for `t` at ISA level <= isa (scalar, or avx2 when compiled in and supported; there is no
-// AVX-512 variant yet: an avx512 request gets avx2). *got (if given) receives the level.
+// Kernel for `t` at the highest ISA level <= isa the CPU supports (scalar, avx2, avx512 = AVX-512
+// VNNI: kquant_x16_avx512.cpp). *got (if given) receives the level.
 Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr);
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
@@ -78,6 +78,14 @@ void kx16_q5_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t
                     float* y, int64_t ldy, int64_t rows);
 void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                     float* y, int64_t ldy, int64_t rows);
+void kx16_q4_k_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                      float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                      float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                      float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                      float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,

@@ -55,6 +55,7 @@ std::vector<float> reference(GgmlType t, const Bytes& w, int64_t n_out, int64_t 
 std::vector<Isa> isas() {
   std::vector<Isa> v{Isa::scalar};
   if (isa_supported(Isa::avx2)) v.push_back(Isa::avx2);
+  if (isa_supported(Isa::avx512)) v.push_back(Isa::avx512);
   return v;
 }
 
@@ -167,10 +168,15 @@ TEST(Kx16, PackingPanelRangesEqualsPackingAll) {
   EXPECT_EQ(split, all);
 }
 
-TEST(Kx16, AnAvx512RequestGetsTheHighestVariantThereIs) {
+TEST(Kx16, ARequestGetsTheHighestLevelTheCpuSupports) {
   Isa got;
   ASSERT_NE(kx16_kernel(GgmlType::q6_k, Isa::avx512, &got), nullptr);
-  EXPECT_EQ(got, isa_supported(Isa::avx2) ? Isa::avx2 : Isa::scalar);
+  const Isa want = isa_supported(Isa::avx512) ? Isa::avx512
+                   : isa_supported(Isa::avx2) ? Isa::avx2
+                                              : Isa::scalar;
+  EXPECT_EQ(got, want);
+  ASSERT_NE(kx16_kernel(GgmlType::q4_k, Isa::scalar, &got), nullptr);
+  EXPECT_EQ(got, Isa::scalar);
   EXPECT_EQ(kx16_kernel(GgmlType::q4_1, Isa::avx2), nullptr);
 }
 
