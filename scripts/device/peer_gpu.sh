@@ -82,16 +82,19 @@ start_build() {  # start_build BACKEND JOBS [VAR=VALUE...]: setsid build_llama_c
     < /dev/null > /dev/null 2>&1 &
   say "started the $b build ($j jobs): $P/build-$b.log"
 }
-wait_builds() {  # wait_builds SECONDS: until both builds wrote their .rc, or the time is up
+# The peers built and waited for: PEERS (default "vulkan cuda"; add cpu for the host's CPU build,
+# GGML_NATIVE on the GPU machine's CPU).
+PEERS=${PEERS:-vulkan cuda}
+wait_builds() {  # wait_builds SECONDS: until every build of PEERS wrote its .rc, or the time is up
   local t0=$(date +%s) b
   while :; do
     local left=0
-    for b in vulkan cuda; do [ -f $P/build-$b.rc ] || left=1; done
+    for b in $PEERS; do [ -f $P/build-$b.rc ] || left=1; done
     [ $left = 0 ] && break
     if [ $(( $(date +%s) - t0 )) -ge "$1" ]; then say "builds still running after $1 s"; break; fi
     sleep 5
   done
-  for b in vulkan cuda; do
+  for b in $PEERS; do
     say "$b: rc=$(cat $P/build-$b.rc 2>/dev/null || echo running); $(tail -n 1 $P/build-$b.log 2>/dev/null)"
   done
 }
@@ -111,9 +114,10 @@ EOF
   vklib=$(ldconfig -p | awk '/libvulkan.so.1 /{print $NF; exit}')
   [ -n "$vklib" ] || say "warning: no libvulkan.so.1 after unpacking .gl (carry .gl)"
   command -v nvcc > /dev/null || say "warning: no nvcc on PATH: the cuda build will fail"
-  start_build cuda 8
-  start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include FISH_GLSLC=$P/vk/glslc \
-    FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib
+  case " $PEERS " in *" cpu "*) start_build cpu 4 ;; esac
+  case " $PEERS " in *" cuda "*) start_build cuda 8 ;; esac
+  case " $PEERS " in *" vulkan "*) start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include FISH_GLSLC=$P/vk/glslc \
+    FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib ;; esac
   exit 0
 fi
 
@@ -121,7 +125,7 @@ if [ "$PHASE" = wait ]; then
   wait_builds "${WAIT_S:-540}"
   W=$OUT/peer-build
   mkdir -p $W
-  for b in vulkan cuda; do
+  for b in $PEERS; do
     cp $P/build-$b.log $W/ 2>/dev/null
     cp $FISH_CACHE/peer/*-$b/build-info.txt $W/build-info-$b.txt 2>/dev/null
     tail -n 30 $FISH_CACHE/peer/work/*-$b/build.log > $W/ninja-tail-$b.log 2>/dev/null
@@ -145,7 +149,7 @@ if [ "$PHASE" = run ]; then
   W=$OUT/peer-gpu
   mkdir -p $W
   (cd $root && scripts/context.sh) > $W/context.txt 2>&1
-  for b in vulkan cuda; do
+  for b in $PEERS; do
     lb=$FISH_CACHE/peer/$(sed -n 's/^commit_short=//p' $root/scripts/peer/llama_cpp.pin)-$b
     cp $lb/build-info.txt $W/build-info-$b.txt 2>/dev/null
     timeout 60 $lb/bin/llama-bench --list-devices > $W/llama-devices-$b.txt 2>&1
