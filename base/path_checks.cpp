@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace fish {
@@ -102,6 +103,12 @@ Status check_output_path(const std::string& out, std::span<const std::string> in
   FISH_TRY(check_one_output(out, inputs));
   if (!temp_suffix.empty()) FISH_TRY(check_one_output(out + std::string(temp_suffix), inputs));
   return Status::success();
+}
+
+std::string fish_cache_dir() {
+  if (const char* c = std::getenv("FISH_CACHE"); c && *c) return c;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/fish";
 }
 
 }  // namespace fish

@@ -52,4 +52,8 @@ Result<std::string> read_regular_file(const std::string& path, uint64_t max_byte
 Status check_output_path(const std::string& out, std::span<const std::string> inputs,
                          std::string_view temp_suffix = "");
 
+// FISH's cache outside any checkout: $FISH_CACHE, else $HOME/.cache/fish, else /tmp/.cache/fish
+// (peer builds, bench results, saved reference logits, synthetic models' default home).
+std::string fish_cache_dir();
+
 }  // namespace fish

@@ -29,6 +29,16 @@ int32_t greedy_token(std::span<const float> logits) {
   return int32_t(best);
 }
 
+int32_t log_softmax(std::span<const float> logits, float* out) {
+  const int32_t top = greedy_token(logits);
+  const double mx = logits[size_t(top)];
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  const double lse = mx + std::log(sum);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = float(double(logits[i]) - lse);
+  return top;
+}
+
 Sampler::Sampler(const SamplingParams& p) : p_(p) {
   uint64_t x = p.seed;
   for (uint64_t& s : s_) s = splitmix64(x);

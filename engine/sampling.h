@@ -23,6 +23,10 @@ struct SamplingParams {
 // argmax; ties go to the lower id. Precondition: logits not empty.
 int32_t greedy_token(std::span<const float> logits);
 
+// log-softmax of `logits` into out[0, logits.size()) (sums in double); returns the argmax.
+// Precondition: logits not empty.
+int32_t log_softmax(std::span<const float> logits, float* out);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);

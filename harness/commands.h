@@ -29,6 +29,8 @@ void add_bench_command(CLI::App& app, int* exit_code);
 // llama-bench's multi-letter short flags (-pg, -ngl), which CLI11 cannot name, rewritten to
 // their long spellings in `args` (argv as strings) when the subcommand is bench.
 void llama_bench_spellings(std::vector<std::string>& args);
+// llama-perplexity's chunked perplexity and KL statistics against a reference (perplexity.h).
+void add_perplexity_command(CLI::App& app, int* exit_code);
 // Peer results (harness/peer_llama.h): llama-bench output -> results rows.
 void add_import_command(CLI::App& app, int* exit_code);
 

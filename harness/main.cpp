@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   fish::add_generate_command(app, &exit_code);
   fish::add_requant_command(app, &exit_code);
   fish::add_requant_quality_command(app, &exit_code);
+  fish::add_perplexity_command(app, &exit_code);
   fish::add_bench_command(app, &exit_code);
   fish::add_run_command(app, &exit_code);
   fish::add_merge_command(app, &exit_code);

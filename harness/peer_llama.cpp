@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/env_knobs.h"
+#include "base/path_checks.h"
 #include "base/sha256.h"
 #include "base/subprocess.h"
 #include "engine/gguf.h"
@@ -105,11 +106,7 @@ std::vector<std::string> device_lines(const std::string& err) {
   return out;
 }
 
-std::string cache_dir() {
-  if (const char* c = std::getenv("FISH_CACHE"); c && *c) return c;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/fish";
-}
+std::string cache_dir() { return fish_cache_dir(); }
 
 }  // namespace
 

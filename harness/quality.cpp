@@ -19,17 +19,6 @@ Result<std::string> read_text(const std::string& path, const char* key) {
   return text;
 }
 
-// log-softmax of `logits` into out (same size); returns the argmax.
-int32_t log_softmax(std::span<const float> logits, float* out) {
-  const int32_t top = greedy_token(logits);
-  const double mx = logits[size_t(top)];
-  double sum = 0;
-  for (float x : logits) sum += std::exp(double(x) - mx);
-  const double lse = mx + std::log(sum);
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = float(double(logits[i]) - lse);
-  return top;
-}
-
 // Session for quality runs: the configuration's options, n_ctx enough for `need` positions,
 // the gpu path's placement when given.
 Result<std::unique_ptr<Session>> quality_session(
