@@ -44,20 +44,17 @@ const std::vector<float>* RequantImportance::find(std::string_view name) const {
   return nullptr;
 }
 
-Result<RequantResult> requantize_gguf(const GgufFile& f, int mode, ThreadPool& pool,
-                                      const RequantImportance* importance) {
-  if (mode < 0 || mode > kRequantModeMax)
-    return make_error(
-        "requant: mode {} is not one of 0..{} (0 off, 1 all -> fq3, 2 q6_k -> q4_k, "
-        "3 q4_k -> fq3 and q6_k -> q4_k)",
-        mode, kRequantModeMax);
+namespace {
+
+// Every candidate for which target(type) names a type, converted (or listed as skipped).
+template <typename Target>
+Result<RequantResult> requantize_candidates(const GgufFile& f, RequantResult res, Target target,
+                                            ThreadPool& pool, const RequantImportance* importance) {
   using Clock = std::chrono::steady_clock;
-  RequantResult res;
-  res.mode = mode;
   res.n_threads = pool.size();
   for (const GgufTensorInfo& t : f.tensors()) {
     if (!is_requant_candidate(f, t)) continue;
-    const std::optional<GgmlType> to = requant_target(mode, t.type);
+    const std::optional<GgmlType> to = target(t.type);
     if (!to) continue;
     RequantTensor r;
     r.name = t.name;
@@ -98,6 +95,35 @@ Result<RequantResult> requantize_gguf(const GgufFile& f, int mode, ThreadPool& p
   return res;
 }
 
+}  // namespace
+
+Result<RequantResult> requantize_gguf(const GgufFile& f, int mode, ThreadPool& pool,
+                                      const RequantImportance* importance) {
+  if (mode < 0 || mode > kRequantModeMax)
+    return make_error(
+        "requant: mode {} is not one of 0..{} (0 off, 1 all -> fq3, 2 q6_k -> q4_k, "
+        "3 q4_k -> fq3 and q6_k -> q4_k)",
+        mode, kRequantModeMax);
+  RequantResult res;
+  res.mode = mode;
+  return requantize_candidates(
+      f, std::move(res), [mode](GgmlType t) { return requant_target(mode, t); }, pool, importance);
+}
+
+Result<RequantResult> requantize_gguf_to(const GgufFile& f, GgmlType to, ThreadPool& pool) {
+  if (type_info(to).quantize_row == nullptr)
+    return make_error("requant: {} cannot be written (no quantiser for it)", type_name(to));
+  RequantResult res;
+  res.to = to;
+  return requantize_candidates(
+      f, std::move(res),
+      [to](GgmlType t) -> std::optional<GgmlType> {
+        if (t == to || type_info(t).dequantize_row == nullptr) return std::nullopt;
+        return to;
+      },
+      pool, nullptr);
+}
+
 std::vector<RequantPairSummary> RequantResult::summary() const {
   std::vector<RequantPairSummary> out;
   for (const RequantTensor& t : tensors) {
@@ -133,7 +159,11 @@ std::string RequantResult::describe() const {
 Status write_requantized_gguf(const GgufFile& f, const RequantResult& rq, const std::string& path) {
   GgufWriter w(f.alignment());
   for (const GgufKv& kv : f.metadata()) w.set(kv.key, kv.value);
-  w.set("fish.requant.mode", gguf_u32(uint32_t(rq.mode)));
+  if (rq.to) {
+    w.set("fish.requant.to", gguf_str(std::string(type_name(*rq.to))));
+  } else {
+    w.set("fish.requant.mode", gguf_u32(uint32_t(rq.mode)));
+  }
   for (const GgufTensorInfo& t : f.tensors()) {
     if (const RequantTensor* r = rq.find(t.name)) {
       w.add_tensor(t.name, r->to, t.dims, std::span<const uint8_t>(r->data));

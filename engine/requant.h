@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct RequantPairSummary {
 
 struct RequantResult {
   int mode = 0;
+  std::optional<GgmlType> to;  // requantize_gguf_to's target (mode unused)
   int n_threads = 1;
   double seconds = 0;                  // wall time of all conversions
   int64_t n_weights = 0;               // values converted
@@ -71,8 +73,15 @@ struct RequantImportance {
 Result<RequantResult> requantize_gguf(const GgufFile& f, int mode, ThreadPool& pool,
                                       const RequantImportance* importance = nullptr);
 
+// Re-quantises every candidate of another type with a dequantiser (quantised or float) into
+// `to` (e.g. a q8_0 reference copy of a Q4_K_M model: fish requant IN OUT --to q8_0), rows on
+// `pool`. A candidate whose row length is not a multiple of to's block is skipped and listed.
+// Errors: `to` has no quantiser.
+Result<RequantResult> requantize_gguf_to(const GgufFile& f, GgmlType to, ThreadPool& pool);
+
 // Writes f to `path` with the converted tensors of `rq` (from requantize_gguf over the same f)
-// in place of the originals, every other tensor and all metadata copied, plus fish.requant.mode.
+// in place of the originals, every other tensor and all metadata copied, plus fish.requant.mode
+// (fish.requant.to for requantize_gguf_to).
 // Errors: the writer's (I/O, naming the path).
 Status write_requantized_gguf(const GgufFile& f, const RequantResult& rq, const std::string& path);
 

@@ -73,8 +73,8 @@ Result<TextChunks> chunk_text(const Tokenizer& tok, const std::string& text, int
   return c;
 }
 
-PositionScore score_position(std::span<const float> lp, int32_t top,
-                             std::span<const float> lp_ref, int32_t top_ref, int32_t next) {
+PositionScore score_position(std::span<const float> lp, int32_t top, std::span<const float> lp_ref,
+                             int32_t top_ref, int32_t next) {
   PositionScore s;
   s.nll = -double(lp[size_t(next)]);
   if (lp_ref.empty()) return s;
@@ -146,8 +146,8 @@ std::string stats_text(const PerplexityStats& s) {
   std::string o;
   o += "====== Perplexity statistics ======\n";
   o += fmt::format("Mean PPL(Q)                   : {:10.6f} ± {:10.6f}\n", s.ppl, s.ppl_se);
-  o += fmt::format("Mean PPL(base)                : {:10.6f} ± {:10.6f}\n", s.ppl_ref,
-                   s.ppl_ref_se);
+  o +=
+      fmt::format("Mean PPL(base)                : {:10.6f} ± {:10.6f}\n", s.ppl_ref, s.ppl_ref_se);
   o += fmt::format("Cor(ln(PPL(Q)), ln(PPL(base))): {:6.2f}%\n", 100.0 * s.cor_ln_ppl);
   o += fmt::format("Mean ln(PPL(Q)/PPL(base))     : {:10.6f} ± {:10.6f}\n", s.ln_ratio,
                    s.ln_ratio_se);

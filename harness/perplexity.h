@@ -55,8 +55,8 @@ struct PositionScore {
 
 // Scores one position: lp = the model's log-softmax, lp_ref the reference's (empty: none),
 // `next` the token that follows.
-PositionScore score_position(std::span<const float> lp, int32_t top,
-                             std::span<const float> lp_ref, int32_t top_ref, int32_t next);
+PositionScore score_position(std::span<const float> lp, int32_t top, std::span<const float> lp_ref,
+                             int32_t top_ref, int32_t next);
 
 struct ValueSummary {
   double mean = 0, se = 0;
@@ -68,14 +68,14 @@ struct PerplexityStats {
   double ppl = 0, ppl_se = 0;
   bool has_reference = false;
   double ppl_ref = 0, ppl_ref_se = 0;
-  double cor_ln_ppl = 0;          // correlation of the positions' nll with the reference's
+  double cor_ln_ppl = 0;  // correlation of the positions' nll with the reference's
   double ln_ratio = 0, ln_ratio_se = 0;
   double ratio = 0, ratio_se = 0;
-  double diff = 0, diff_se = 0;   // PPL - PPL(ref)
-  ValueSummary kld;               // nats; quantiles max, 99.9, 99, median, 10, 5, 1, 0.1, min
-  ValueSummary dp;                // percent; max, 99.9, 99, 95, 90, 75, median, 25, 10, 5, 1, 0.1, min
-  double rms_dp = 0, rms_dp_se = 0;       // percent
-  double same_top = 0, same_top_se = 0;   // percent
+  double diff = 0, diff_se = 0;  // PPL - PPL(ref)
+  ValueSummary kld;              // nats; quantiles max, 99.9, 99, median, 10, 5, 1, 0.1, min
+  ValueSummary dp;  // percent; max, 99.9, 99, 95, 90, 75, median, 25, 10, 5, 1, 0.1, min
+  double rms_dp = 0, rms_dp_se = 0;      // percent
+  double same_top = 0, same_top_se = 0;  // percent
 };
 
 // Precondition: !scores.empty(); has_reference when the scores carry reference fields.

@@ -131,9 +131,10 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
     if (Status st = check_env_knobs(/*with_gpu=*/false); !st.ok()) return fail(st.error());
     if (!a->reference_logits.empty() && a->reference_model.empty() &&
         !std::filesystem::exists(a->reference_logits))
-      return fail(make_error("--reference-logits {}: no such file (give --reference-model to "
-                             "make it)",
-                             a->reference_logits));
+      return fail(
+          make_error("--reference-logits {}: no such file (give --reference-model to "
+                     "make it)",
+                     a->reference_logits));
     auto text = read_regular_file(a->text, kMaxTextFileBytes, "a text file");
     if (!text.ok()) return fail(text.error());
     auto lm = load(a->model, a->cfg, a->n_ctx);
@@ -168,10 +169,12 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
         if (!id.ok()) return fail(id.error());
         prov["model"] = id.value();
         if (path.empty()) {
-          const std::string key = sha256_hex(
-              nlohmann::json{{"model", id.value()}, {"prov", prov}, {"tokens", layout.tokens_sha256},
-                             {"n_ctx", tc.n_ctx}, {"n_chunks", tc.n_chunks}}
-                  .dump());
+          const std::string key = sha256_hex(nlohmann::json{
+              {"model", id.value()},
+              {"prov", prov},
+              {"tokens", layout.tokens_sha256},
+              {"n_ctx", tc.n_ctx},
+              {"n_chunks", tc.n_chunks}}.dump());
           path = fish_cache_dir() + "/logits/" + key.substr(0, 24) + ".fishlgp";
         }
       }
@@ -194,9 +197,10 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
         if (!rtok.ok()) return fail(rtok.error());
         auto rchunks = chunk_text(rtok.value(), text.value(), a->n_ctx, tc.n_chunks);
         if (!rchunks.ok() || rchunks.value().tokens != tc.tokens)
-          return fail(make_error("--reference-model {}: its tokenizer cuts {} into other tokens "
-                                 "than {}'s (KL needs one token sequence)",
-                                 a->reference_model, a->text, a->model));
+          return fail(
+              make_error("--reference-model {}: its tokenizer cuts {} into other tokens "
+                         "than {}'s (KL needs one token sequence)",
+                         a->reference_model, a->text, a->model));
         auto w = ReferenceLogitsWriter::create(path, layout, prov);
         if (!w.ok()) return fail(w.error());
         writer = std::move(w.value());
@@ -221,24 +225,26 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
         } else {
           Status st = score_chunk(*ref.session, tc, c, n_batch,
                                   [&](int64_t k, std::span<const float> lp, int32_t top) {
-                                    std::copy(lp.begin(), lp.end(),
-                                              ref_lp.begin() + k * n_vocab);
+                                    std::copy(lp.begin(), lp.end(), ref_lp.begin() + k * n_vocab);
                                     ref_top[size_t(k)] = top;
                                   });
           if (!st.ok()) return fail(st.error());
           for (int64_t k = 0; k < tc.n_scored(); ++k) {
-            Status w = writer->append(
-                std::span<const float>(ref_lp.data() + size_t(k) * size_t(n_vocab), size_t(n_vocab)));
+            Status w = writer->append(std::span<const float>(
+                ref_lp.data() + size_t(k) * size_t(n_vocab), size_t(n_vocab)));
             if (!w.ok()) return fail(w.error());
           }
         }
       }
       const std::span<const int32_t> toks = tc.chunk(c);
       Status st = score_chunk(
-          *lm.value().session, tc, c, n_batch, [&](int64_t k, std::span<const float> lp, int32_t top) {
+          *lm.value().session, tc, c, n_batch,
+          [&](int64_t k, std::span<const float> lp, int32_t top) {
             const int32_t next = toks[size_t(tc.first + k + 1)];
             std::span<const float> r;
-            if (with_ref) r = std::span<const float>(ref_lp.data() + size_t(k) * size_t(n_vocab), size_t(n_vocab));
+            if (with_ref)
+              r = std::span<const float>(ref_lp.data() + size_t(k) * size_t(n_vocab),
+                                         size_t(n_vocab));
             scores.push_back(score_position(lp, top, r, with_ref ? ref_top[size_t(k)] : 0, next));
           });
       if (!st.ok()) return fail(st.error());

@@ -130,8 +130,7 @@ Result<ReferenceLogits> ReferenceLogits::open(const std::string& path) {
   if (!h.is_object()) return make_error("{}: reference logits header is not a JSON object", path);
   FISH_ASSIGN_OR_RETURN(int64_t format, header_int(h, "format", path));
   if (format != kFormat)
-    return make_error("{}: reference logits format {} (this FISH reads {})", path, format,
-                      kFormat);
+    return make_error("{}: reference logits format {} (this FISH reads {})", path, format, kFormat);
   ReferenceLogits r;
   r.path_ = path;
   FISH_ASSIGN_OR_RETURN(r.layout_.n_vocab, header_int(h, "n_vocab", path));
@@ -167,9 +166,11 @@ Status ReferenceLogits::check_matches(const LogitsLayout& want) const {
         "and vocabulary: remake it with --reference-model)",
         path_, what, file, run);
   };
-  if (layout_.n_vocab != want.n_vocab) return differs("a vocabulary of", layout_.n_vocab, want.n_vocab);
+  if (layout_.n_vocab != want.n_vocab)
+    return differs("a vocabulary of", layout_.n_vocab, want.n_vocab);
   if (layout_.n_ctx != want.n_ctx) return differs("chunks of", layout_.n_ctx, want.n_ctx);
-  if (layout_.first != want.first) return differs("first scored position", layout_.first, want.first);
+  if (layout_.first != want.first)
+    return differs("first scored position", layout_.first, want.first);
   if (layout_.n_chunks != want.n_chunks)
     return differs("a chunk count of", layout_.n_chunks, want.n_chunks);
   if (layout_.tokens_sha256 != want.tokens_sha256)

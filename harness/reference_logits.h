@@ -36,8 +36,8 @@ namespace fish {
 
 struct LogitsLayout {
   int64_t n_vocab = 0;
-  int64_t n_ctx = 0;     // tokens per chunk
-  int64_t first = 0;     // positions [first, n_ctx - 1) of a chunk are scored
+  int64_t n_ctx = 0;  // tokens per chunk
+  int64_t first = 0;  // positions [first, n_ctx - 1) of a chunk are scored
   int64_t n_chunks = 0;
   std::string tokens_sha256;  // of the chunks' int32 token ids, in order
 

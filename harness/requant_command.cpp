@@ -1,6 +1,7 @@
-// `fish requant IN.gguf OUT.gguf --mode N [--threads T]`: writes IN with its matmul weights
-// re-quantised as mode N says (engine/requant.h), every other tensor and all metadata copied, plus
-// fish.requant.mode. Prints one line per converted or skipped tensor (relative RMS, time), a
+// `fish requant IN.gguf OUT.gguf --mode N | --to TYPE [--threads T]`: writes IN with its matmul
+// weights re-quantised as mode N says, or every one of them into TYPE (e.g. a q8_0 reference copy
+// for fish perplexity; engine/requant.h), every other tensor and all metadata copied, plus
+// fish.requant.mode (fish.requant.to). Prints one line per converted or skipped tensor (relative RMS, time), a
 // summary per type pair (min/mean/max relative RMS, bytes) and ns/weight at the thread count used.
 #include <array>
 #include <cstdio>
@@ -23,19 +24,26 @@ void add_requant_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string in, out;
     int mode = 1;
-    Config cfg;  // n_threads
+    std::string to;  // --to TYPE instead of a mode
+    Config cfg;      // n_threads
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "requant",
       "Re-quantise a GGUF's matmul weights into a new GGUF (mode 1: every quantised weight -> "
       "fq3; 2: q6_k -> q4_k; 3: q4_k -> fq3 and q6_k -> q4_k) and report the error per tensor "
-      "(relative RMS), per type pair (min/mean/max) and the time in ns per weight.");
+      "(relative RMS), per type pair (min/mean/max) and the time in ns per weight. --to TYPE "
+      "converts every matmul weight into TYPE instead (e.g. a q8_0 reference for fish "
+      "perplexity).\n\nExample:\n  fish requant models/gemma-3-270m-q4_k_m.gguf gemma-q8_0.gguf --to q8_0");
   cmd->add_option("IN", a->in, "Input GGUF")->required();
   cmd->add_option("OUT", a->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
-  cmd->add_option("--mode", a->mode, "Re-quantisation mode 1..3")
-      ->check(CLI::Range(1, 3))
-      ->capture_default_str();
+  CLI::Option* mode = cmd->add_option("--mode", a->mode, "Re-quantisation mode 1..3")
+                          ->check(CLI::Range(1, 3))
+                          ->capture_default_str();
+  cmd->add_option("--to", a->to,
+                  "Every matmul weight (quantised or float) into this type: q8_0, q4_k, q6_k, "
+                  "fq3, f16, ...")
+      ->excludes(mode);
   add_field_option(cmd, "--threads", &a->cfg, config_fields(), "n_threads",
                    "Threads (0: FISH_THREADS or all hardware threads)");
   cmd->callback([a, exit_code] {
@@ -51,7 +59,14 @@ void add_requant_command(CLI::App& app, int* exit_code) {
     if (!file_r.ok()) return fail(file_r.error());
     const GgufFile& f = file_r.value();
     ThreadPool pool(int(a->cfg.n_threads));
-    auto rq_r = requantize_gguf(f, a->mode, pool);
+    Result<RequantResult> rq_r = make_error("unreachable");
+    if (!a->to.empty()) {
+      const std::optional<GgmlType> to = parse_type_name(a->to);
+      if (!to) return fail(make_error("--to {}: not a tensor type FISH knows", a->to));
+      rq_r = requantize_gguf_to(f, *to, pool);
+    } else {
+      rq_r = requantize_gguf(f, a->mode, pool);
+    }
     if (!rq_r.ok()) return fail(rq_r.error());
     const RequantResult& rq = rq_r.value();
 
@@ -74,8 +89,9 @@ void add_requant_command(CLI::App& app, int* exit_code) {
           100.0 * p.rms_min, 100.0 * p.rms_mean, 100.0 * p.rms_max, double(p.bytes_to) / 1e6,
           double(p.bytes_from) / 1e6);
     }
-    std::printf("requant mode %d: %lld weights in %.3f s = %.2f ns/weight at %d threads -> %s\n",
-                a->mode, static_cast<long long>(rq.n_weights), rq.seconds, rq.ns_per_weight(),
+    const std::string what = a->to.empty() ? fmt::format("mode {}", a->mode) : "to " + a->to;
+    std::printf("requant %s: %lld weights in %.3f s = %.2f ns/weight at %d threads -> %s\n",
+                what.c_str(), static_cast<long long>(rq.n_weights), rq.seconds, rq.ns_per_weight(),
                 rq.n_threads, a->out.c_str());
     *exit_code = kExitOk;
   });

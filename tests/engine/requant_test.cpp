@@ -186,6 +186,44 @@ TEST_F(RequantModelTest, WrittenFileRunsBitwiseLikeTheInMemoryCopy) {
   EXPECT_EQ(logits(load(out, 0), ActMode::int8), logits(load(path_, 3), ActMode::int8));
 }
 
+// --to q8_0: every matmul weight of the Q4_K_M file becomes q8_0 (q8_0 re-encodes a 4/6-bit
+// weight to within its own rounding: < 1% relative RMS), the file says so and runs with
+// logits close to the original's.
+TEST_F(RequantModelTest, ToQ8_0ConvertsEveryMatmulWeightAndStaysClose) {
+  test::TempDir dir;
+  const std::string out = dir.file("tiny_q8_0.gguf");
+  auto f = GgufFile::open(path_);
+  ASSERT_TRUE(f.ok());
+  ThreadPool pool(2);
+  auto rq = requantize_gguf_to(f.value(), GgmlType::q8_0, pool);
+  ASSERT_TRUE(rq.ok()) << rq.error().message;
+  int converted = 0;
+  for (const RequantTensor& t : rq.value().tensors) {
+    if (!t.skipped.empty()) continue;
+    ++converted;
+    EXPECT_EQ(t.to, GgmlType::q8_0) << t.name;
+    EXPECT_LT(t.relative_rms, 0.01) << t.name;
+  }
+  EXPECT_GT(converted, 0);
+  ASSERT_TRUE(write_requantized_gguf(f.value(), rq.value(), out).ok());
+  auto written = GgufFile::open(out);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  ASSERT_NE(written.value().find("fish.requant.to"), nullptr);
+  EXPECT_EQ(written.value().find("fish.requant.mode"), nullptr);
+  for (const GgufTensorInfo& t : written.value().tensors())
+    if (rq.value().find(t.name) != nullptr) EXPECT_EQ(t.type, GgmlType::q8_0) << t.name;
+  const std::vector<float> a = logits(load(out, 0), ActMode::f32);
+  const std::vector<float> b = logits(load(path_, 0), ActMode::f32);
+  ASSERT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 0.05);
+  EXPECT_FALSE(requantize_gguf_to(f.value(), GgmlType::iq2_xxs, pool).ok());  // no quantiser
+}
+
 // The activation-aware path end to end: the engine reports every matmul input (all 7 matrices of
 // each layer and the output head, with their row length), and importance given for one tensor
 // changes that tensor's fq3 bytes only; a wrong column count is an error naming the tensor.

@@ -53,10 +53,10 @@ TEST(Perplexity, StatisticsAreTheHandComputedOnes) {
   for (int i = 0; i < 4; ++i) {
     v[size_t(i)].nll = i + 1;
     v[size_t(i)].nll_ref = i + 1 - 0.5 * (i % 2);  // ln ratio 0, 0.5, 0, 0.5
-    v[size_t(i)].kld = 0.1 * (i + 1);               // 0.1 .. 0.4
+    v[size_t(i)].kld = 0.1 * (i + 1);              // 0.1 .. 0.4
     v[size_t(i)].p = 0.5;
-    v[size_t(i)].p_ref = 0.5 - 0.1 * i;             // dp 0, 10, 20, 30 %
-    v[size_t(i)].same_top = i != 3;                 // 75 %
+    v[size_t(i)].p_ref = 0.5 - 0.1 * i;  // dp 0, 10, 20, 30 %
+    v[size_t(i)].same_top = i != 3;      // 75 %
   }
   const PerplexityStats s = summarize(v, true);
   EXPECT_EQ(s.n, 4);
@@ -94,11 +94,13 @@ class PerplexityModels : public ::testing::Test {
   static void SetUpTestSuite() {
     ASSERT_TRUE(std::filesystem::exists(test::fish_bin())) << test::fish_bin() << " not built";
     for (const char* type : {"q8_0", "q4_k_m"}) {
-      const std::string out = (test::temp_dir() / (std::string("ppl_tiny_") + type + ".gguf")).string();
-      ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " make-model --shape tiny --seed 3 --type " +
-                                          type + " --out " + out,
-                                      (test::temp_dir() / "ppl_make_model.log").string()),
-                0);
+      const std::string out =
+          (test::temp_dir() / (std::string("ppl_tiny_") + type + ".gguf")).string();
+      ASSERT_EQ(
+          test::shell_exit_code(test::fish_bin() + " make-model --shape tiny --seed 3 --type " +
+                                    type + " --out " + out,
+                                (test::temp_dir() / "ppl_make_model.log").string()),
+          0);
     }
     ref_ = (test::temp_dir() / "ppl_tiny_q8_0.gguf").string();
     model_ = (test::temp_dir() / "ppl_tiny_q4_k_m.gguf").string();
@@ -147,14 +149,14 @@ TEST_F(PerplexityModels, ChunksReplaceTheirFirstTokenWithBosAndDropTheRest) {
 
 TEST_F(PerplexityModels, AgainstAReferenceModelPrintsLlamaPerplexitysStatisticsAndReusesThem) {
   const std::string saved = dir_.file("ref.fishlgp");
-  const std::string args =
-      "-m " + model_ + " -c 64 --chunks 3 --reference-model " + ref_ + " --reference-logits " + saved;
+  const std::string args = "-m " + model_ + " -c 64 --chunks 3 --reference-model " + ref_ +
+                           " --reference-logits " + saved;
   ASSERT_EQ(ppl(args), 0) << err();
   const std::string first = out();
-  for (const char* line : {"Mean PPL(Q)", "Mean PPL(base)", "Cor(ln(PPL(Q)), ln(PPL(base)))",
-                           "Mean ln(PPL(Q)/PPL(base))", "Mean    KLD:", "Maximum KLD:",
-                           "99.9%   KLD:", "Median  KLD:", "Minimum KLD:", "Mean    Δp:",
-                           "RMS Δp    :", "Same top p:"})
+  for (const char* line :
+       {"Mean PPL(Q)", "Mean PPL(base)", "Cor(ln(PPL(Q)), ln(PPL(base)))",
+        "Mean ln(PPL(Q)/PPL(base))", "Mean    KLD:", "Maximum KLD:", "99.9%   KLD:", "Median  KLD:",
+        "Minimum KLD:", "Mean    Δp:", "RMS Δp    :", "Same top p:"})
     EXPECT_THAT(first, HasSubstr(line));
   EXPECT_THAT(err(), HasSubstr("saving to " + saved));
   ASSERT_TRUE(std::filesystem::exists(saved));
@@ -167,8 +169,8 @@ TEST_F(PerplexityModels, AgainstAReferenceModelPrintsLlamaPerplexitysStatisticsA
   EXPECT_GT(j["kld"]["mean"].get<double>(), 0.0);  // q4_k_m vs q8_0 of one model differ
   EXPECT_LT(j["kld"]["mean"].get<double>(), 1.0);
   // Scoring the reference against itself: no divergence at all.
-  ASSERT_EQ(ppl("-m " + ref_ + " --act f32 -c 64 --chunks 3 --reference-logits " + saved + " --json"),
-            0)
+  ASSERT_EQ(
+      ppl("-m " + ref_ + " --act f32 -c 64 --chunks 3 --reference-logits " + saved + " --json"), 0)
       << err();
   const nlohmann::json self = nlohmann::json::parse(out());
   EXPECT_LT(self["kld"]["mean"].get<double>(), 1e-4);  // f16 rounding of the saved file only
