@@ -551,8 +551,24 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
   if (root.contains("quality")) {
     json q = root["quality"];
     if (q.is_object() && q.contains("reference")) {
-      fields_from_json(q["reference"], config_fields(), label + ": quality.reference",
-                       e.quality.reference, errors);
+      json r = q["reference"];
+      if (r.is_object() && r.contains("model")) {
+        const json& m = r["model"];
+        if (!m.is_string() || m.get<std::string>().empty()) {
+          err(fmt::format("{}: quality.reference.model: expected a GGUF path or "
+                          "synthetic:SHAPE:TYPE, got {}",
+                          label, m.dump()));
+        } else if (m.get<std::string>().rfind("synthetic:", 0) == 0 &&
+                   !parse_synthetic_model(m.get<std::string>()).ok()) {
+          err(fmt::format("{}: quality.reference.model: {}", label,
+                          parse_synthetic_model(m.get<std::string>()).error().message));
+        } else {
+          e.quality.reference_model = m.get<std::string>();
+        }
+        r.erase("model");
+      }
+      fields_from_json(r, config_fields(), label + ": quality.reference", e.quality.reference,
+                       errors);
       q.erase("reference");
     }
     fields_from_json(q, quality_fields(), label + ": quality", e.quality, errors);
@@ -670,6 +686,8 @@ nlohmann::json quality_json(const QualitySpec& q) {
   if (q.source == "text") j.erase("source");
   if (q.chunk == QualitySpec{}.chunk) j.erase("chunk");
   j["reference"] = cell_id_config(q.reference);
+  // Only when set, so the cells of every experiment without it keep their ids.
+  if (!q.reference_model.empty()) j["reference"]["model"] = q.reference_model;
   return j;
 }
 
@@ -708,7 +726,10 @@ std::string experiment_format_help() {
   out += "\n#### `quality`\n\n" + fields_help(quality_fields(), QualitySpec{});
   out +=
       "| `reference` | object | `{}` | Config fields | the reference configuration (defaults + "
-      "these), run on the cpu path once per model |\n";
+      "these), run on the cpu path once per model |\n"
+      "| `reference.model` | string | `\"\"` | GGUF path or synthetic:SHAPE:TYPE | the model the "
+      "reference runs on (same vocabulary and tokenizer, e.g. a q8_0 or f16 file of the scored "
+      "model); empty: each cell's own model |\n";
   out += "\n#### `output`\n\n" + fields_help(output_fields(), OutputSpec{});
   return out;
 }

@@ -72,6 +72,10 @@ struct QualitySpec {
   int64_t greedy_tokens = 16;
   int64_t chunk = 64;  // tokens per forward of the quality runs (<= 4: the GPU's matvec kernels)
   Config reference;    // defaults + quality.reference (set by parse_experiment)
+  // quality.reference.model: another GGUF of the same vocabulary (e.g. a q8_0 or f16 file of
+  // the scored model) the reference configuration runs on; empty: each cell's own model.
+  // Resolved as `model` entries are (a synthetic:SHAPE:TYPE[:seed] spec included).
+  std::string reference_model;
   bool wants(std::string_view metric) const;
 };
 std::span<const FieldSpec<QualitySpec>> quality_fields();

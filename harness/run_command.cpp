@@ -227,12 +227,27 @@ void fill_peer_row(json& row, const PathSamples& ps, const json& peer, int n_thr
 }
 
 // The reference of q on `model` (loaded from `path` at requant `loaded_requant`): loads the file
-// again at the reference's own requant when that differs.
+// again at the reference's own requant when that differs, or q.reference_model when set (same
+// vocabulary; the text is tokenized with the scored model's tokenizer, which the reference's
+// must agree with).
 Result<QualityReference> quality_reference(const std::shared_ptr<const Model>& model,
                                            int64_t loaded_requant, const std::string& path,
                                            const Tokenizer& tok, const QualitySpec& q) {
   std::shared_ptr<const Model> ref_model = model;
-  if (q.reference.requant != loaded_requant) {
+  if (!q.reference_model.empty()) {
+    const ModelEntry me = resolve_model(q.reference_model, /*create=*/true);
+    if (!me.error.empty()) return make_error("quality.reference.model: {}", me.error);
+    FISH_ASSIGN_OR_RETURN(ModelLoadOptions lo, model_load_options(q.reference));
+    FISH_ASSIGN_OR_RETURN(ref_model, Model::load(me.path, lo));
+    if (ref_model->params().n_vocab != model->params().n_vocab)
+      return make_error("quality.reference.model {}: a vocabulary of {}, {} has {}", me.path,
+                        ref_model->params().n_vocab, path, model->params().n_vocab);
+    FISH_ASSIGN_OR_RETURN(Tokenizer ref_tok, Tokenizer::from_gguf(ref_model->gguf()));
+    const std::string probe = "The quick brown fox, 1234 ünïcödé.";
+    if (ref_tok.encode(probe, true, false) != tok.encode(probe, true, false))
+      return make_error("quality.reference.model {}: its tokenizer differs from {}'s", me.path,
+                        path);
+  } else if (q.reference.requant != loaded_requant) {
     FISH_ASSIGN_OR_RETURN(ModelLoadOptions lo, model_load_options(q.reference));
     FISH_ASSIGN_OR_RETURN(ref_model, Model::load(path, lo));
   }

@@ -16,6 +16,7 @@
 #include "engine/sampling.h"
 #include "engine/tokenizer.h"
 #include "harness/cli_test_util.h"
+#include "harness/experiment.h"
 #include "harness/perplexity.h"
 #include "harness/reference_logits.h"
 #include "test_env.h"
@@ -178,6 +179,58 @@ TEST_F(PerplexityModels, AgainstAReferenceModelPrintsLlamaPerplexitysStatisticsA
   // Another chunking is not the file's: refused, naming both.
   ASSERT_NE(ppl("-m " + model_ + " -c 32 --chunks 3 --reference-logits " + saved), 0);
   EXPECT_THAT(err(), HasSubstr("made for chunks of 64, this run has 32"));
+}
+
+// quality.reference.model: the experiment format takes another model for the reference, hashes it
+// into the cell id only when set, and refuses a malformed one.
+TEST(QualityReferenceModel, ParsesIntoTheSpecAndTheCellIdOnlyWhenSet) {
+  auto exp = [](const std::string& ref) {
+    return R"({"schema_version": 1, "name": "q", "model": ["synthetic:tiny:q4_k_m"],
+               "quality": {"metrics": ["kl"], "reference": {)" +
+           ref + "}}}";
+  };
+  auto plain = parse_experiment(exp(R"("act": "f32")"), "plain.json");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_TRUE(plain.value().quality.reference_model.empty());
+  EXPECT_FALSE(quality_json(plain.value().quality)["reference"].contains("model"));
+  auto with = parse_experiment(exp(R"("act": "f32", "model": "synthetic:tiny:q8_0")"), "with.json");
+  ASSERT_TRUE(with.ok()) << with.error().message;
+  EXPECT_EQ(with.value().quality.reference_model, "synthetic:tiny:q8_0");
+  EXPECT_EQ(with.value().quality.reference.act, "f32");
+  EXPECT_EQ(quality_json(with.value().quality)["reference"]["model"], "synthetic:tiny:q8_0");
+  const Cell c = expand_cells(plain.value()).front();
+  EXPECT_NE(cell_id(plain.value(), c, "x"), cell_id(with.value(), c, "x"));
+  auto bad = parse_experiment(exp(R"("model": 3)"), "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("bad.json: quality.reference.model: expected"));
+  auto bad_syn = parse_experiment(exp(R"("model": "synthetic:nope:q8_0")"), "syn.json");
+  ASSERT_FALSE(bad_syn.ok());
+  EXPECT_THAT(bad_syn.error().message, HasSubstr("syn.json: quality.reference.model:"));
+}
+
+// fish run with a q8_0 reference of the scored q4_k_m model: its KL is above the one against the
+// scored file itself (f32 reference activations: int8 rounding only).
+TEST_F(PerplexityModels, FishRunScoresAgainstTheReferenceModel) {
+  auto run = [&](const std::string& ref, const std::string& name) {
+    const std::string file = dir_.file(name + ".json");
+    std::ofstream(file) << R"({"schema_version": 1, "name": ")" << name << R"(", "model": [")"
+                        << model_ << R"("], "defaults": {"n_threads": 1},
+        "workload": {"n_prompt": 8, "n_gen": 2}, "measure": {"paths": ["cpu"], "warmup": 0,
+        "repetitions": 1}, "quality": {"metrics": ["kl", "top1"], "n_tokens": 48,
+        "text": ")" << text_
+                        << R"(", "reference": {"act": "f32", "model": ")" << ref << R"("}},
+        "output": {"dir": ")"
+                        << dir_.file("out") << R"("}})";
+    EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " run " + file, dir_.file(name + ".log")), 0)
+        << test::file_text(dir_.file(name + ".log"));
+    for (const nlohmann::json& r : test::result_rows(dir_.file("out/" + name + ".jsonl")))
+      if (r.contains("metrics")) return r["metrics"]["kl_mean"].get<double>();
+    return -1.0;
+  };
+  const double vs_q8 = run(ref_, "vs_q8"), vs_self = run(model_, "vs_self");
+  EXPECT_GT(vs_q8, 0.0);
+  EXPECT_GE(vs_self, 0.0);
+  EXPECT_GT(vs_q8, 3 * vs_self);
 }
 
 TEST(ReferenceLogitsFile, RoundTripsAndRefusesCorruptionAndTruncation) {
