@@ -5,11 +5,55 @@
 
 #include <fmt/format.h>
 
+#include "engine/vulkan/vulkan_device.h"
+#include "engine/vulkan/vulkan_shaders.h"
+
 namespace fish::vk {
 
-std::string matmul_module(GgmlType type, int64_t n_tok, bool generic) {
-  const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
-  return fmt::format("{}_{}", vec ? (generic ? "matvec1" : "matvec") : "matmul", type_name(type));
+bool has_idot_kernel(GgmlType type) {
+  return !embedded_shader(fmt::format("matvec_idot_{}", type_name(type))).empty();
+}
+
+MatvecKernel matvec_kernel(GgmlType type, MatvecMode mode, const DeviceFeatures& f) {
+  switch (mode) {
+    case MatvecMode::generic:
+      return MatvecKernel::generic;
+    case MatvecMode::fast:
+      return MatvecKernel::fast;
+    case MatvecMode::idot:
+      return f.integer_dot && has_idot_kernel(type) ? MatvecKernel::idot : MatvecKernel::fast;
+    case MatvecMode::automatic:
+      break;
+  }
+  return f.integer_dot_4x8_fast && has_idot_kernel(type) ? MatvecKernel::idot : MatvecKernel::fast;
+}
+
+const char* matvec_kernel_name(MatvecKernel k) {
+  return k == MatvecKernel::idot ? "idot" : k == MatvecKernel::fast ? "fast" : "generic";
+}
+
+std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
+  if (n_tok > FISH_MATVEC_MAX_TOK) return fmt::format("matmul_{}", type_name(type));
+  const char* op = k == MatvecKernel::idot   ? "matvec_idot"
+                   : k == MatvecKernel::fast ? "matvec"
+                                             : "matvec1";
+  return fmt::format("{}_{}", op, type_name(type));
+}
+
+uint64_t q8_bytes(uint32_t k) {
+  return uint64_t(FISH_Q8_BYTES(uint64_t(k)));
+}
+
+MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride) {
+  MatmulPush pc{};
+  pc.n_in = k;
+  pc.n_tok = n_tok;
+  pc.x_stride = x_stride;
+  return pc;
+}
+
+uint32_t quant_groups(uint32_t k, uint32_t n_tok) {
+  return (n_tok * (k / FISH_Q8_BLOCK) + FISH_Q8_WG - 1) / FISH_Q8_WG;
 }
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,

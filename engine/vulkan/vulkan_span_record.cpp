@@ -37,16 +37,23 @@ void VulkanSpan::op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t
   cmds_.dispatch(gx, gy, gz);
 }
 
-void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
+void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
-  for (const MatmulStep& st : steps) {
+  if (vec && group.quant_set) {  // the group's input as q8_1 for its matvec_idot_ steps
+    const MatmulPush pc = quant_push(group.k, n_tok, group.x_stride);
+    cmds_.bind(quant_, group.quant_set);
+    cmds_.push(quant_, &pc, sizeof pc);
+    cmds_.dispatch(quant_groups(group.k, n_tok), 1);
+    barrier();
+  }
+  for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm);
     const Pipeline& p = vec  ? st.vec
                         : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                              : st.tiled;
-    cmds_.bind(p, st.set);
+    cmds_.bind(p, vec ? st.vec_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
   }

@@ -72,7 +72,7 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     ScopedEnv e("FISH_VK_MATVEC", "1");
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_TRUE(o->matvec1);
+    EXPECT_EQ(o->matvec, vk::MatvecMode::generic);
   }
   for (auto [value, want] : {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"7", 7}}) {
     ScopedEnv e("FISH_VK_ATTN_SPLIT", value);
@@ -97,7 +97,7 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     EXPECT_EQ(o->device, 2u);
     EXPECT_EQ(o->budget_bytes, uint64_t(300) << 20);
     EXPECT_TRUE(o->universal_queue);
-    EXPECT_FALSE(o->matvec1);
+    EXPECT_EQ(o->matvec, vk::MatvecMode::automatic);
     EXPECT_EQ(o->attn_split, -1);
   }
 }
