@@ -524,7 +524,7 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
     for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}})
       for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
-  add(GgmlType::q4_k, {1024, 4096}, 1);  // the 8B's k / v
+  add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
   add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
 }
 BENCHMARK(BM_VulkanMatvec)

@@ -58,9 +58,10 @@ struct VulkanOptions {
   bool validate = false;                 // FISH_VK_VALIDATE=1
   bool verbose = false;                  // FISH_GPU_VERBOSE=1
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
-  MatvecMode matvec = MatvecMode::automatic;  // FISH_VK_MATVEC
-  int attn_split = -1;                   // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int coopmat = -1;                      // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  // FISH_VK_MATVEC: the decode kernel family
+  MatvecMode matvec = MatvecMode::automatic;
+  int attn_split = -1;    // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int coopmat = -1;       // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
   bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps

@@ -186,8 +186,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     FISH_ASSIGN_OR_RETURN(st.set, pool_.allocate(st.vec, r));
     st.vec_set = st.set;
     if (mk == MatvecKernel::idot) {
-      const BufferRange rq[3] = {
-          r[0], {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}, r[2]};
+      const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}, r[2]};
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
     }
     out->steps.push_back(st);

@@ -96,8 +96,7 @@ void check_idot(vk::VulkanBackend& backend, const MatrixView& w, const std::vect
       if (bound_q8 > 0) worst_q8 = std::max(worst_q8, err_q8 / bound_q8);
       if (!(err_f32 <= bound_f32) && fail_f32++ < 3)
         ADD_FAILURE() << w.name << " n_tok " << n_tok << " token " << t << " row " << r << ": gpu "
-                      << got << ", f32 reference " << exact << ", q8_1 bound "
-                      << q8_bound + slack;
+                      << got << ", f32 reference " << exact << ", q8_1 bound " << q8_bound + slack;
       if (!(err_q8 <= bound_q8) && fail_q8++ < 3)
         ADD_FAILURE() << w.name << " n_tok " << n_tok << " token " << t << " row " << r << ": gpu "
                       << got << ", q8_1-rounded reference " << rounded << ", slack " << slack;
@@ -141,12 +140,9 @@ TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
     for (int64_t n_in : {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk}) {
       const int64_t n_out = 7 * FISH_MATVEC_ROWS + 3;
       const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
-      const MatrixView w{wd.data(),
-                         t,
-                         n_in,
-                         n_out,
-                         wd.size(),
-                         fmt::format("idot {} {} x {}", type_name(t), n_out, n_in)};
+      const MatrixView w{wd.data(), t,
+                         n_in,      n_out,
+                         wd.size(), fmt::format("idot {} {} x {}", type_name(t), n_out, n_in)};
       auto h = backend_->upload(w);
       ASSERT_TRUE(h.ok()) << h.error().message;
       for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
@@ -221,13 +217,12 @@ TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
 
 TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
   using vk::MatvecMode;
-  for (auto [value, want] :
-       {std::pair<const char*, MatvecMode>{"auto", MatvecMode::automatic},
-        {"0", MatvecMode::automatic},
-        {"idot", MatvecMode::idot},
-        {"fast", MatvecMode::fast},
-        {"generic", MatvecMode::generic},
-        {"1", MatvecMode::generic}}) {
+  for (auto [value, want] : {std::pair<const char*, MatvecMode>{"auto", MatvecMode::automatic},
+                             {"0", MatvecMode::automatic},
+                             {"idot", MatvecMode::idot},
+                             {"fast", MatvecMode::fast},
+                             {"generic", MatvecMode::generic},
+                             {"1", MatvecMode::generic}}) {
     test::ScopedEnv e("FISH_VK_MATVEC", value);
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << value << ": " << o.error().message;
@@ -276,8 +271,21 @@ TEST_F(VulkanMatvecIdot, DescribeNamesTheDecodeKernel) {
 // own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
 // 3-layer Q4_K_M llama (q4_k and q6_k matrices), 2 prefill tokens then 10 decode steps.
 TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
-  const ModelShape shape{"test-idot-span", "llama", "3-layer idot span llama", 3, 512, 1024, 8, 2,
-                         64, 2048, false, 512, 10000.0f, 1e-5f, 0};
+  const ModelShape shape{"test-idot-span",
+                         "llama",
+                         "3-layer idot span llama",
+                         3,
+                         512,
+                         1024,
+                         8,
+                         2,
+                         64,
+                         2048,
+                         false,
+                         512,
+                         10000.0f,
+                         1e-5f,
+                         0};
   auto model = test::synthetic_q4_k_m(shape, {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
