@@ -243,11 +243,6 @@ std::string VulkanBackend::describe() const {
   }
   for (const LayerSpan* sp : m.ctx->spans())
     s += fmt::format("; span {} layers, KV {:.0f} MB f16", sp->n_layers(), mb(sp->kv_bytes()));
-  // The decode kernel of q4_k (the common type) under FISH_VK_MATVEC's rule, and its setting.
-  s += fmt::format(
-      "; decode matvec {} (FISH_VK_MATVEC {})",
-      matvec_kernel_name(matvec_kernel(GgmlType::q4_k, m.opt->matvec, m.ctx->features())),
-      matvec_mode_name(m.opt->matvec));
   const std::span<const CoopmatTile> tiles = m.ctx->coopmat_tiles();
   if (tiles.empty()) {
     s += "; prefill tiled f32";
@@ -259,6 +254,11 @@ std::string VulkanBackend::describe() const {
     s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
                      m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
   }
+  // The decode kernel of q4_k (the common type) under FISH_VK_MATVEC's rule, and its setting.
+  s += fmt::format(
+      "; decode matvec {} (FISH_VK_MATVEC {})",
+      matvec_kernel_name(matvec_kernel(GgmlType::q4_k, m.opt->matvec, m.ctx->features())),
+      matvec_mode_name(m.opt->matvec));
   return s;
 }
 

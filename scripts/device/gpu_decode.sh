@@ -33,7 +33,7 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $icd ] && export VK_DRIVER_FILES=$icd
 D=$PWD/.devcarry
 B=$D/bin
-export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=/tmp/syn
+export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=${FISH_SYNTHETIC_DIR:-/tmp/syn}
 mkdir -p $FISH_SYNTHETIC_DIR
 W=$OUT/gpu-decode
 mkdir -p $W

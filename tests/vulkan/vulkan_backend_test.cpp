@@ -90,7 +90,7 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
   }
   {
     ScopedEnv a("FISH_GPU", "cpu"), b("FISH_GPU_DEVICE", "2"), c("FISH_VRAM_BUDGET_MB", "300"),
-        d("FISH_VK_QUEUE", "universal");
+        d("FISH_VK_QUEUE", "universal"), e("FISH_VK_MATVEC", nullptr);
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_TRUE(o->allow_cpu);
