@@ -75,7 +75,7 @@ tests() {  # tests MODE TIMEOUT FILTER: fish_test_vulkan under FISH_VK_MATVEC=MO
   FISH_VK_MATVEC=$mode FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout $to \
     $B/fish_test_vulkan --gtest_filter="$filter" > $out 2>&1
   echo "rc=$?" >> $out
-  say "tests $mode: $(grep -E '^\[  (PASSED|FAILED) ' $out | tr '\n' ' ') $(grep -c '^\[  FAILED  \] [A-Z]' $out) failed; $(grep -m1 'idot span:' $out)"
+  say "tests $mode: $(grep -E '^\[  (PASSED|FAILED) ' $out | tr '\n' ' ') $(grep -m1 'FAILED TEST' $out) $(grep -m1 'idot span:' $out)"
   grep -E "^\[  FAILED  \] [A-Z]" $out | head -10 | tee -a $W/summary.txt
 }
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanBackend.*'
@@ -90,8 +90,11 @@ if left 70 "fish_vulkan_bench"; then
   grep -E "Copy|Matvec|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 > $W/bench-short.txt
   cat $W/bench-short.txt
   # weight_GBps per label and shape: one line per benchmark
-  grep -E "Copy" $W/bench-short.txt | sed 's/^/bench: /' >> $W/summary.txt
-  grep -E "Matvec" $W/bench-short.txt | awk '{for(i=1;i<=NF;i++) if ($i ~ /weight_GBps=/) g=$i; print "bench:", $1, g, $(NF-1), $NF}' >> $W/summary.txt
+  # one line per benchmark: name (type/n_out/n_in/n_tok/mode), GB/s, % of the shader copy, label
+  grep -E "^BM_Vulkan[A-Za-z]*Copy" $W/vulkan_bench.log | awk '{print "bench:", $1, $NF}' >> $W/summary.txt
+  grep -E "^BM_VulkanMatvec" $W/vulkan_bench.log | awk '{g = p = ""
+    for (i = 1; i <= NF; i++) { if ($i ~ /^weight_GBps=/) g = $i; if ($i ~ /^pct_shader_copy=/) p = $i }
+    sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, $(NF-1), $NF}' >> $W/summary.txt
 fi
 
 stamp "waiting for the synthetic models"
@@ -102,7 +105,7 @@ for mode in idot fast; do
   FISH_VK_MATVEC=$mode timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
     > $W/run-gpu_decode-$mode.log 2>&1
   echo "rc=$?" >> $W/run-gpu_decode-$mode.log
-  grep -hE "ok: |rc=" $W/run-gpu_decode-$mode.log | cut -c1-200 | sed "s/^/run $mode: /" | tee -a $W/summary.txt
+  grep -hE "^fish run: \[|rc=" $W/run-gpu_decode-$mode.log | cut -c1-200 | sed "s/^/run $mode: /" | tee -a $W/summary.txt
 done
 
 P="The quick brown fox jumps over the lazy dog and then"
