@@ -4,7 +4,8 @@
 //     (variant "fast"), the integer-dot matvec_idot_<type> over q8_1 activations (variant "idot",
 //     types that have one; the quant_q8_1 dispatch included) and the generic matvec1_<type>
 //     (variant "generic", n_tok 1), each on a backend opened with that FISH_VK_MATVEC mode, in the
-//     same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the 8B output head); bytes/s
+//     same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the 8B output head), and
+//     idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows N") for tuning; bytes/s
 //     of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs first).
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
@@ -65,13 +66,15 @@ constexpr int64_t kDistinctRows = 512;
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
 double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
-// The backend decoding with FISH_VK_MATVEC mode `mode` (opened on first use, leaked).
-vk::VulkanBackend* backend_matvec(vk::MatvecMode mode) {
-  static std::map<vk::MatvecMode, vk::VulkanBackend*> by_mode;
-  vk::VulkanBackend*& b = by_mode[mode];
+// The backend decoding with FISH_VK_MATVEC mode `mode` and FISH_VK_IDOT_ROWS `rows` (0: the
+// environment's), opened on first use, leaked.
+vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows) {
+  static std::map<std::pair<vk::MatvecMode, uint32_t>, vk::VulkanBackend*> by_mode;
+  vk::VulkanBackend*& b = by_mode[{mode, rows}];
   if (!b) {
     auto opt = vk::VulkanOptions::from_env();
     if (opt.ok()) opt->matvec = mode;
+    if (opt.ok() && rows > 0) opt->idot_rows = rows;
     b = new vk::VulkanBackend(opt);
     (void)b->open();
   }
@@ -191,12 +194,14 @@ void BM_VulkanMatmul(benchmark::State& state) {
   state.SetLabel(std::string(type_name(t)));
 }
 
-// Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic).
+// Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), idot rows a
+// workgroup (0: the default).
 void BM_VulkanMatvec(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const auto mode = vk::MatvecMode(state.range(4));
-  vk::VulkanBackend* b = backend_matvec(mode);
+  const auto rows = uint32_t(state.range(5));
+  vk::VulkanBackend* b = backend_matvec(mode, rows);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -229,7 +234,8 @@ void BM_VulkanMatvec(benchmark::State& state) {
   if (g_shader_copy_bytes_per_s > 0)
     state.counters["pct_shader_copy"] =
         100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
-  state.SetLabel(fmt::format("{} {}", type_name(t), vk::matvec_mode_name(mode)));
+  state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode),
+                             rows > 0 ? fmt::format(" rows {}", rows) : ""));
 }
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
@@ -517,8 +523,12 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
     for (vk::MatvecMode m : {vk::MatvecMode::fast, vk::MatvecMode::idot, vk::MatvecMode::generic}) {
       if (m == vk::MatvecMode::idot && !vk::has_idot_kernel(t)) continue;
       if (m == vk::MatvecMode::generic && n_tok > 1) continue;
-      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m)});
+      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0});
     }
+  };
+  const auto rows = [&](GgmlType t, Shape s) {  // FISH_VK_IDOT_ROWS for tuning, n_tok 1
+    for (int64_t r : {2, 8, 16})
+      bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r});
   };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
@@ -526,6 +536,8 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
       for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
   add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
   add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
+  for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) rows(GgmlType::q4_k, s);
+  rows(GgmlType::q6_k, {4096, 14336});
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

@@ -9,9 +9,10 @@
 // loads and reduction this kernel keeps); scales and the block offsets are applied once per
 // 8..16 weights in f32. Bindings (fish_vk_layout.h): W uint[] packed rows (row_bytes apart), X the
 // q8_1 buffer of K = n_in values per token (x_stride is not read), Y float[] n_tok rows of
-// y_stride from y_offset. Push constants and grid as matvec_fast: one workgroup = FISH_MATVEC_ROWS
-// rows x all tokens, FISH_MATVEC_WG threads, grid groups_x x ceil(n_groups / groups_x); rows past
-// n_out are clamped to the last row and not stored.
+// y_stride from y_offset. Push constants and grid as matvec_fast: one workgroup = ROWS rows x all
+// tokens (specialisation constant 0, FISH_VK_IDOT_ROWS; default FISH_MATVEC_ROWS), FISH_MATVEC_WG
+// threads, grid groups_x x ceil(n_groups / groups_x); rows past n_out are clamped to the last row
+// and not stored.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -37,6 +38,7 @@ int dot4(uint a, uint b) {
 }
 
 layout(local_size_x = FISH_MATVEC_WG) in;
+layout(constant_id = 0) const uint ROWS = FISH_MATVEC_ROWS;  // rows a workgroup (1..32)
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
@@ -147,16 +149,16 @@ float chunk_dot(Raw r, uint c, XQ q) {
 #error "matvec_idot.comp.glsl: TYPE_Q4_0, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
 #endif
 
-#define NACC (FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK)
+const uint NACC = ROWS * FISH_MATVEC_MAX_TOK;
 #define SLOTS 32u                   // subgroup partial sums per pass
 shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
 
 void main() {
   const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
   if (group >= pc.n_groups) return;  // whole workgroup: no barrier is skipped by a part of it
-  const uint row0 = group * FISH_MATVEC_ROWS;
-  uint rb[FISH_MATVEC_ROWS];
-  [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+  const uint row0 = group * ROWS;
+  uint rb[ROWS];
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r)
     rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
   const uint codes0 = FISH_Q8_CODES(pc.n_in), ds_stride = FISH_Q8_DS_STRIDE(pc.n_in);
 
@@ -164,12 +166,12 @@ void main() {
   [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
   for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
-    Raw raw[FISH_MATVEC_ROWS];  // every row's loads issued before any use
-    [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) raw[r] = load_raw(rb[r], c);
+    Raw raw[ROWS];  // every row's loads issued before any use
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
         const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
-        [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
           acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, q);
       }
     }
@@ -177,7 +179,7 @@ void main() {
 
   [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
     if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r)
         acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
   const uint i = gl_LocalInvocationID.x;
   float total = 0.0;

@@ -40,6 +40,17 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
   return fmt::format("{}_{}", op, type_name(type));
 }
 
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows) {
+  PipelineSpec s;
+  s.module = matmul_module(type, n_tok, k);
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows};
+  return s;
+}
+
+uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows) {
+  return k == MatvecKernel::idot ? idot_rows : FISH_MATVEC_ROWS;
+}
+
 uint64_t q8_bytes(uint32_t k) {
   return uint64_t(FISH_Q8_BYTES(uint64_t(k)));
 }
@@ -58,7 +69,7 @@ uint32_t quant_groups(uint32_t k, uint32_t n_tok) {
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
-                       uint32_t max_groups_x, const CoopmatTile* cm) {
+                       uint32_t max_groups_x, const CoopmatTile* cm, uint32_t vec_rows) {
   MatmulGrid g;
   g.pc.n_in = w.n_in_pad;
   g.pc.n_out = part.n_rows;
@@ -67,8 +78,8 @@ MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, ui
   g.pc.x_stride = x_stride;
   g.pc.y_stride = y_stride;
   g.pc.y_offset = y_offset;
-  if (n_tok <= FISH_MATVEC_MAX_TOK) {  // FISH_MATVEC_ROWS rows a workgroup, 2-D past the limit
-    g.pc.n_groups = (part.n_rows + FISH_MATVEC_ROWS - 1) / FISH_MATVEC_ROWS;
+  if (n_tok <= FISH_MATVEC_MAX_TOK) {  // vec_rows rows a workgroup, 2-D past the limit
+    g.pc.n_groups = (part.n_rows + vec_rows - 1) / vec_rows;
     g.pc.groups_x = std::min(g.pc.n_groups, max_groups_x);
     g.gx = g.pc.groups_x;
     g.gy = (g.pc.n_groups + g.gx - 1) / g.gx;

@@ -594,8 +594,9 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     }
     const MatvecKernel mk = decode_kernel(w.type);
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
-    FISH_ASSIGN_OR_RETURN(const Pipeline p, cm ? ctx->coopmat_pipeline(w.type, *cm)
-                                               : ctx->pipeline(matmul_module(w.type, n_tok, mk)));
+    FISH_ASSIGN_OR_RETURN(const Pipeline p,
+                          cm ? ctx->coopmat_pipeline(w.type, *cm)
+                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows)));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
@@ -604,7 +605,8 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
       const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm);
+                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm,
+                                       matvec_rows(mk, opt->idot_rows));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);

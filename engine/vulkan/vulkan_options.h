@@ -14,6 +14,8 @@
 //                             integer-dot kernels wherever the type has one (opening fails on a
 //                             device without VK_KHR_shader_integer_dot_product); fast the f32
 //                             matvec_<type>; generic (1 too) the reference matvec1_<type>
+//   FISH_VK_IDOT_ROWS=1|2|4|8|16  rows per workgroup of matvec_idot_<type> (its specialisation
+//                             constant; default FISH_MATVEC_ROWS = 4): a tuning knob
 //   FISH_VK_ATTN_SPLIT=auto|0|N  span attention in KV splits (split-K): auto (default)
 //                             attention_splits' rule for short query batches (vulkan_span.h); 0
 //                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
@@ -60,12 +62,13 @@ struct VulkanOptions {
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
-  int attn_split = -1;    // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int coopmat = -1;       // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
-  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;      // FISH_VK_FAULT
+  uint32_t idot_rows = 4;  // FISH_VK_IDOT_ROWS (FISH_MATVEC_ROWS)
+  int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  char coopmat_tile = 0;   // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
+  int requant = 0;         // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;    // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;       // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

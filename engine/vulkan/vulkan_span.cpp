@@ -168,7 +168,9 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   st.w = &w;
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
-  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_module(w.type, 1, mk)));
+  FISH_ASSIGN_OR_RETURN(st.vec,
+                        ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options().idot_rows)));
+  st.vec_rows = matvec_rows(mk, ctx_.options().idot_rows);
   FISH_ASSIGN_OR_RETURN(st.tiled,
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
@@ -304,7 +306,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
     const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
-    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 20 + 2);
+    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2);  // <= 19 stages a layer
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));

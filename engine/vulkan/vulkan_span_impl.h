@@ -18,9 +18,10 @@
 namespace fish::vk {
 
 // Profile stages (FISH_GPU_PROFILE=2).
-enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kNumStages };
+// kQuant: quant_q8_1, the integer-dot matvecs' activation rounding (FISH_VK_MATVEC idot).
+enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kQuant, kNumStages };
 inline constexpr const char* kStageNames[kNumStages] = {
-    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE"};
+    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE", "q8_1"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
 struct MatmulStep {
@@ -31,6 +32,7 @@ struct MatmulStep {
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
+  uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
 };
 
 // The matmuls of one input (q/k/v, gate/up, wo, down) and, when one of them decodes with

@@ -45,11 +45,12 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok) {
     cmds_.push(quant_, &pc, sizeof pc);
     cmds_.dispatch(quant_groups(group.k, n_tok), 1);
     barrier();
+    stage_done(kQuant);
   }
   for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
-                                     ctx_.limits().maxComputeWorkGroupCount[0], cm);
+                                     ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
     const Pipeline& p = vec  ? st.vec
                         : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                              : st.tiled;

@@ -92,9 +92,14 @@ if left 70 "fish_vulkan_bench"; then
   # weight_GBps per label and shape: one line per benchmark
   # one line per benchmark: name (type/n_out/n_in/n_tok/mode), GB/s, % of the shader copy, label
   grep -E "^BM_Vulkan[A-Za-z]*Copy" $W/vulkan_bench.log | awk '{print "bench:", $1, $NF}' >> $W/summary.txt
-  grep -E "^BM_VulkanMatvec" $W/vulkan_bench.log | awk '{g = p = ""
-    for (i = 1; i <= NF; i++) { if ($i ~ /^weight_GBps=/) g = $i; if ($i ~ /^pct_shader_copy=/) p = $i }
-    sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, $(NF-1), $NF}' >> $W/summary.txt
+  grep -E "^BM_VulkanMatvec" $W/vulkan_bench.log | awk '{g = p = label = ""; last = 0
+    for (i = 1; i <= NF; i++) {
+      if ($i ~ /^weight_GBps=/) g = $i
+      if ($i ~ /^pct_shader_copy=/) p = $i
+      if ($i ~ /=/) last = i
+    }
+    for (i = last + 1; i <= NF; i++) label = label " " $i
+    sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
 fi
 
 stamp "waiting for the synthetic models"

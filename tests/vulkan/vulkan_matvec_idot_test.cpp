@@ -7,8 +7,9 @@
 //    accumulation slack only, which a wrong code, scale or offset in the kernel cannot meet.
 // Odd shapes as the f32 kernels' tests (rows not a multiple of FISH_MATVEC_ROWS; K of one block,
 // a few, and more chunks than a workgroup has threads), n_tok 1..FISH_MATVEC_MAX_TOK, an all-zero
-// block (d8 = 0), weights split into parts; FISH_VK_MATVEC's parsing and the rule that picks the
-// kernel; a span decoding with idot against per-matmul idot and the CPU (top-1).
+// block (d8 = 0), weights split into parts, other rows per workgroup (FISH_VK_IDOT_ROWS);
+// FISH_VK_MATVEC's parsing and the rule that picks the kernel; a span decoding with idot against
+// per-matmul idot and the CPU (top-1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -197,6 +198,31 @@ TEST_F(VulkanMatvecIdot, GroupMixingIdotAndFastTypes) {
   for (const W& w : ws) backend_->release(w.h);
 }
 
+// FISH_VK_IDOT_ROWS (the kernel's rows a workgroup, a specialisation constant): other row counts,
+// n_out not a multiple of any of them.
+TEST_F(VulkanMatvecIdot, RowsPerWorkgroupVariantsMatch) {
+  std::mt19937 rng(41);
+  for (uint32_t rows : {1u, 2u, 8u, 16u}) {
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->idot_rows = rows;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0}) {
+      const int64_t n_in = 3 * type_info(t).block_elems, n_out = 7 * 16 + 3;
+      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+      const std::string name = fmt::format("idot rows {} {}", rows, type_name(t));
+      const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
+      auto h = b.upload(w);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
+        check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
+      b.release(h.value());
+    }
+  }
+}
+
 TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
   auto opt = vk::VulkanOptions::from_env();
   ASSERT_TRUE(opt.ok());
@@ -228,10 +254,23 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     ASSERT_TRUE(o.ok()) << value << ": " << o.error().message;
     EXPECT_EQ(o->matvec, want) << value;
   }
-  test::ScopedEnv e("FISH_VK_MATVEC", "int8");
+  {
+    test::ScopedEnv e("FISH_VK_MATVEC", "int8");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok());
+    EXPECT_NE(o.error().message.find("FISH_VK_MATVEC='int8'"), std::string::npos)
+        << o.error().message;
+  }
+  {
+    test::ScopedEnv e("FISH_VK_IDOT_ROWS", "8");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_rows, 8u);
+  }
+  test::ScopedEnv e("FISH_VK_IDOT_ROWS", "3");
   auto o = vk::VulkanOptions::from_env();
   ASSERT_FALSE(o.ok());
-  EXPECT_NE(o.error().message.find("FISH_VK_MATVEC='int8'"), std::string::npos)
+  EXPECT_NE(o.error().message.find("FISH_VK_IDOT_ROWS='3'"), std::string::npos)
       << o.error().message;
 }
 
