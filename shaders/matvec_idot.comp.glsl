@@ -1,5 +1,5 @@
 #version 450
-// matvec_idot_<type> for q4_0, q8_0, q4_k, q5_k, q6_k: the integer-dot decode matvec,
+// matvec_idot_<type> for q4_0, q4_1, q8_0, q4_k, q5_k, q6_k: the integer-dot decode matvec,
 // y[t][r] = sum_k W[r][k] x~[t][k] for n_tok <= FISH_MATVEC_MAX_TOK, where x~ is x rounded to the
 // q8_1 layout of fish_vk_layout.h (quant_q8_1.comp.glsl writes it; FISH_Q8_*): per 32-value
 // block an f32 scale d8 and s8 = d8 * sum q8, int8 codes. The codes of 4 weights and 4
@@ -16,8 +16,8 @@
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
-// 6-bit code q built as the int8 4 (q - 32) so no offset term is needed; Q8_0 / Q4_0 one block
-// (Q4_0's -8 through s8). CPU reference: the f32 reference (dequantize_row_<type>, double dot)
+// 6-bit code q built as the int8 4 (q - 32) so no offset term is needed; Q8_0 / Q4_0 / Q4_1 one
+// block (Q4_0's -8 and Q4_1's m through s8). CPU reference: the f32 reference (dequantize_row_<type>, double dot)
 // on x, within the bound of the q8_1 rounding: sum_k |w_k| d8_k / 2 (+ f32 accumulation)
 // (tests/vulkan/vulkan_matvec_idot_test.cpp).
 #extension GL_GOOGLE_include_directive : require
@@ -115,7 +115,7 @@ float chunk_dot(Raw r, uint c, XQ q) {
   }
   return 0.25 * unpackHalf2x16(r.d).x * s;
 }
-#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q4_1)
 #define CHUNK_SHIFT 5u
 struct XQ {
   uvec4 a, b;  // codes of values 0..15, 16..31 of block c
@@ -128,6 +128,15 @@ XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   q.ds = xds[ds_vec2 + c];
   return q;
 }
+#if defined(TYPE_Q4_1)
+float chunk_dot(Raw r, uint c, XQ q) {
+  const vec2 dm = unpackHalf2x16(r.wd[0]);
+  int s = 0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i)
+    s += dot4(r.wd[i + 1u] & kLo, q.a[i]) + dot4((r.wd[i + 1u] >> 4u) & kLo, q.b[i]);
+  return dm.x * q.ds.x * float(s) + dm.y * q.ds.y;  // d sum(q x) + m sum(x)
+}
+#else
 float chunk_dot(Raw r, uint c, XQ q) {
   const float d = unpackHalf2x16(r.odd ? r.wd[0] >> 16u : r.wd[0]).x;
   int s = 0;
@@ -145,8 +154,9 @@ float chunk_dot(Raw r, uint c, XQ q) {
   return d * (q.ds.x * float(s) - 8.0 * q.ds.y);
 #endif
 }
+#endif
 #else
-#error "matvec_idot.comp.glsl: TYPE_Q4_0, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
+#error "matvec_idot.comp.glsl: TYPE_Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
 #endif
 
 const uint NACC = ROWS * FISH_MATVEC_MAX_TOK;

@@ -109,4 +109,16 @@ Raw load_raw(uint row_byte, uint c) {
   r.odd = (b & 2u) != 0u;
   return r;
 }
+#elif defined(TYPE_Q4_1)
+// One block per chunk: 20 bytes (4-aligned), f16 d, f16 m, qs[16]; value j < 16: low nibble of
+// qs[j], j >= 16: high nibble of qs[j - 16], d q + m. wd[0] holds d and m, wd[1..4] the codes.
+struct Raw {
+  uint wd[5];
+};
+Raw load_raw(uint row_byte, uint c) {
+  const uint w0 = (row_byte >> 2u) + 5u * c;
+  Raw r;
+  [[unroll]] for (uint i = 0u; i < 5u; ++i) r.wd[i] = w[w0 + i];
+  return r;
+}
 #endif

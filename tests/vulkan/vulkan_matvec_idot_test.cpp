@@ -27,8 +27,8 @@
 namespace fish {
 namespace {
 
-constexpr GgmlType kIdotTypes[] = {GgmlType::q4_0, GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k,
-                                   GgmlType::q6_k};
+constexpr GgmlType kIdotTypes[] = {GgmlType::q4_0, GgmlType::q4_1, GgmlType::q8_0,
+                                   GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k};
 // f32 accumulation slack, relative to sum |w x| (the kernels add ~K / 32 f32 block terms per
 // thread, then 128 partial sums: well below 2^-16 relative).
 constexpr double kF32Slack = 1.0 / 65536;
