@@ -190,24 +190,20 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
 #error "matvec_fast.comp.glsl: TYPE_F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K or FQ3 (shaders/CMakeLists.txt)"
 #endif
 
-#define NACC (FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK)
-#define SLOTS 32u                // subgroup partial sums per pass
-shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+#define ROWS FISH_MATVEC_ROWS  // rows a workgroup
+#define NACC (ROWS * FISH_MATVEC_MAX_TOK)
+#include "matvec_reduce.glsl"
 
 void main() {
-  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
-  if (group >= pc.n_groups) return;  // whole workgroup: no barrier is skipped by a part of it
-  const uint row0 = group * FISH_MATVEC_ROWS;
-  uint rb[FISH_MATVEC_ROWS];
-  [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
-    rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+  uint row0, rb[ROWS];
+  if (!workgroup_rows(row0, rb)) return;
 
   float acc[NACC];
   [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
   for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
-    Raw raw[FISH_MATVEC_ROWS];  // every row's loads issued before any use
-    [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) raw[r] = load_raw(rb[r], c);
+    Raw raw[ROWS];  // every row's loads issued before any use
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
         vec4 xv[CHUNK_VEC4];
@@ -216,30 +212,11 @@ void main() {
         [[unroll]] for (uint j = 0u; j < CHUNK_VEC4; ++j) xv[j] = x[(xrow + x_off(c, j)) >> 2u];
         [[unroll]] for (uint k = 0u; k < CHUNK_VEC4 / 2u; ++k)
           xs[k] = dot(xv[2u * k] + xv[2u * k + 1u], vec4(1.0));
-        [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
           acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, xv, xs);
       }
     }
   }
 
-  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-    if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
-        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
-  const uint i = gl_LocalInvocationID.x;
-  float total = 0.0;
-  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
-    const uint slot = gl_SubgroupID - g0;
-    if (subgroupElect() && slot < SLOTS)
-      [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
-    barrier();
-    if (i < NACC)
-      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
-    barrier();
-  }
-  if (i < NACC) {
-    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
-    const uint t = i % FISH_MATVEC_MAX_TOK;
-    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
-  }
+  reduce_store(acc, row0);
 }

@@ -160,16 +160,11 @@ float chunk_dot(Raw r, uint c, XQ q) {
 #endif
 
 const uint NACC = ROWS * FISH_MATVEC_MAX_TOK;
-#define SLOTS 32u                   // subgroup partial sums per pass
-shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+#include "matvec_reduce.glsl"
 
 void main() {
-  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
-  if (group >= pc.n_groups) return;  // whole workgroup: no barrier is skipped by a part of it
-  const uint row0 = group * ROWS;
-  uint rb[ROWS];
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-    rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+  uint row0, rb[ROWS];
+  if (!workgroup_rows(row0, rb)) return;
   const uint codes0 = FISH_Q8_CODES(pc.n_in), ds_stride = FISH_Q8_DS_STRIDE(pc.n_in);
 
   float acc[NACC];
@@ -187,24 +182,5 @@ void main() {
     }
   }
 
-  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-    if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
-  const uint i = gl_LocalInvocationID.x;
-  float total = 0.0;
-  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
-    const uint slot = gl_SubgroupID - g0;
-    if (subgroupElect() && slot < SLOTS)
-      [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
-    barrier();
-    if (i < NACC)
-      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
-    barrier();
-  }
-  if (i < NACC) {
-    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
-    const uint t = i % FISH_MATVEC_MAX_TOK;
-    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
-  }
+  reduce_store(acc, row0);
 }
