@@ -65,13 +65,9 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   const vec2 dm = unpackHalf2x16(r.hdr.x);
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    uint ql = r.q[j] & kLo, qh = (r.q[j] >> 4u) & kLo;
-#if defined(TYPE_Q5_K)
-    ql |= ((r.qh[j] >> s0) & 0x01010101u) << 4u;
-    qh |= ((r.qh[j] >> (s0 + 1u)) & 0x01010101u) << 4u;
-#endif
-    lo += udot(ql, xv[j]);
-    hi += udot(qh, xv[4u + j]);
+    const uvec2 q = kq_codes(r, s0, j);
+    lo += udot(q.x, xv[j]);
+    hi += udot(q.y, xv[4u + j]);
   }
   return dm.x * (float(sm0.x) * lo + float(sm1.x) * hi) -
          dm.y * (float(sm0.y) * (xs[0] + xs[1]) + float(sm1.y) * (xs[2] + xs[3]));

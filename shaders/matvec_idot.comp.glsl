@@ -72,13 +72,9 @@ float chunk_dot(Raw r, uint c, XQ q) {
   const vec2 dm = unpackHalf2x16(r.hdr.x);
   int lo = 0, hi = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    uint ql = r.q[j] & kLo, qh = (r.q[j] >> 4u) & kLo;
-#if defined(TYPE_Q5_K)
-    ql |= ((r.qh[j] >> s0) & 0x01010101u) << 4u;
-    qh |= ((r.qh[j] >> (s0 + 1u)) & 0x01010101u) << 4u;
-#endif
-    lo += dot4(ql, q.lo[j]);
-    hi += dot4(qh, q.hi[j]);
+    const uvec2 k = kq_codes(r, s0, j);
+    lo += dot4(k.x, q.lo[j]);
+    hi += dot4(k.y, q.hi[j]);
   }
   // The minimum of a sub-block times its whole block's sum: once per pair of chunks.
   const float mins = (c & 1u) == 0u ? float(sm0.y) * q.ds.y + float(sm1.y) * q.ds.w : 0.0;

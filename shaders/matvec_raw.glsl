@@ -61,6 +61,16 @@ Raw load_raw(uint row_byte, uint c) {
 #endif
   return r;
 }
+// Code word j of a chunk (4 codes each): x of sub-block s0 (low nibbles), y of s0 + 1 (high),
+// Q5_K's 5th bits merged.
+uvec2 kq_codes(Raw r, uint s0, uint j) {
+  uint ql = r.q[j] & kLo, qh = (r.q[j] >> 4u) & kLo;
+#if defined(TYPE_Q5_K)
+  ql |= ((r.qh[j] >> s0) & 0x01010101u) << 4u;
+  qh |= ((r.qh[j] >> (s0 + 1u)) & 0x01010101u) << 4u;
+#endif
+  return uvec2(ql, qh);
+}
 #elif defined(TYPE_Q6_K)
 // 210-byte super-blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
 // 128h + 32k + l: low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 bits from
