@@ -2,7 +2,9 @@
 // 4096, FFN 14336 x 4096 and 4096 x 14336):
 //   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/fq3/q6_k/q8_0/q4_0, the f32 matvec_<type>
 //     (variant "fast"), the integer-dot matvec_idot_<type> over q8_1 activations (variant "idot",
-//     types that have one; the quant_q8_1 dispatch included) and the generic matvec1_<type>
+//     types that have one; the iteration's one quant_q8_1 dispatch included, shared by the copies
+//     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
+//     generic matvec1_<type>
 //     (variant "generic", n_tok 1), each on a backend opened with that FISH_VK_MATVEC mode, in the
 //     same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the 8B output head), and
 //     idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows N") for tuning; bytes/s
