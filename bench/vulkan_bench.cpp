@@ -5,9 +5,10 @@
 //     types that have one; the iteration's one quant_q8_1 dispatch included, shared by the copies
 //     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
 //     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
-//     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the 8B output head), and
-//     idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows N") for tuning; bytes/s
-//     of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs first).
+//     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
+//     8B output head), and idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows
+//     N") for tuning; bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's
+//     rate (it runs first).
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for

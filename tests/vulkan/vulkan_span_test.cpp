@@ -248,7 +248,7 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
 std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
-  if (opt.ok()) opt->attn_split = attn_split;  // as FISH_VK_ATTN_SPLIT
+  if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
   if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
