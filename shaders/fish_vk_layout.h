@@ -10,17 +10,7 @@
 #define FISH_MATVEC_ROWS 4
 #define FISH_MATVEC_MAX_TOK 4
 
-// q8_1 activations, the input of the integer-dot matvec (matvec_idot_<type>) as quant_q8_1 writes
-// it for n_tok <= FISH_MATVEC_MAX_TOK tokens of K values (K a multiple of 32):
-// per 32-value block b of token t a vec2 (d, d * sum q) at vec2 index
-// t * FISH_Q8_DS_STRIDE(K) + b (d = amax / 127, q = round(x / d), int8 codes as ggml block_q8_1,
-// scales kept in f32), then from byte FISH_Q8_CODES(K) the int8 codes, token t's K codes at
-// byte FISH_Q8_CODES(K) + t * K. The stride is even so a block pair is one 16-byte load.
-#define FISH_Q8_BLOCK 32
-#define FISH_Q8_DS_STRIDE(K) ((((K) / 32) + 1) / 2 * 2)
-#define FISH_Q8_CODES(K) (FISH_MATVEC_MAX_TOK * FISH_Q8_DS_STRIDE(K) * 8)
-#define FISH_Q8_BYTES(K) (FISH_Q8_CODES(K) + FISH_MATVEC_MAX_TOK * (K))
-#define FISH_Q8_WG 64  // quant_q8_1: threads per workgroup, one 32-value block each
+#include "fish_vk_q8.h"  // the q8_1 activation layout of matvec_idot_<type>
 
 // copy_u4 (bandwidth reference): threads per workgroup of the grid-stride uvec4 copy.
 #define FISH_COPY_WG 256

@@ -10,6 +10,8 @@
 
 namespace fish::vk {
 
+static_assert(FISH_Q8_MAX_TOK == FISH_MATVEC_MAX_TOK, "shaders/fish_vk_q8.h");
+
 bool has_idot_kernel(GgmlType type) {
   return !embedded_shader(fmt::format("matvec_idot_{}", type_name(type))).empty();
 }

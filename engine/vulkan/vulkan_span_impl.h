@@ -59,6 +59,9 @@ struct LayerState {
 struct SpanOps {
   Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
       attention_combine, attention_flash, add, bias, act;
+  // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
+  // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
+  Pipeline rmsnorm_q8, add_rmsnorm_q8;
 };
 
 class VulkanSpan final : public LayerSpan {
@@ -113,7 +116,10 @@ class VulkanSpan final : public LayerSpan {
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();
-  void matmuls(const MatmulGroup& g, uint32_t n_tok);
+  // quantized: the group's q8_1 input was written by the norm before it (no quant_q8_1 here).
+  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false);
+  // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
+  bool fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const;
   void barrier();
   void stage_done(Stage s);
   SpanPush norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
@@ -136,7 +142,8 @@ class VulkanSpan final : public LayerSpan {
   DescriptorPool pool_;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
-  Pipeline quant_;  // quant_q8_1 (loaded when a step decodes with idot)
+  bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
   // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -20,6 +20,8 @@
 #include "engine/session.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
+#include "fish_vk_span.h"
+#include "kernels/ops.h"
 #include "shaders/fish_vk_layout.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
@@ -239,6 +241,60 @@ TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
   const std::vector<float> x = test::random_input(2 * n_in, rng);
   check_idot(parts, w, x, 2, h.value());
   parts.release(h.value());
+}
+
+// span_rmsnorm_q8 / span_add_rmsnorm_q8 (the norm writes its row's q8_1 copy for the idot
+// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]), and per 32-value
+// block d = amax(C) / 127 (f32 division slack), every code within d / 2 of C / d's value (q =
+// round(C / d); a tie may go either way) and s = d * sum q of the written codes. Rows of a
+// register-held length and of one longer than the register cache (the loop pass), 3 tokens.
+TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
+  for (const bool fuse_add : {false, true})
+    for (const uint32_t n : {2080u, uint32_t(FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 64)}) {
+      std::mt19937 rng(n + fuse_add);
+      const uint32_t rows = 3, b_off = rows * n, c_off = 2 * rows * n, q8_off = 3 * rows * n;
+      std::vector<float> arena = test::random_input(q8_off + FISH_Q8_BYTES(n) / 4 + 4, rng);
+      const std::vector<float> params = test::random_input(n, rng);
+      std::vector<uint32_t> kv(4);
+      std::vector<float> x(arena.begin(), arena.begin() + rows * n);
+      if (fuse_add)
+        for (uint32_t i = 0; i < rows * n; ++i) x[i] += arena[b_off + i];
+      vk::SpanPush pc{};
+      pc.n = n;
+      pc.rows = rows;
+      pc.rows_per_tok = 1;
+      pc.split = 1;
+      pc.a_stride = pc.b_stride = pc.c_stride = n;
+      pc.b_off = b_off;
+      pc.c_off = c_off;
+      pc.eps = 1e-5f;
+      pc.q8_off = q8_off;
+      const char* op = fuse_add ? "span_add_rmsnorm_q8" : "span_rmsnorm_q8";
+      ASSERT_TRUE(backend_->run_span_op(op, pc, rows, 1, arena, params, kv).ok()) << op;
+      const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
+      int bad = 0;
+      for (uint32_t t = 0; t < rows; ++t) {
+        std::vector<float> c(n);
+        rmsnorm_ref(x.data() + t * n, params.data(), c.data(), n, 1e-5f);
+        for (uint32_t k = 0; k < n; ++k)
+          bad += !(std::fabs(arena[c_off + t * n + k] - c[k]) <= 1e-5f * (1 + std::fabs(c[k])));
+        for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
+          const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
+          float amax = 0;
+          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k)
+            amax = std::max(amax, std::fabs(c[32 * b + k]));
+          bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
+          int sum = 0;
+          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
+            const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
+            sum += q;
+            bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
+          }
+          bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
+        }
+      }
+      EXPECT_EQ(bad, 0) << op << " n " << n;
+    }
 }
 
 TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
