@@ -16,6 +16,6 @@
 #define FISH_Q8_DS_STRIDE(K) ((((K) / 32) + 1) / 2 * 2)
 #define FISH_Q8_CODES(K) (FISH_Q8_MAX_TOK * FISH_Q8_DS_STRIDE(K) * 8)
 #define FISH_Q8_BYTES(K) (FISH_Q8_CODES(K) + FISH_Q8_MAX_TOK * (K))
-#define FISH_Q8_WG 64  // quant_q8_1: threads per workgroup, one 32-value block each
+#define FISH_Q8_WG 64  // quant_q8_1: threads per workgroup, one vec4 each (8 a block)
 
 #endif  // FISH_VK_Q8_H

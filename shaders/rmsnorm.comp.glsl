@@ -45,22 +45,10 @@ layout(local_size_x = WG) in;
 shared float partial[WG];
 #ifdef Q8
 layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint arenau[]; };
-// vec4 i of token t's row c as q8_1 codes (one word) and, by the block's first lane, (d, d sum q).
-void q8_store(uint t, uint i, vec4 c) {
-  const vec4 a = abs(c);
-  const float amax = subgroupClusteredMax(max(max(a.x, a.y), max(a.z, a.w)), 8u);
-  const float d = amax / 127.0;
-  const float id = amax > 0.0 ? 127.0 / amax : 0.0;
-  const ivec4 q = clamp(ivec4(round(c * id)), ivec4(-127), ivec4(127));
-  const int sum = subgroupClusteredAdd(q.x + q.y + q.z + q.w, 8u);
-  arenau[pc.q8_off + (FISH_Q8_CODES(pc.n) + t * pc.n) / 4u + i] =
-      uint(q.x & 255) | (uint(q.y & 255) << 8u) | (uint(q.z & 255) << 16u) | (uint(q.w & 255) << 24u);
-  if ((i & 7u) == 0u) {
-    const uint ds = pc.q8_off + 2u * (t * FISH_Q8_DS_STRIDE(pc.n) + i / 8u);
-    arena[ds] = d;
-    arena[ds + 1u] = d * float(sum);
-  }
-}
+#define Q8_WORDS arenau
+#define Q8_FLOATS arena
+#define Q8_BASE pc.q8_off
+#include "q8_1_store.glsl"
 #endif
 
 // Sum over the workgroup; every thread gets the result.
@@ -121,7 +109,7 @@ void main() {
         const vec4 o = x[k] * s * params4[w4 + i];
         arena4[c4 + i] = o;
 #ifdef Q8
-        q8_store(r, i, o);  // a block's 8 lanes are all in or all out (n4 % 8 == 0)
+        q8_store(pc.n, r, i, o);  // a block's 8 lanes are all in or all out (n4 % 8 == 0)
 #endif
       }
     }
@@ -129,7 +117,7 @@ void main() {
       const vec4 o = arena4[a4 + i] * s * params4[w4 + i];
       arena4[c4 + i] = o;
 #ifdef Q8
-      q8_store(r, i, o);
+      q8_store(pc.n, r, i, o);
 #endif
     }
     return;

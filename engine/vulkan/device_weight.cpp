@@ -17,17 +17,19 @@ bool has_idot_kernel(GgmlType type) {
 }
 
 MatvecKernel matvec_kernel(GgmlType type, MatvecMode mode, const DeviceFeatures& f) {
+  // quant_q8_1 and the fused norms round a 32-value block in 8 lanes of one subgroup.
+  const bool idot = has_idot_kernel(type) && f.subgroup_min >= 8;
   switch (mode) {
     case MatvecMode::generic:
       return MatvecKernel::generic;
     case MatvecMode::fast:
       return MatvecKernel::fast;
     case MatvecMode::idot:
-      return f.integer_dot && has_idot_kernel(type) ? MatvecKernel::idot : MatvecKernel::fast;
+      return f.integer_dot && idot ? MatvecKernel::idot : MatvecKernel::fast;
     case MatvecMode::automatic:
       break;
   }
-  return f.integer_dot_4x8_fast && has_idot_kernel(type) ? MatvecKernel::idot : MatvecKernel::fast;
+  return f.integer_dot_4x8_fast && idot ? MatvecKernel::idot : MatvecKernel::fast;
 }
 
 const char* matvec_kernel_name(MatvecKernel k) {
@@ -66,7 +68,7 @@ MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride) {
 }
 
 uint32_t quant_groups(uint32_t k, uint32_t n_tok) {
-  return (n_tok * (k / FISH_Q8_BLOCK) + FISH_Q8_WG - 1) / FISH_Q8_WG;
+  return (n_tok * (k / 4) + FISH_Q8_WG - 1) / FISH_Q8_WG;  // one vec4 a thread
 }
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,

@@ -35,9 +35,9 @@ struct DeviceWeight {
 // (matvec_idot_<type> over q8_1 activations, quant_q8_1 first), fast (matvec_<type>, f32) or
 // generic (matvec1_<type>).
 enum class MatvecKernel { idot, fast, generic };
-// FISH_VK_MATVEC's rule: generic / fast as asked; idot where the type has a matvec_idot_ kernel
-// and the device integer dot products (mode idot) or accelerated 4x8-bit ones (automatic), fast
-// otherwise.
+// FISH_VK_MATVEC's rule: generic / fast as asked; idot where the type has a matvec_idot_ kernel,
+// subgroups have >= 8 lanes (the q8_1 rounding's clusters) and the device has integer dot
+// products (mode idot) or accelerated 4x8-bit ones (automatic); fast otherwise.
 MatvecKernel matvec_kernel(GgmlType type, MatvecMode mode, const DeviceFeatures& f);
 const char* matvec_kernel_name(MatvecKernel k);  // "idot", "fast", "generic"
 bool has_idot_kernel(GgmlType type);

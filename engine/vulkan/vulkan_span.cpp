@@ -301,9 +301,8 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(upload_params(prm));
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
-  // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded)
-  // and a 32-value block's 8 vec4s (8 consecutive lanes) share a subgroup.
-  if (quant_.pipe && ctx_.features().subgroup_min >= 8 && p_.n_embd % FISH_Q8_BLOCK == 0) {
+  // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded).
+  if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
     FISH_ASSIGN_OR_RETURN(ops_.add_rmsnorm_q8, ctx_.pipeline("span_add_rmsnorm_q8"));
   }

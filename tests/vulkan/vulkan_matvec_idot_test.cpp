@@ -333,14 +333,19 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
 TEST(VulkanMatvecKnob, RulePicksIdotOnlyWhereItApplies) {
   using vk::MatvecKernel;
   using vk::MatvecMode;
-  vk::DeviceFeatures none, dot, fast;
+  vk::DeviceFeatures none, dot, fast, narrow;
+  none.subgroup_min = dot.subgroup_min = fast.subgroup_min = 32;
   dot.integer_dot = true;
   fast.integer_dot = fast.integer_dot_4x8_fast = true;
+  narrow = fast;
+  narrow.subgroup_min = 4;  // a block's 8 lanes would span subgroups
   const GgmlType q4k = GgmlType::q4_k, fq3 = GgmlType::fq3;
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, fast), MatvecKernel::idot);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, dot), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, none), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(fq3, MatvecMode::automatic, fast), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, narrow), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::idot, narrow), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::idot, dot), MatvecKernel::idot);
   EXPECT_EQ(vk::matvec_kernel(fq3, MatvecMode::idot, dot), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::fast, fast), MatvecKernel::fast);
