@@ -1,9 +1,14 @@
 // Vulkan kernel throughput (the GPU backend, engine/vulkan) at Llama-3.1-8B shapes (attn 4096 x
 // 4096, FFN 14336 x 4096 and 4096 x 14336):
-//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/fq3/q6_k/q8_0/q4_0, the bandwidth-bound
-//     matvec_<type> (variant "matvec") and the generic matvec1_<type> (variant "matvec1", a second
-//     backend opened with FISH_VK_MATVEC=1's option) in the same run; bytes/s of WEIGHTS read,
-//     and pct_shader_copy = that / BM_VulkanShaderCopy's rate when it ran first.
+//   BM_VulkanMatvec: decode (n_tok 1, 2) of q4_k/fq3/q6_k/q8_0/q4_0, the f32 matvec_<type>
+//     (variant "fast"), the integer-dot matvec_idot_<type> over q8_1 activations (variant "idot",
+//     types that have one; the iteration's one quant_q8_1 dispatch included, shared by the copies
+//     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
+//     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
+//     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
+//     8B output head), and idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows
+//     N") for tuning; bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's
+//     rate (it runs first).
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -42,6 +47,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_span.h"
@@ -62,15 +68,18 @@ constexpr int64_t kDistinctRows = 512;
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
 double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
-// The generic-matvec backend (FISH_VK_MATVEC=1's option), opened on first use.
-vk::VulkanBackend* backend_matvec1() {
-  static vk::VulkanBackend* b = [] {
+// The backend decoding with FISH_VK_MATVEC mode `mode` and FISH_VK_IDOT_ROWS `rows` (0: the
+// environment's), opened on first use, leaked.
+vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows) {
+  static std::map<std::pair<vk::MatvecMode, uint32_t>, vk::VulkanBackend*> by_mode;
+  vk::VulkanBackend*& b = by_mode[{mode, rows}];
+  if (!b) {
     auto opt = vk::VulkanOptions::from_env();
-    if (opt.ok()) opt->matvec1 = true;
-    auto* be = new vk::VulkanBackend(opt);
-    (void)be->open();
-    return be;
-  }();
+    if (opt.ok()) opt->matvec = mode;
+    if (opt.ok() && rows > 0) opt->idot_rows = rows;
+    b = new vk::VulkanBackend(opt);
+    (void)b->open();
+  }
   return b;
 }
 
@@ -187,12 +196,14 @@ void BM_VulkanMatmul(benchmark::State& state) {
   state.SetLabel(std::string(type_name(t)));
 }
 
-// Args: type id, n_out, n_in, n_tok, variant (0: matvec_<type>, 1: matvec1_<type>).
+// Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), idot rows a
+// workgroup (0: the default).
 void BM_VulkanMatvec(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
-  const bool generic = state.range(4) != 0;
-  vk::VulkanBackend* b = generic ? backend_matvec1() : backend();
+  const auto mode = vk::MatvecMode(state.range(4));
+  const auto rows = uint32_t(state.range(5));
+  vk::VulkanBackend* b = backend_matvec(mode, rows);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -209,6 +220,12 @@ void BM_VulkanMatvec(benchmark::State& state) {
   std::vector<std::vector<float>> ys(r.handles.size(), std::vector<float>(size_t(n_tok * n_out)));
   std::vector<ComputeBackend::MatmulOp> ops;
   for (size_t i = 0; i < r.handles.size(); ++i) ops.push_back({r.handles[i], ys[i].data()});
+  // One untimed call first: the first use of a kernel (or of its specialisation) compiles the
+  // pipeline, ~0.3 s on the H200, which a 0.2 s MinTime would otherwise report as the rate.
+  if (const Status s = b->matmul_group(ops, x.data(), n_tok); !s.ok()) {
+    state.SkipWithError(s.error().message.c_str());
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     const Status s = b->matmul_group(ops, x.data(), n_tok);
@@ -225,7 +242,8 @@ void BM_VulkanMatvec(benchmark::State& state) {
   if (g_shader_copy_bytes_per_s > 0)
     state.counters["pct_shader_copy"] =
         100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
-  state.SetLabel(fmt::format("{} {}", type_name(t), generic ? "matvec1" : "matvec"));
+  state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode),
+                             rows > 0 ? fmt::format(" rows {}", rows) : ""));
 }
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
@@ -508,12 +526,26 @@ BENCHMARK(BM_VulkanPrefillAttention)
     ->Unit(benchmark::kMicrosecond);
 
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
+  using Shape = std::pair<int64_t, int64_t>;
+  const auto add = [&](GgmlType t, Shape s, int64_t n_tok) {
+    for (vk::MatvecMode m : {vk::MatvecMode::fast, vk::MatvecMode::idot, vk::MatvecMode::generic}) {
+      if (m == vk::MatvecMode::idot && !vk::has_idot_kernel(t)) continue;
+      if (m == vk::MatvecMode::generic && n_tok > 1) continue;
+      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0});
+    }
+  };
+  const auto rows = [&](GgmlType t, Shape s) {  // FISH_VK_IDOT_ROWS for tuning, n_tok 1
+    for (int64_t r : {2, 8, 16})
+      bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r});
+  };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
-    for (auto [n_out, n_in] :
-         {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
-      for (int64_t n_tok : {1, 2})
-        for (int64_t variant : {0, 1}) bm->Args({int64_t(t), n_out, n_in, n_tok, variant});
+    for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}})
+      for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
+  add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
+  add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
+  for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) rows(GgmlType::q4_k, s);
+  rows(GgmlType::q6_k, {4096, 14336});
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

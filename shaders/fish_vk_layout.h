@@ -10,6 +10,8 @@
 #define FISH_MATVEC_ROWS 4
 #define FISH_MATVEC_MAX_TOK 4
 
+#include "fish_vk_q8.h"  // the q8_1 activation layout of matvec_idot_<type>
+
 // copy_u4 (bandwidth reference): threads per workgroup of the grid-stride uvec4 copy.
 #define FISH_COPY_WG 256
 

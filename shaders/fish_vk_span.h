@@ -63,9 +63,10 @@ layout(push_constant) uniform SpanPush {
   FISH_U32 flags;         // rope: 1 = NeoX pairs
   float eps;              // rmsnorm epsilon
   float scale;            // attention: q.k multiplier
+  FISH_U32 q8_off;        // span_*rmsnorm_q8: ARENA floats to the q8_1 copy of C (fish_vk_q8.h)
 #ifdef __cplusplus
 };
-static_assert(sizeof(SpanPush) == 84, "push constants: 21 x 4 bytes");
+static_assert(sizeof(SpanPush) == 88, "push constants: 22 x 4 bytes");
 }  // namespace fish::vk
 #else
 } pc;

@@ -34,19 +34,8 @@ layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf2 { uvec2 w2[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 
-const uint kLo = 0x0F0F0F0Fu;
+#include "matvec_raw.glsl"
 
-// 4 bytes at an even byte offset from two words (16-bit funnel when not 4-aligned).
-uint funnel16(uint lo, uint hi, bool odd_half) {
-  return odd_half ? (lo >> 16u) | (hi << 16u) : lo;
-}
-// 8 bytes at an even byte offset.
-uvec2 ld64(uint byte_off) {
-  const uint i = byte_off >> 2u;
-  const bool odd = (byte_off & 2u) != 0u;
-  const uint a = w[i], b = w[i + 1u], c = w[i + 2u];
-  return uvec2(funnel16(a, b, odd), funnel16(b, c, odd));
-}
 // dot(the 4 bytes of q as unsigned integers, v). Bytes become floats by the 2^23 magic number
 // (bits 0x4B0000bb are 2^23 + bb exactly): integer ops and one exact subtraction per value,
 // where unpackUnorm4x8 / uint-to-float conversions run at a quarter of the FP32 rate on NVIDIA
@@ -55,24 +44,10 @@ float udot(uint q, vec4 v) {
   const uvec4 b = uvec4(q, q >> 8u, q >> 16u, q >> 24u) & 0xFFu;
   return dot(uintBitsToFloat(b | 0x4B000000u) - 8388608.0, v);
 }
-// Sign-extended int8 byte k (0..7) of two words.
-float sbyte(uvec2 p, uint k) {
-  const uint word = k < 4u ? p.x : p.y;
-  return float(int(word << (24u - 8u * (k & 3u))) >> 24);
-}
-
-// 6-bit scale and min of sub-block (group) s (ggml get_scale_min_k4) from a Q4_K-packed header
-// uvec4 (f16 d, f16 dmin, scales[12]): Q4_K, Q5_K and FQ3.
-uvec2 scale_min(uvec4 hdr, uint s) {
-  const uint sh = 8u * (s & 3u);
-  const uint a = hdr.y >> sh, b = hdr.z >> sh, h = hdr.w >> sh;
-  return s < 4u ? uvec2(a & 63u, b & 63u)
-                : uvec2((h & 15u) | ((a >> 2u) & 48u), ((h >> 4u) & 15u) | ((b >> 2u) & 48u));
-}
 
 // ---- per type: where a chunk's x values are (x_off: value index of vec4 j = 0..CHUNK_VEC4-1
-// of chunk c), its raw words (Raw, load_raw), and its dot with x (chunk_dot; xs[k] = sum of
-// vec4s 2k, 2k+1).
+// of chunk c), its raw words (Raw, load_raw: matvec_raw.glsl, which also describes the chunks;
+// here for FQ3 and f16), and its dot with x (chunk_dot; xs[k] = sum of vec4s 2k, 2k+1).
 #if defined(TYPE_FQ3)
 #define CHUNK_VEC4 16u
 #else
@@ -80,38 +55,9 @@ uvec2 scale_min(uvec4 hdr, uint s) {
 #endif
 #define CHUNK_SHIFT (CHUNK_VEC4 == 16u ? 6u : 5u)  // log2(values per chunk)
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
-// Q4_K 144-byte (9 x uvec4) / Q5_K 176-byte (11 x uvec4) super-blocks of 256, 16-aligned since
-// rows are whole super-blocks: uvec4 0 = f16 d, f16 dmin, scales[12]; (Q5_K: uvec4 1..2 =
-// qh[32]); then qs[128]. Chunk c16 = c & 7 is qs bytes 16 c16 .. +15 = pair cc = c16 / 2,
-// l0 = 16 (c16 & 1): low nibbles are values 64 cc + l0 + 0..15 (sub-block 2cc), high nibbles
-// 64 cc + 32 + l0 + 0..15 (sub-block 2cc + 1); Q5_K's 5th bits are bits 2cc, 2cc+1 of qh[l0 + i].
-#if defined(TYPE_Q4_K)
-#define SB_VEC4 9u
-#define QS_VEC4 1u
-#else
-#define SB_VEC4 11u
-#define QS_VEC4 3u
-#endif
 uint x_off(uint c, uint j) {
   const uint c16 = c & 7u;
   return 256u * (c >> 3u) + 64u * (c16 >> 1u) + 16u * (c16 & 1u) + 4u * (j & 3u) + 32u * (j >> 2u);
-}
-struct Raw {
-  uvec4 hdr;
-  uvec4 q;
-#if defined(TYPE_Q5_K)
-  uvec4 qh;
-#endif
-};
-Raw load_raw(uint row_byte, uint c) {
-  const uint sb = (row_byte >> 4u) + (c >> 3u) * SB_VEC4;
-  Raw r;
-  r.hdr = w4[sb];
-  r.q = w4[sb + QS_VEC4 + (c & 7u)];
-#if defined(TYPE_Q5_K)
-  r.qh = w4[sb + 1u + (c & 1u)];
-#endif
-  return r;
 }
 float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   const uint s0 = 2u * ((c & 7u) >> 1u);
@@ -119,45 +65,17 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   const vec2 dm = unpackHalf2x16(r.hdr.x);
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    uint ql = r.q[j] & kLo, qh = (r.q[j] >> 4u) & kLo;
-#if defined(TYPE_Q5_K)
-    ql |= ((r.qh[j] >> s0) & 0x01010101u) << 4u;
-    qh |= ((r.qh[j] >> (s0 + 1u)) & 0x01010101u) << 4u;
-#endif
-    lo += udot(ql, xv[j]);
-    hi += udot(qh, xv[4u + j]);
+    const uvec2 q = kq_codes(r, s0, j);
+    lo += udot(q.x, xv[j]);
+    hi += udot(q.y, xv[4u + j]);
   }
   return dm.x * (float(sm0.x) * lo + float(sm1.x) * hi) -
          dm.y * (float(sm0.y) * (xs[0] + xs[1]) + float(sm1.y) * (xs[2] + xs[3]));
 }
 #elif defined(TYPE_Q6_K)
-// 210-byte super-blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
-// 128h + 32k + l: low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 bits from
-// qh[32h + l] >> 2k, scale scales[8h + 2k + l/16]. Chunk c & 7 = 4h + g: columns l = 8g .. 8g+7
-// of half h for k = 0..3 (vec4 pair k): 3 x 8 code bytes + 8 scale bytes + d.
 uint x_off(uint c, uint j) {
   const uint u = c & 7u;
   return 256u * (c >> 3u) + 128u * (u >> 2u) + 32u * (j >> 1u) + 8u * (u & 3u) + 4u * (j & 1u);
-}
-struct Raw {
-  uvec2 ql0;  // ql[64h + 8g ..]: k = 0 (low nibbles), k = 2 (high)
-  uvec2 ql1;  // ql[64h + 32 + 8g ..]: k = 1, k = 3
-  uvec2 qh;   // qh[32h + 8g ..]
-  uvec2 sc;   // scales[8h .. 8h + 7]
-  uint d;     // the word holding d
-  uint g;
-};
-Raw load_raw(uint row_byte, uint c) {
-  const uint b = row_byte + (c >> 3u) * 210u;
-  const uint h = (c >> 2u) & 1u, g = c & 3u;
-  Raw r;
-  r.ql0 = ld64(b + 64u * h + 8u * g);
-  r.ql1 = ld64(b + 64u * h + 32u + 8u * g);
-  r.qh = ld64(b + 128u + 32u * h + 8u * g);
-  r.sc = ld64(b + 192u + 8u * h);
-  r.d = w[(b + 208u) >> 2u] >> (((b + 208u) & 2u) << 3u);
-  r.g = g;
-  return r;
 }
 float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   float s = 0.0;
@@ -172,30 +90,8 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   return unpackHalf2x16(r.d).x * s;
 }
 #elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
-// One block per chunk. Q8_0: 34 bytes, f16 d, int8 qs[32], value d q (codes read biased,
-// q + 128, as unsigned bytes). Q4_0: 18 bytes, f16 d, qs[16], value j < 16: low nibble of qs[j],
-// j >= 16: high nibble of qs[j - 16], d (q - 8). Blocks are 2-aligned: the words from the one
-// holding d are read and the codes funnelled by 16 bits when d sits in a word's low half.
-#if defined(TYPE_Q8_0)
-#define BLOCK_BYTES 34u
-#define CODE_WORDS 8u
-#else
-#define BLOCK_BYTES 18u
-#define CODE_WORDS 4u
-#endif
 uint x_off(uint c, uint j) {
   return 32u * c + 4u * j;
-}
-struct Raw {
-  uint wd[CODE_WORDS + 1u];
-  bool odd;  // d in the high half of wd[0]: codes are wd[1..] as they are
-};
-Raw load_raw(uint row_byte, uint c) {
-  const uint b = row_byte + c * BLOCK_BYTES;
-  Raw r;
-  [[unroll]] for (uint i = 0u; i <= CODE_WORDS; ++i) r.wd[i] = w[(b >> 2u) + i];
-  r.odd = (b & 2u) != 0u;
-  return r;
 }
 float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
   const float d = unpackHalf2x16(r.odd ? r.wd[0] >> 16u : r.wd[0]).x;
@@ -290,24 +186,20 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
 #error "matvec_fast.comp.glsl: TYPE_F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K or FQ3 (shaders/CMakeLists.txt)"
 #endif
 
-#define NACC (FISH_MATVEC_ROWS * FISH_MATVEC_MAX_TOK)
-#define SLOTS 32u                // subgroup partial sums per pass
-shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+#define ROWS FISH_MATVEC_ROWS  // rows a workgroup
+#define NACC (ROWS * FISH_MATVEC_MAX_TOK)
+#include "matvec_reduce.glsl"
 
 void main() {
-  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
-  if (group >= pc.n_groups) return;  // whole workgroup: no barrier is skipped by a part of it
-  const uint row0 = group * FISH_MATVEC_ROWS;
-  uint rb[FISH_MATVEC_ROWS];
-  [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
-    rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+  uint row0, rb[ROWS];
+  if (!workgroup_rows(row0, rb)) return;
 
   float acc[NACC];
   [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
   for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
-    Raw raw[FISH_MATVEC_ROWS];  // every row's loads issued before any use
-    [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r) raw[r] = load_raw(rb[r], c);
+    Raw raw[ROWS];  // every row's loads issued before any use
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
         vec4 xv[CHUNK_VEC4];
@@ -316,30 +208,11 @@ void main() {
         [[unroll]] for (uint j = 0u; j < CHUNK_VEC4; ++j) xv[j] = x[(xrow + x_off(c, j)) >> 2u];
         [[unroll]] for (uint k = 0u; k < CHUNK_VEC4 / 2u; ++k)
           xs[k] = dot(xv[2u * k] + xv[2u * k + 1u], vec4(1.0));
-        [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
           acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, xv, xs);
       }
     }
   }
 
-  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-    if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < FISH_MATVEC_ROWS; ++r)
-        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
-  const uint i = gl_LocalInvocationID.x;
-  float total = 0.0;
-  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
-    const uint slot = gl_SubgroupID - g0;
-    if (subgroupElect() && slot < SLOTS)
-      [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
-    barrier();
-    if (i < NACC)
-      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
-    barrier();
-  }
-  if (i < NACC) {
-    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
-    const uint t = i % FISH_MATVEC_MAX_TOK;
-    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
-  }
+  reduce_store(acc, row0);
 }

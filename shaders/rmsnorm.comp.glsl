@@ -12,10 +12,24 @@
 // use and kept in registers for the scaling pass; otherwise scalar loads (the same result).
 // Sum of squares in f32 (subgroupAdd + shared). CPU reference: rmsnorm() in kernels/ops.h
 // (GGUF already folds gemma's 1 + w into w).
+// Q8 (span_rmsnorm_q8) / Q8_ADD (span_add_rmsnorm_q8, with FUSE_ADD): the row (token r, one row a
+// token) is also written as q8_1 (fish_vk_q8.h, K = n, at ARENA float q8_off) for the integer-dot
+// matvecs that read it, quant_q8_1's rule (d = amax / 127, q = round(c / d)) on the f32 C this
+// op writes: the 8 vec4s of a 32-value block are 8 consecutive threads of one subgroup (clustered
+// max / add; subgroups of >= 8 lanes), so the span needs no quant_q8_1 dispatch for this input.
+// Needs the vec4 path (n a multiple of 32, offsets of 4) and n_tok <= FISH_Q8_MAX_TOK rows.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef Q8_ADD
+#define Q8
+#define FUSE_ADD
+#endif
+#ifdef Q8
+#extension GL_KHR_shader_subgroup_clustered : require
+#endif
+#include "fish_vk_q8.h"
 #include "fish_vk_span.h"
 #include "span_common.glsl"
 // vec4 views of the same ARENA / PARAMS bindings (indices in vec4s).
@@ -29,6 +43,13 @@ layout(std430, binding = FISH_SPAN_PARAMS) readonly buffer ParamsBuf4 { vec4 par
 #define NC FISH_SPAN_NORM_CACHE
 layout(local_size_x = WG) in;
 shared float partial[WG];
+#ifdef Q8
+layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint arenau[]; };
+#define Q8_WORDS arenau
+#define Q8_FLOATS arena
+#define Q8_BASE pc.q8_off
+#include "q8_1_store.glsl"
+#endif
 
 // Sum over the workgroup; every thread gets the result.
 float wg_sum(float v) {
@@ -84,10 +105,21 @@ void main() {
     const float s = 1.0 / sqrt(wg_sum(ss) / float(pc.n) + pc.eps);
     [[unroll]] for (uint k = 0u; k < NC; ++k) {
       const uint i = tid + k * WG;
-      if (i < n4) arena4[c4 + i] = x[k] * s * params4[w4 + i];
+      if (i < n4) {
+        const vec4 o = x[k] * s * params4[w4 + i];
+        arena4[c4 + i] = o;
+#ifdef Q8
+        q8_store(pc.n, r, i, o);  // a block's 8 lanes are all in or all out (n4 % 8 == 0)
+#endif
+      }
     }
-    for (uint i = tid + NC * WG; i < n4; i += WG)
-      arena4[c4 + i] = arena4[a4 + i] * s * params4[w4 + i];
+    for (uint i = tid + NC * WG; i < n4; i += WG) {
+      const vec4 o = arena4[a4 + i] * s * params4[w4 + i];
+      arena4[c4 + i] = o;
+#ifdef Q8
+      q8_store(pc.n, r, i, o);
+#endif
+    }
     return;
   }
   float ss = 0.0;

@@ -5,16 +5,75 @@
 
 #include <fmt/format.h>
 
+#include "engine/vulkan/vulkan_device.h"
+#include "engine/vulkan/vulkan_shaders.h"
+
 namespace fish::vk {
 
-std::string matmul_module(GgmlType type, int64_t n_tok, bool generic) {
-  const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
-  return fmt::format("{}_{}", vec ? (generic ? "matvec1" : "matvec") : "matmul", type_name(type));
+static_assert(FISH_Q8_MAX_TOK == FISH_MATVEC_MAX_TOK, "shaders/fish_vk_q8.h");
+
+bool has_idot_kernel(GgmlType type) {
+  return !embedded_shader(fmt::format("matvec_idot_{}", type_name(type))).empty();
+}
+
+MatvecKernel matvec_kernel(GgmlType type, MatvecMode mode, const DeviceFeatures& f) {
+  // quant_q8_1 and the fused norms round a 32-value block in 8 lanes of one subgroup.
+  const bool idot = has_idot_kernel(type) && f.subgroup_min >= 8;
+  switch (mode) {
+    case MatvecMode::generic:
+      return MatvecKernel::generic;
+    case MatvecMode::fast:
+      return MatvecKernel::fast;
+    case MatvecMode::idot:
+      return f.integer_dot && idot ? MatvecKernel::idot : MatvecKernel::fast;
+    case MatvecMode::automatic:
+      break;
+  }
+  return f.integer_dot_4x8_fast && idot ? MatvecKernel::idot : MatvecKernel::fast;
+}
+
+const char* matvec_kernel_name(MatvecKernel k) {
+  return k == MatvecKernel::idot ? "idot" : k == MatvecKernel::fast ? "fast" : "generic";
+}
+
+std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
+  if (n_tok > FISH_MATVEC_MAX_TOK) return fmt::format("matmul_{}", type_name(type));
+  const char* op = k == MatvecKernel::idot   ? "matvec_idot"
+                   : k == MatvecKernel::fast ? "matvec"
+                                             : "matvec1";
+  return fmt::format("{}_{}", op, type_name(type));
+}
+
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows) {
+  PipelineSpec s;
+  s.module = matmul_module(type, n_tok, k);
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows};
+  return s;
+}
+
+uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows) {
+  return k == MatvecKernel::idot ? idot_rows : FISH_MATVEC_ROWS;
+}
+
+uint64_t q8_bytes(uint32_t k) {
+  return uint64_t(FISH_Q8_BYTES(uint64_t(k)));
+}
+
+MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride) {
+  MatmulPush pc{};
+  pc.n_in = k;
+  pc.n_tok = n_tok;
+  pc.x_stride = x_stride;
+  return pc;
+}
+
+uint32_t quant_groups(uint32_t k, uint32_t n_tok) {
+  return (n_tok * (k / 4) + FISH_Q8_WG - 1) / FISH_Q8_WG;  // one vec4 a thread
 }
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
-                       uint32_t max_groups_x, const CoopmatTile* cm) {
+                       uint32_t max_groups_x, const CoopmatTile* cm, uint32_t vec_rows) {
   MatmulGrid g;
   g.pc.n_in = w.n_in_pad;
   g.pc.n_out = part.n_rows;
@@ -23,8 +82,8 @@ MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, ui
   g.pc.x_stride = x_stride;
   g.pc.y_stride = y_stride;
   g.pc.y_offset = y_offset;
-  if (n_tok <= FISH_MATVEC_MAX_TOK) {  // FISH_MATVEC_ROWS rows a workgroup, 2-D past the limit
-    g.pc.n_groups = (part.n_rows + FISH_MATVEC_ROWS - 1) / FISH_MATVEC_ROWS;
+  if (n_tok <= FISH_MATVEC_MAX_TOK) {  // vec_rows rows a workgroup, 2-D past the limit
+    g.pc.n_groups = (part.n_rows + vec_rows - 1) / vec_rows;
     g.pc.groups_x = std::min(g.pc.n_groups, max_groups_x);
     g.gx = g.pc.groups_x;
     g.gy = (g.pc.n_groups + g.gx - 1) / g.gx;

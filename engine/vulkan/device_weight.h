@@ -31,19 +31,42 @@ struct DeviceWeight {
   uint64_t bytes = 0;  // device bytes of all parts
 };
 
-// The module of a matmul over n_tok tokens: matvec_<type> (decode, n_tok <= FISH_MATVEC_MAX_TOK;
-// matvec1_<type>, the generic kernel, with `generic`: FISH_VK_MATVEC=1) or matmul_<type>.
-std::string matmul_module(GgmlType type, int64_t n_tok, bool generic);
+// The decode kernel family of one weight type (FISH_VK_MATVEC, vulkan_options.h): idot
+// (matvec_idot_<type> over q8_1 activations, quant_q8_1 first), fast (matvec_<type>, f32) or
+// generic (matvec1_<type>).
+enum class MatvecKernel { idot, fast, generic };
+// FISH_VK_MATVEC's rule: generic / fast as asked; idot where the type has a matvec_idot_ kernel,
+// subgroups have >= 8 lanes (the q8_1 rounding's clusters) and the device has integer dot
+// products (mode idot) or accelerated 4x8-bit ones (automatic); fast otherwise.
+MatvecKernel matvec_kernel(GgmlType type, MatvecMode mode, const DeviceFeatures& f);
+const char* matvec_kernel_name(MatvecKernel k);  // "idot", "fast", "generic"
+bool has_idot_kernel(GgmlType type);
+
+// The module of a matmul over n_tok tokens: the decode kernel `k` names for n_tok <=
+// FISH_MATVEC_MAX_TOK (matvec_idot_<type>, matvec_<type>, matvec1_<type>), else matmul_<type>.
+std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
+// Its pipeline: matvec_idot_ specialised to idot_rows rows a workgroup (FISH_VK_IDOT_ROWS).
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows);
+// Rows a workgroup of decode kernel k (matmul_grid's vec_rows).
+uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows);
+
+// Bytes of the q8_1 activations of FISH_MATVEC_MAX_TOK tokens of K values (FISH_Q8_BYTES), and
+// the quant_q8_1 dispatch that writes them from x rows x_stride floats apart.
+uint64_t q8_bytes(uint32_t k);
+MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride);
+uint32_t quant_groups(uint32_t k, uint32_t n_tok);
 
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
 // apart with the part's row 0 at y_offset (floats from the Y binding's start). With a
-// cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens.
+// cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens; a
+// matvec's workgroups hold vec_rows rows (matvec_rows).
 struct MatmulGrid {
   MatmulPush pc{};
   uint32_t gx = 1, gy = 1;
 };
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
-                       uint32_t max_groups_x, const CoopmatTile* cm = nullptr);
+                       uint32_t max_groups_x, const CoopmatTile* cm = nullptr,
+                       uint32_t vec_rows = FISH_MATVEC_ROWS);
 
 }  // namespace fish::vk

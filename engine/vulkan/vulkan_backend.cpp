@@ -66,10 +66,20 @@ struct VulkanBackend::Impl {
   // buffers inside the submit, so kernels never read or write across the bus (every workgroup
   // reads all of x).
   Buffer x_host, x_dev, y_host, y_dev;
+  Buffer xq_dev;        // x as q8_1 (quant_q8_1) for the matvec_idot_ kernels
   Commands cmds;        // matmul and upload submits
   DescriptorPool sets;  // matmul_group's sets, reset per submit
   void free_scratch() {
-    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev}) ctx->free(*b);
+    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev}) ctx->free(*b);
+  }
+  MatvecKernel decode_kernel(GgmlType t) const {
+    return matvec_kernel(t, opt->matvec, ctx->features());
+  }
+  bool any_idot(std::span<const DeviceWeight* const> ws, int64_t n_tok) const {
+    if (n_tok > FISH_MATVEC_MAX_TOK) return false;
+    return std::any_of(ws.begin(), ws.end(), [&](const DeviceWeight* w) {
+      return decode_kernel(w->type) == MatvecKernel::idot;
+    });
   }
 
   explicit Impl(Result<VulkanOptions> o) : opt(std::move(o)) {}
@@ -139,6 +149,15 @@ Status VulkanBackend::Impl::open_locked(VulkanBackend* self) {
     return Error{error};
   }
   ctx = std::move(c).value();
+  if (opt->matvec == MatvecMode::idot && !ctx->features().integer_dot) {
+    const std::string why = fmt::format(
+        "FISH_VK_MATVEC=idot: {} has no integer dot product (VK_KHR_shader_integer_dot_product; "
+        "features: {})",
+        ctx->device().props.deviceName, ctx->features().describe());
+    ctx.reset();
+    fail(self, why);
+    return Error{error};
+  }
   // A lost device (a failed or timed-out submit, here or in a span) turns the backend off.
   ctx->set_on_lost([this, self](const std::string& why) { fail(self, why); });
   Status s = [&]() -> Status {
@@ -235,6 +254,11 @@ std::string VulkanBackend::describe() const {
     s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
                      m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
   }
+  // The decode kernel of q4_k (the common type) under FISH_VK_MATVEC's rule, and its setting.
+  s += fmt::format(
+      "; decode matvec {} (FISH_VK_MATVEC {})",
+      matvec_kernel_name(matvec_kernel(GgmlType::q4_k, m.opt->matvec, m.ctx->features())),
+      matvec_mode_name(m.opt->matvec));
   return s;
 }
 
@@ -520,6 +544,9 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
                           Memory::device, "matmul output"));
 
+  if (any_idot(ws, n_tok))
+    FISH_TRY(ensure_scratch(xq_dev, q8_bytes(x_stride), VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                            Memory::device, "matmul input q8_1"));
   FISH_TRY(sets.reset());
   FISH_TRY(cmds.begin());
   cmds.copy(x_host, 0, x_dev, 0, x_bytes);
@@ -536,11 +563,26 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
   return Status::success();
 }
 
-// One dispatch per weight part: W the part, X all of x_dev, Y the op's region of y_dev.
+// One dispatch per weight part: W the part, X all of x_dev (matvec_idot_: xq_dev, written by one
+// quant_q8_1 dispatch first), Y the op's region of y_dev.
 Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> ws,
                                            std::span<const uint64_t> y_off, int64_t n_tok,
                                            char kernel) {
   uint32_t n_sets = 0;
+  if (any_idot(ws, n_tok)) {
+    FISH_ASSIGN_OR_RETURN(const Pipeline q, ctx->pipeline("quant_q8_1"));
+    const BufferRange r[3] = {{x_dev.buf, 0, VK_WHOLE_SIZE},  // W: not read
+                              {x_dev.buf, 0, VK_WHOLE_SIZE},
+                              {xq_dev.buf, 0, VK_WHOLE_SIZE}};
+    FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(q, r));
+    ++n_sets;
+    const uint32_t k = ws[0]->n_in_pad;
+    const MatmulPush pc = quant_push(k, uint32_t(n_tok), k);
+    cmds.bind(q, set);
+    cmds.push(q, &pc, sizeof pc);
+    cmds.dispatch(quant_groups(k, uint32_t(n_tok)), 1);
+    cmds.barrier(Sync::compute, Sync::compute);
+  }
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
     const CoopmatTile* cm = kernel == 't' ? nullptr : ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
@@ -550,18 +592,21 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
         if (t.name == kernel) cm = &t;
       if (!cm) return make_error("vulkan: no cooperative-matrix tile '{}' on this device", kernel);
     }
+    const MatvecKernel mk = decode_kernel(w.type);
+    const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
     FISH_ASSIGN_OR_RETURN(const Pipeline p,
                           cm ? ctx->coopmat_pipeline(w.type, *cm)
-                             : ctx->pipeline(matmul_module(w.type, n_tok, opt->matvec1)));
+                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows)));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
       const BufferRange r[3] = {{part.buf.buf, 0, VK_WHOLE_SIZE},
-                                {x_dev.buf, 0, VK_WHOLE_SIZE},
+                                {q8 ? xq_dev.buf : x_dev.buf, 0, VK_WHOLE_SIZE},
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
       const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm);
+                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm,
+                                       matvec_rows(mk, opt->idot_rows));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);

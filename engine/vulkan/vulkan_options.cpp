@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/env_knobs.h"
+#include "fish_vk_layout.h"
 #include "fish_vk_span.h"
 #include "kernels/requant.h"
 
@@ -13,10 +14,25 @@ bool gpu_disabled_by(const char* v) {
   return v != nullptr && is_off_word(v);
 }
 
+const char* matvec_mode_name(MatvecMode m) {
+  switch (m) {
+    case MatvecMode::idot:
+      return "idot";
+    case MatvecMode::fast:
+      return "fast";
+    case MatvecMode::generic:
+      return "generic";
+    case MatvecMode::automatic:
+      break;
+  }
+  return "auto";
+}
+
 Result<VulkanOptions> VulkanOptions::from_env() {
   // Every knob goes through the one table, so a value it does not list is an error naming the
   // variable and its allowed values (and the backend reports it as the reason it is off).
   static_assert(FISH_SPAN_ATTN_MAX_SPLIT == 64, "FISH_VK_ATTN_SPLIT's row in base/env_knobs.cpp");
+  static_assert(FISH_MATVEC_ROWS == 4, "VulkanOptions::idot_rows' default");
   VulkanOptions o;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> gpu, env_word("FISH_GPU"));
   o.enabled = !(gpu && is_off_word(*gpu));
@@ -28,7 +44,13 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.validate, env_switch("FISH_VK_VALIDATE", false));
   FISH_ASSIGN_OR_RETURN(o.verbose, env_switch("FISH_GPU_VERBOSE", false));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> matvec, env_word("FISH_VK_MATVEC"));
-  o.matvec1 = matvec && *matvec == "1";
+  if (matvec) {  // the table admits only these words
+    if (*matvec == "idot") o.matvec = MatvecMode::idot;
+    if (*matvec == "fast") o.matvec = MatvecMode::fast;
+    if (*matvec == "generic" || *matvec == "1") o.matvec = MatvecMode::generic;
+  }
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows, env_word("FISH_VK_IDOT_ROWS"));
+  if (rows) o.idot_rows = uint32_t(std::stoul(*rows));  // one of the row's words: 1..16
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));

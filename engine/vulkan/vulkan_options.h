@@ -7,8 +7,15 @@
 //   FISH_VK_VALIDATE=1        add VK_LAYER_KHRONOS_validation when installed
 //   FISH_GPU_VERBOSE=1        print why the backend is off / which device it opened to stderr
 //   FISH_VRAM_BUDGET_MB=<n>   FISH's own ceiling on device memory (default 85% of free at open)
-//   FISH_VK_MATVEC=1          decode with the generic matvec1_<type> kernels instead of the
-//                             bandwidth-bound matvec_<type> (old vs new side by side; 0: default)
+//   FISH_VK_MATVEC=auto|idot|fast|generic|0|1  the decode matvec (n_tok <= FISH_MATVEC_MAX_TOK):
+//                             auto (default; 0 too) matvec_idot_<type> (integer dot products on
+//                             q8_1 activations) where the device's packed 4x8-bit dot is
+//                             accelerated and the type has one, else matvec_<type>; idot the
+//                             integer-dot kernels wherever the type has one (opening fails on a
+//                             device without VK_KHR_shader_integer_dot_product); fast the f32
+//                             matvec_<type>; generic (1 too) the reference matvec1_<type>
+//   FISH_VK_IDOT_ROWS=1|2|4|8|16  rows per workgroup of matvec_idot_<type> (its specialisation
+//                             constant; default FISH_MATVEC_ROWS = 4): a tuning knob
 //   FISH_VK_ATTN_SPLIT=auto|0|N  span attention in KV splits (split-K): auto (default)
 //                             attention_splits' rule for short query batches (vulkan_span.h); 0
 //                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
@@ -41,6 +48,10 @@
 
 namespace fish::vk {
 
+// FISH_VK_MATVEC (device_weight.h's matvec_kernel applies it per weight type).
+enum class MatvecMode { automatic, idot, fast, generic };
+const char* matvec_mode_name(MatvecMode m);  // "auto", "idot", "fast", "generic"
+
 struct VulkanOptions {
   bool enabled = true;                   // FISH_GPU is not 0/off/false/no
   bool allow_cpu = false;                // FISH_GPU=cpu
@@ -49,13 +60,15 @@ struct VulkanOptions {
   bool validate = false;                 // FISH_VK_VALIDATE=1
   bool verbose = false;                  // FISH_GPU_VERBOSE=1
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
-  bool matvec1 = false;                  // FISH_VK_MATVEC=1: matvec1_<type> kernels
-  int attn_split = -1;                   // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int coopmat = -1;                      // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
-  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;      // FISH_VK_FAULT
+  // FISH_VK_MATVEC: the decode kernel family
+  MatvecMode matvec = MatvecMode::automatic;
+  uint32_t idot_rows = 4;  // FISH_VK_IDOT_ROWS (FISH_MATVEC_ROWS)
+  int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  char coopmat_tile = 0;   // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule
+  int requant = 0;         // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;    // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;       // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

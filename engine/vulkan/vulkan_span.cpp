@@ -83,6 +83,7 @@ void VulkanSpan::layout_arena() {
   off_att_ = region(uint64_t(kChunk * Q));
   off_tmp_ = region(uint64_t(kChunk * E));
   off_gu_ = region(uint64_t(kChunk * 2 * F));
+  off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   arena_bytes_ = cur * 4 + 16;
@@ -155,7 +156,7 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
 Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weights,
                                 WeightHandle wh, int64_t expect_out, int64_t expect_in,
                                 uint32_t x_region, uint32_t x_stride, uint32_t y_off,
-                                uint32_t y_stride, std::vector<MatmulStep>* out) {
+                                uint32_t y_stride, MatmulGroup* out) {
   auto it = weights.find(wh);
   if (wh == 0 || it == weights.end())
     return make_error("span: a layer matrix is not resident on the device");
@@ -165,10 +166,13 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                       w.n_in_pad, expect_out, expect_in);
   MatmulStep st;
   st.w = &w;
-  // FISH_VK_MATVEC=1 (the generic decode kernels, for A/B runs) applies to spans too.
-  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_module(w.type, 1, ctx_.options().matvec1)));
+  // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
+  const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
+  FISH_ASSIGN_OR_RETURN(st.vec,
+                        ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options().idot_rows)));
+  st.vec_rows = matvec_rows(mk, ctx_.options().idot_rows);
   FISH_ASSIGN_OR_RETURN(st.tiled,
-                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, false)));
+                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
     FISH_ASSIGN_OR_RETURN(Pipeline p, ctx_.coopmat_pipeline(w.type, t));
     st.cm.push_back(p);
@@ -182,7 +186,23 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                               {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
                               {arena_.buf, 0, VK_WHOLE_SIZE}};
     FISH_ASSIGN_OR_RETURN(st.set, pool_.allocate(st.vec, r));
-    out->push_back(st);
+    st.vec_set = st.set;
+    if (mk == MatvecKernel::idot) {
+      const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}, r[2]};
+      FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
+    }
+    out->steps.push_back(st);
+  }
+  out->k = uint32_t(expect_in);
+  out->x_stride = x_stride;
+  if (mk == MatvecKernel::idot && !out->quant_set) {
+    if (!quant_.pipe) {
+      FISH_ASSIGN_OR_RETURN(quant_, ctx_.pipeline("quant_q8_1"));
+    }
+    const BufferRange rq[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
+                               {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
+                               {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}};
+    FISH_ASSIGN_OR_RETURN(out->quant_set, pool_.allocate(quant_, rq));
   }
   return Status::success();
 }
@@ -195,8 +215,9 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       auto it = weights.find(w);
       if (w == 0 || it == weights.end())
         return make_error("span: a layer matrix is not resident on the device");
-      n_sets += uint32_t(it->second.parts.size());
+      n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
     }
+  n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
   FISH_ASSIGN_OR_RETURN(pool_, DescriptorPool::create(ctx_, n_sets, 3 * n_sets));
   for (size_t i = 0; i < d_.layers.size(); ++i) {
     const SpanDesc::Layer& l = d_.layers[i];
@@ -280,12 +301,17 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(upload_params(prm));
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
+  // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded).
+  if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
+    FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
+    FISH_ASSIGN_OR_RETURN(ops_.add_rmsnorm_q8, ctx_.pipeline("span_add_rmsnorm_q8"));
+  }
   FISH_ASSIGN_OR_RETURN(
       ops_set_, pool_.allocate(ops_.rmsnorm, std::vector<BufferRange>{
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
     const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
-    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 20 + 2);
+    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2);  // <= 19 stages a layer
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));

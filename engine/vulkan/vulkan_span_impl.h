@@ -18,23 +18,35 @@
 namespace fish::vk {
 
 // Profile stages (FISH_GPU_PROFILE=2).
-enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kNumStages };
+// kQuant: quant_q8_1, the integer-dot matvecs' activation rounding (FISH_VK_MATVEC idot).
+enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kQuant, kNumStages };
 inline constexpr const char* kStageNames[kNumStages] = {
-    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE"};
+    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE", "q8_1"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;       // matvec_<type> (or matvec1_), matmul_<type>
+  Pipeline vec, tiled;       // the decode kernel (FISH_VK_MATVEC's rule), matmul_<type>
   std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
+  VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
+  uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
+};
+
+// The matmuls of one input (q/k/v, gate/up, wo, down) and, when one of them decodes with
+// matvec_idot_, the quant_q8_1 dispatch that writes their input to ARENA's q8_1 region first
+// (shared by the group's steps).
+struct MatmulGroup {
+  std::vector<MatmulStep> steps;
+  VkDescriptorSet quant_set = VK_NULL_HANDLE;  // null: no step decodes with idot
+  uint32_t k = 0, x_stride = 0;                // the input's values per token and row stride
 };
 
 struct LayerState {
   const LayerWeights* w = nullptr;
-  std::vector<MatmulStep> qkv, wo, gate_up, down;
+  MatmulGroup qkv, wo, gate_up, down;
   uint32_t attn_norm = 0, ffn_norm = 0;            // PARAMS offsets (floats)
   uint32_t q_norm = 0, k_norm = 0;                 // per-head norms, when present
   uint32_t post_attn = 0, post_ffn = 0, bias = 0;  // gemma3 norms, qwen2 bq|bk|bv
@@ -47,6 +59,9 @@ struct LayerState {
 struct SpanOps {
   Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
       attention_combine, attention_flash, add, bias, act;
+  // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
+  // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
+  Pipeline rmsnorm_q8, add_rmsnorm_q8;
 };
 
 class VulkanSpan final : public LayerSpan {
@@ -89,7 +104,7 @@ class VulkanSpan final : public LayerSpan {
   Status upload_params(const std::vector<float>& prm);
   Status build_matmul(const std::map<WeightHandle, DeviceWeight>& weights, WeightHandle wh,
                       int64_t expect_out, int64_t expect_in, uint32_t x_region, uint32_t x_stride,
-                      uint32_t y_off, uint32_t y_stride, std::vector<MatmulStep>* out);
+                      uint32_t y_off, uint32_t y_stride, MatmulGroup* out);
   Status build_layer_matmuls(const std::map<WeightHandle, DeviceWeight>& weights);
   Status load_ops();
   Status reserve_locked(int64_t n);
@@ -101,7 +116,10 @@ class VulkanSpan final : public LayerSpan {
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();
-  void matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok);
+  // quantized: the group's q8_1 input was written by the norm before it (no quant_q8_1 here).
+  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false);
+  // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
+  bool fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const;
   void barrier();
   void stage_done(Stage s);
   SpanPush norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
@@ -116,6 +134,7 @@ class VulkanSpan final : public LayerSpan {
   int64_t chunk_ = FISH_SPAN_CHUNK;  // layout_arena()
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
+  uint32_t off_q8_ = 0;      // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
   uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim
@@ -123,6 +142,8 @@ class VulkanSpan final : public LayerSpan {
   DescriptorPool pool_;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
+  bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
   // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -37,16 +37,30 @@ void VulkanSpan::op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t
   cmds_.dispatch(gx, gy, gz);
 }
 
-void VulkanSpan::matmuls(const std::vector<MatmulStep>& steps, uint32_t n_tok) {
+bool VulkanSpan::fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const {
+  if (!g.quant_set || !ops_.rmsnorm_q8.pipe || n > FISH_MATVEC_MAX_TOK) return false;
+  pc->q8_off = off_q8_;
+  return true;
+}
+
+void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
-  for (const MatmulStep& st : steps) {
+  if (vec && group.quant_set && !quantized) {  // the group's input as q8_1 for its idot steps
+    const MatmulPush pc = quant_push(group.k, n_tok, group.x_stride);
+    cmds_.bind(quant_, group.quant_set);
+    cmds_.push(quant_, &pc, sizeof pc);
+    cmds_.dispatch(quant_groups(group.k, n_tok), 1);
+    barrier();
+    stage_done(kQuant);
+  }
+  for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
-                                     ctx_.limits().maxComputeWorkGroupCount[0], cm);
+                                     ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
     const Pipeline& p = vec  ? st.vec
                         : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                              : st.tiled;
-    cmds_.bind(p, st.set);
+    cmds_.bind(p, vec ? st.vec_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
   }
@@ -73,7 +87,7 @@ SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, ui
 void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) {
   const uint32_t Q = uint32_t(p_.q_dim()), KV = uint32_t(p_.kv_dim()), hd = uint32_t(p_.head_dim);
   const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);
-  matmuls(L.qkv, n);
+  matmuls(L.qkv, n, next_qkv_q8_);
   barrier();
   stage_done(kMatvec);
   bind_ops();
@@ -174,13 +188,17 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
 // wo, the residual add and ffn norm, gate/up, act*mul, down, the closing residual add.
 void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   const uint32_t E = uint32_t(p_.n_embd), F = uint32_t(p_.n_ff);
-  auto add_rmsnorm = [&](uint32_t w) {  // x += tmp; xn = rmsnorm(x) * w
+  // x += tmp; xn = rmsnorm(x) * w (and its q8_1 copy when `next`, xn's consumer, decodes with
+  // idot); returns whether the copy was written.
+  auto add_rmsnorm = [&](uint32_t w, const MatmulGroup& next) {
     SpanPush pc = norm_push(n, x_off, E, off_xn_, E, w);
     pc.b_off = off_tmp_;
     pc.b_stride = E;
-    op(ops_.add_rmsnorm, pc, n, 1);
+    const bool q8 = fuse_q8(next, n, &pc);
+    op(q8 ? ops_.add_rmsnorm_q8 : ops_.add_rmsnorm, pc, n, 1);
     barrier();
     stage_done(kRmsnorm);
+    return q8;
   };
   auto post_norm = [&](uint32_t w) {  // tmp = rmsnorm(tmp) * w (gemma3)
     op(ops_.rmsnorm, norm_push(n, off_tmp_, E, off_tmp_, E, w), n, 1);
@@ -192,8 +210,8 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   stage_done(kMatvec);
   bind_ops();
   if (L.has_post) post_norm(L.post_attn);
-  add_rmsnorm(L.ffn_norm);
-  matmuls(L.gate_up, n);
+  const bool gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
+  matmuls(L.gate_up, n, gu_q8);
   barrier();
   stage_done(kMatvec);
   bind_ops();
@@ -214,7 +232,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   bind_ops();
   if (L.has_post) post_norm(L.post_ffn);
   if (&L != &layers_.back()) {  // the next layer's xn comes from this fused add
-    add_rmsnorm((&L + 1)->attn_norm);
+    next_qkv_q8_ = add_rmsnorm((&L + 1)->attn_norm, (&L + 1)->qkv);
   } else {  // x += tmp
     SpanPush pc{};
     pc.n = E;
@@ -237,7 +255,9 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   for (const LayerState& L : layers_) {
     bind_ops();
     if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add
-      op(ops_.rmsnorm, norm_push(n, x_off, E, off_xn_, E, L.attn_norm), n, 1);
+      SpanPush pc = norm_push(n, x_off, E, off_xn_, E, L.attn_norm);
+      next_qkv_q8_ = fuse_q8(L.qkv, n, &pc);
+      op(next_qkv_q8_ ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, n, 1);
       barrier();
       stage_done(kRmsnorm);
     }

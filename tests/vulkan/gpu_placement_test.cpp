@@ -38,7 +38,12 @@ std::unique_ptr<vk::VulkanBackend> backend_with_budget(const char* budget_mb) {
     setenv("FISH_VRAM_BUDGET_MB", budget_mb, 1);
   else
     unsetenv("FISH_VRAM_BUDGET_MB");
-  auto b = std::make_unique<vk::VulkanBackend>(vk::VulkanOptions::from_env());
+  // The f32 decode kernels under any FISH_VK_MATVEC or auto rule: these tests' bounds against
+  // the CPU f32 engine are f32 arithmetic's; the integer-dot kernels round x to q8_1 and are
+  // checked against their own bound in vulkan_matvec_idot_test.cpp.
+  auto opt = vk::VulkanOptions::from_env();
+  if (opt.ok()) opt->matvec = vk::MatvecMode::fast;
+  auto b = std::make_unique<vk::VulkanBackend>(opt);
   unsetenv("FISH_VRAM_BUDGET_MB");
   const Status s = b->open();
   EXPECT_TRUE(s.ok()) << s.error().message;

@@ -72,7 +72,7 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
     ScopedEnv e("FISH_VK_MATVEC", "1");
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_TRUE(o->matvec1);
+    EXPECT_EQ(o->matvec, vk::MatvecMode::generic);
   }
   for (auto [value, want] : {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"7", 7}}) {
     ScopedEnv e("FISH_VK_ATTN_SPLIT", value);
@@ -90,14 +90,14 @@ TEST(VulkanOptions, MalformedValuesAreErrorsNamingTheVariable) {
   }
   {
     ScopedEnv a("FISH_GPU", "cpu"), b("FISH_GPU_DEVICE", "2"), c("FISH_VRAM_BUDGET_MB", "300"),
-        d("FISH_VK_QUEUE", "universal");
+        d("FISH_VK_QUEUE", "universal"), e("FISH_VK_MATVEC", nullptr);
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_TRUE(o->allow_cpu);
     EXPECT_EQ(o->device, 2u);
     EXPECT_EQ(o->budget_bytes, uint64_t(300) << 20);
     EXPECT_TRUE(o->universal_queue);
-    EXPECT_FALSE(o->matvec1);
+    EXPECT_EQ(o->matvec, vk::MatvecMode::automatic);
     EXPECT_EQ(o->attn_split, -1);
   }
 }

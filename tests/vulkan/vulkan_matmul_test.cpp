@@ -27,6 +27,10 @@ class VulkanMatmul : public ::testing::Test {
   static void SetUpTestSuite() {
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok()) << opt.error().message;
+    // The f32 decode kernels, whatever FISH_VK_MATVEC or the device's auto rule says: the bound
+    // here is f32 arithmetic's; the integer-dot kernels round x to q8_1 and have their own
+    // (vulkan_matvec_idot_test.cpp).
+    opt->matvec = vk::MatvecMode::fast;
     backend_ = new vk::VulkanBackend(opt);
   }
   static void TearDownTestSuite() {
@@ -98,7 +102,8 @@ TEST_F(VulkanMatmul, SingleRowAndSingleBlock) {
 TEST_F(VulkanMatmul, WeightSplitIntoPartsMatchesCpuReference) {
   auto opt = vk::VulkanOptions::from_env();
   ASSERT_TRUE(opt.ok());
-  opt->max_part_bytes = 10000;  // a few rows per storage buffer
+  opt->max_part_bytes = 10000;         // a few rows per storage buffer
+  opt->matvec = vk::MatvecMode::fast;  // the f32 bound (SetUpTestSuite)
   vk::VulkanBackend small_parts(opt);
   std::mt19937 rng(3);
   for (GgmlType t : {GgmlType::q6_k, GgmlType::q4_0, GgmlType::f16}) {
@@ -152,8 +157,9 @@ TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
 // The decode kernels (n_tok 1..FISH_MATVEC_MAX_TOK) on K of one block, a few blocks, and more
 // chunks than a workgroup has threads (the chunk loop wraps with idle threads; matvec_fast's
 // chunks are 32 values, fq3's 64), rows not a multiple of FISH_MATVEC_ROWS: matvec_<type>
-// (matvec_fast for the bandwidth-bound types, fq3 included) by default, matvec1_<type> with
-// FISH_VK_MATVEC=1 (options.matvec1).
+// (matvec_fast for the bandwidth-bound types, fq3 included) with FISH_VK_MATVEC=fast,
+// matvec1_<type> with FISH_VK_MATVEC=1 (generic); the integer-dot kernels, whose bound is their
+// activation rounding, are vulkan_matvec_idot_test.cpp's.
 void check_matvec_kernels(vk::VulkanBackend& backend) {
   std::mt19937 rng(19);
   for (GgmlType t : kTypes) {
@@ -179,13 +185,13 @@ void check_matvec_kernels(vk::VulkanBackend& backend) {
 }
 
 TEST_F(VulkanMatmul, MatvecKernelsMatchCpuReferenceAtEveryTokenCount) {
-  check_matvec_kernels(*backend_);
+  check_matvec_kernels(*backend_);  // FISH_VK_MATVEC=fast (SetUpTestSuite)
 }
 
 TEST_F(VulkanMatmul, GenericMatvec1KernelsMatchCpuReferenceAtEveryTokenCount) {
   auto opt = vk::VulkanOptions::from_env();
   ASSERT_TRUE(opt.ok());
-  opt->matvec1 = true;  // as FISH_VK_MATVEC=1
+  opt->matvec = vk::MatvecMode::generic;  // as FISH_VK_MATVEC=1
   vk::VulkanBackend generic(opt);
   check_matvec_kernels(generic);
   EXPECT_EQ(generic.bytes_resident(), 0u);

@@ -32,7 +32,11 @@ std::unique_ptr<vk::VulkanBackend> backend_with(const char* requant, const char*
   };
   set("FISH_GPU_REQUANT", requant);
   set("FISH_VRAM_BUDGET_MB", budget_mb);
-  auto b = std::make_unique<vk::VulkanBackend>(vk::VulkanOptions::from_env());
+  auto opt = vk::VulkanOptions::from_env();
+  // The f32 decode kernels under any FISH_VK_MATVEC or auto rule: the bounds against the CPU here
+  // are f32 arithmetic's (the integer-dot kernels': vulkan_matvec_idot_test.cpp).
+  if (opt.ok()) opt->matvec = vk::MatvecMode::fast;
+  auto b = std::make_unique<vk::VulkanBackend>(opt);
   unsetenv("FISH_GPU_REQUANT");
   unsetenv("FISH_VRAM_BUDGET_MB");
   return b;

@@ -29,7 +29,12 @@ std::unique_ptr<vk::VulkanBackend> open_backend(const char* budget_mb = nullptr)
     setenv("FISH_VRAM_BUDGET_MB", budget_mb, 1);
   else
     unsetenv("FISH_VRAM_BUDGET_MB");
-  auto b = std::make_unique<vk::VulkanBackend>(vk::VulkanOptions::from_env());
+  // The f32 decode kernels under any FISH_VK_MATVEC or auto rule: these tests' bounds against
+  // the CPU f32 engine are f32 arithmetic's; the integer-dot kernels round x to q8_1 and are
+  // checked against their own bound in vulkan_matvec_idot_test.cpp.
+  auto opt = vk::VulkanOptions::from_env();
+  if (opt.ok()) opt->matvec = vk::MatvecMode::fast;
+  auto b = std::make_unique<vk::VulkanBackend>(opt);
   unsetenv("FISH_VRAM_BUDGET_MB");
   const Status s = b->open();
   EXPECT_TRUE(s.ok()) << s.error().message;
@@ -243,7 +248,8 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
 std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
-  if (opt.ok()) opt->attn_split = attn_split;  // as FISH_VK_ATTN_SPLIT
+  if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
+  if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
   EXPECT_TRUE(s.ok()) << s.error().message;

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Integer-dot decode on the GPU machine (H200), one call of <= 5 minutes (docs/gpu.md, issue 14
+# item 1):
+#   1. the matvec / span tests on the real GPU: the idot suite (VulkanMatvecIdot.*: every
+#      matvec_idot_<type> vs the f32 and the q8_1-rounded CPU references, groups, parts, the span
+#      decoding with idot vs per-matmul vs CPU) with the matmul / span suites under
+#      FISH_VK_MATVEC=idot, then the same suites under FISH_VK_MATVEC=fast;
+#   2. fish_vulkan_bench: BM_VulkanDeviceCopy / BM_VulkanShaderCopy, then BM_VulkanMatvec (fast vs
+#      idot vs generic at the 8B shapes, q6_k 128256 x 4096 head), weight GB/s and % of the copy;
+#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) with
+#      FISH_VK_MATVEC=idot and =fast;
+#   4. fish generate 8B and 1B with FISH_GPU_PROFILE=2, idot and fast (the span's stage times).
+# The synthetic models are written in the background (12 threads) while the tests run. Steps
+# past the budget (FISH_DECODE_BUDGET_S, default 280 s) are skipped and listed in skipped.txt.
+#
+# Here (the dev machine), after building BUILD (Release, FISH_BUILD_TESTS=ON FISH_BUILD_BENCH=ON):
+#   bash scripts/device/gpu_decode.sh pack BUILD
+# (gpu_prefill.sh's pack: .devcarry/{bin,lib,commit}). On the device, with carry
+# [".devcarry", ".gl"] (.gl: the libvulkan1 + glvnd .debs, /work/.library/device/README.md):
+#   bash scripts/device/gpu_decode.sh
+# Output: ONE $OUT/gpu-decode.tar.gz of gpu-decode/{context.txt, gpu.txt, tests-{idot,fast}.txt,
+# vulkan_bench.{json,log}, run-gpu_decode-{idot,fast}.log, runs-{idot,fast}/gpu_decode.*,
+# gen-llama-{1b,8b}-{idot,fast}.txt, skipped.txt, summary.txt}; summary.txt is printed last.
+set -uo pipefail
+
+if [ "${1:-}" = pack ]; then
+  exec bash "$(dirname "$0")/gpu_prefill.sh" pack "${2:?usage: gpu_decode.sh pack BUILD_DIR}"
+fi
+
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f $icd ] && export VK_DRIVER_FILES=$icd
+D=$PWD/.devcarry
+B=$D/bin
+export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=${FISH_SYNTHETIC_DIR:-/tmp/syn}
+mkdir -p $FISH_SYNTHETIC_DIR
+W=$OUT/gpu-decode
+mkdir -p $W
+budget=${FISH_DECODE_BUDGET_S:-280}
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+stamp() { echo "== $1 (t=$(elapsed) s)"; }
+left() {  # left NEED_S WHAT: true when NEED_S seconds are left, else records the skip
+  [ $(( budget - $(elapsed) )) -ge "$1" ] && return 0
+  echo "== skipped: $2 ($(elapsed) s of $budget spent)" | tee -a $W/skipped.txt
+  return 1
+}
+: > $W/skipped.txt
+: > $W/summary.txt
+say() { echo "$*" | tee -a $W/summary.txt; }
+finish() {
+  stamp done
+  tar -C $OUT -czf $OUT/gpu-decode.tar.gz gpu-decode && rm -rf $W
+  echo "== $OUT/gpu-decode.tar.gz ($(du -h $OUT/gpu-decode.tar.gz | cut -f1))"
+  echo "======== summary"
+  tar -xzOf $OUT/gpu-decode.tar.gz gpu-decode/summary.txt
+}
+trap finish EXIT
+
+pids=()
+for s in llama-1b llama-8b; do
+  f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
+  [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 12 --out $f \
+                   > $W/make-$s.log 2>&1 & pids+=($!); }
+done
+
+scripts/context.sh > $W/context.txt 2>&1
+FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
+say "commit $(cat $D/commit 2>/dev/null); $(grep -m1 '^features:' $W/gpu.txt)"
+
+tests() {  # tests MODE TIMEOUT FILTER: fish_test_vulkan under FISH_VK_MATVEC=MODE
+  local mode=$1 to=$2 filter=$3 out=$W/tests-$1.txt
+  stamp "vulkan tests FISH_VK_MATVEC=$mode"
+  FISH_VK_MATVEC=$mode FISH_SOURCE_DIR=$PWD FISH_TESTDATA=$PWD/tests/data timeout $to \
+    $B/fish_test_vulkan --gtest_filter="$filter" > $out 2>&1
+  echo "rc=$?" >> $out
+  say "tests $mode: $(grep -E '^\[  (PASSED|FAILED) ' $out | tr '\n' ' ') $(grep -m1 'FAILED TEST' $out) $(grep -m1 'idot span:' $out)"
+  grep -E "^\[  FAILED  \] [A-Z]" $out | head -10 | tee -a $W/summary.txt
+}
+suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanBackend.*'
+tests idot 100 "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites:-*SmolLm2*:*Gemma3*"
+left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
+
+if left 70 "fish_vulkan_bench"; then
+  stamp "fish_vulkan_bench Copy|Matvec"
+  timeout 110 $B/fish_vulkan_bench --benchmark_filter='Copy|Matvec' \
+    --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_bench.log
+  grep -E "Copy|Matvec|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 > $W/bench-short.txt
+  cat $W/bench-short.txt
+  # weight_GBps per label and shape: one line per benchmark
+  # one line per benchmark: name (type/n_out/n_in/n_tok/mode), GB/s, % of the shader copy, label
+  grep -E "^BM_Vulkan[A-Za-z]*Copy" $W/vulkan_bench.log | awk '{print "bench:", $1, $NF}' >> $W/summary.txt
+  grep -E "^BM_VulkanMatvec" $W/vulkan_bench.log | awk '{g = p = label = ""; last = 0
+    for (i = 1; i <= NF; i++) {
+      if ($i ~ /^weight_GBps=/) g = $i
+      if ($i ~ /^pct_shader_copy=/) p = $i
+      if ($i ~ /=/) last = i
+    }
+    for (i = last + 1; i <= NF; i++) label = label " " $i
+    sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
+fi
+
+stamp "waiting for the synthetic models"
+for p in "${pids[@]}"; do wait $p; done
+for mode in idot fast; do
+  left 45 "fish run gpu_decode ($mode)" || continue
+  stamp "fish run gpu_decode ($mode)"
+  FISH_VK_MATVEC=$mode timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
+    > $W/run-gpu_decode-$mode.log 2>&1
+  echo "rc=$?" >> $W/run-gpu_decode-$mode.log
+  grep -hE "^fish run: \[|rc=" $W/run-gpu_decode-$mode.log | cut -c1-200 | sed "s/^/run $mode: /" | tee -a $W/summary.txt
+done
+
+P="The quick brown fox jumps over the lazy dog and then"
+for s in llama-8b llama-1b; do
+  for mode in idot fast; do
+    left 20 "fish generate $s ($mode)" || continue
+    stamp "generate $s $mode"
+    FISH_VK_MATVEC=$mode FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
+      -m $FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
+      > $W/gen-$s-$mode.txt 2>&1
+    grep -h "^fish generate:" $W/gen-$s-$mode.txt | cut -c1-300 | sed "s/^/gen $s $mode: /" | tee -a $W/summary.txt
+  done
+done

@@ -1,0 +1,182 @@
+#version 450
+// matvec_idot_<type> for q4_0, q4_1, q8_0, q4_k, q5_k, q6_k: the integer-dot decode matvec,
+// y[t][r] = sum_k W[r][k] x~[t][k] for n_tok <= FISH_MATVEC_MAX_TOK, where x~ is x rounded to the
+// q8_1 layout of fish_vk_layout.h (quant_q8_1.comp.glsl writes it; FISH_Q8_*): per 32-value
+// block an f32 scale d8 and s8 = d8 * sum q8, int8 codes. The codes of 4 weights and 4
+// activations meet in one packed 4x8-bit signed dot product (OpSDotKHR,
+// VK_KHR_shader_integer_dot_product; the device must report integer_dot), so a weight costs about
+// one integer op instead of the f32 kernel's four or five (matvec_fast.comp.glsl, whose chunking,
+// loads and reduction this kernel keeps); scales and the block offsets are applied once per
+// 8..16 weights in f32. Bindings (fish_vk_layout.h): W uint[] packed rows (row_bytes apart), X the
+// q8_1 buffer of K = n_in values per token (x_stride is not read), Y float[] n_tok rows of
+// y_stride from y_offset. Push constants and grid as matvec_fast: one workgroup = ROWS rows x all
+// tokens (specialisation constant 0, FISH_VK_IDOT_ROWS; default FISH_MATVEC_ROWS), FISH_MATVEC_WG
+// threads, grid groups_x x ceil(n_groups / groups_x); rows past n_out are clamped to the last row
+// and not stored.
+// Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
+// 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
+// the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
+// 6-bit code q built as the int8 4 (q - 32) so no offset term is needed; Q8_0 / Q4_0 / Q4_1 one
+// block (Q4_0's -8 and Q4_1's m through s8). CPU reference: the f32 reference (dequantize_row_<type>, double dot)
+// on x, within the bound of the q8_1 rounding: sum_k |w_k| d8_k / 2 (+ f32 accumulation)
+// (tests/vulkan/vulkan_matvec_idot_test.cpp).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_spirv_intrinsics : require
+
+#include "fish_vk_layout.h"
+
+// OpSDotKHR (4450) on two 32-bit words as 4 packed int8 (PackedVectorFormat4x8Bit = 0);
+// capabilities DotProductKHR (6019), DotProductInput4x8BitPackedKHR (6018). Through
+// GL_EXT_spirv_intrinsics so Debian 12's glslang compiles it too.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
+                  id = 4450) int sdot(uint a, uint b, spirv_literal int packed_format);
+int dot4(uint a, uint b) {
+  return sdot(a, b, 0);
+}
+
+layout(local_size_x = FISH_MATVEC_WG) in;
+layout(constant_id = 0) const uint ROWS = FISH_MATVEC_ROWS;  // rows a workgroup (1..32)
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XQ2 { uvec2 xq2[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XDs { vec2 xds[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XDs4 { vec4 xds4[]; };
+layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
+
+#include "matvec_raw.glsl"
+
+// ---- per type: the values of a chunk (CHUNK_SHIFT: log2), one token's q8_1 data for chunk c
+// (struct XQ, load_xq: codes_byte = byte of the token's code 0, ds_vec2 = vec2 index of its
+// block 0), and the chunk's dot (chunk_dot).
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+#define CHUNK_SHIFT 5u
+struct XQ {
+  uvec4 lo, hi;  // codes of values 64cc + l0 + 0..15 (block 2cc), + 32 (block 2cc + 1)
+  vec4 ds;       // (d8, s8) of blocks 2cc, 2cc + 1
+};
+XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
+  const uint c16 = c & 7u, v0 = 256u * (c >> 3u) + 64u * (c16 >> 1u) + 16u * (c16 & 1u);
+  XQ q;
+  q.lo = xq4[(codes_byte + v0) >> 4u];
+  q.hi = xq4[(codes_byte + v0 + 32u) >> 4u];
+  q.ds = xds4[(ds_vec2 + 8u * (c >> 3u) + 2u * (c16 >> 1u)) >> 1u];
+  return q;
+}
+float chunk_dot(Raw r, uint c, XQ q) {
+  const uint s0 = 2u * ((c & 7u) >> 1u);
+  const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  int lo = 0, hi = 0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    const uvec2 k = kq_codes(r, s0, j);
+    lo += dot4(k.x, q.lo[j]);
+    hi += dot4(k.y, q.hi[j]);
+  }
+  // The minimum of a sub-block times its whole block's sum: once per pair of chunks.
+  const float mins = (c & 1u) == 0u ? float(sm0.y) * q.ds.y + float(sm1.y) * q.ds.w : 0.0;
+  return dm.x * (float(sm0.x) * q.ds.x * float(lo) + float(sm1.x) * q.ds.z * float(hi)) -
+         dm.y * mins;
+}
+#elif defined(TYPE_Q6_K)
+#define CHUNK_SHIFT 5u
+struct XQ {
+  uvec2 c[4];  // codes of values 128h + 32k + 8g + 0..7 (block 4h + k), k = 0..3
+  vec4 ds01, ds23;
+};
+XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
+  const uint u = c & 7u, h = u >> 2u, g = u & 3u;
+  const uint v0 = 256u * (c >> 3u) + 128u * h + 8u * g;
+  XQ q;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) q.c[k] = xq2[(codes_byte + v0 + 32u * k) >> 3u];
+  const uint b = (ds_vec2 + 8u * (c >> 3u) + 4u * h) >> 1u;
+  q.ds01 = xds4[b];
+  q.ds23 = xds4[b + 1u];
+  return q;
+}
+float chunk_dot(Raw r, uint c, XQ q) {
+  float s = 0.0;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
+    // Low 4 bits to bits 2..5, high 2 bits to 6..7: the byte is 4q; ^ 0x80 makes it 4 (q - 32).
+    const uvec2 lo4 = ((k >> 1u) == 0u ? lq << 2u : lq >> 2u) & 0x3C3C3C3Cu;
+    const uvec2 hi2 = (r.qh << (6u - 2u * k)) & 0xC0C0C0C0u;
+    const uvec2 b = (lo4 | hi2) ^ 0x80808080u;
+    const int sum = dot4(b.x, q.c[k].x) + dot4(b.y, q.c[k].y);
+    const float d8 = k == 0u ? q.ds01.x : k == 1u ? q.ds01.z : k == 2u ? q.ds23.x : q.ds23.z;
+    s += sbyte(r.sc, 2u * k + (r.g >> 1u)) * d8 * float(sum);
+  }
+  return 0.25 * unpackHalf2x16(r.d).x * s;
+}
+#elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q4_1)
+#define CHUNK_SHIFT 5u
+struct XQ {
+  uvec4 a, b;  // codes of values 0..15, 16..31 of block c
+  vec2 ds;
+};
+XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
+  XQ q;
+  q.a = xq4[(codes_byte + 32u * c) >> 4u];
+  q.b = xq4[(codes_byte + 32u * c + 16u) >> 4u];
+  q.ds = xds[ds_vec2 + c];
+  return q;
+}
+#if defined(TYPE_Q4_1)
+float chunk_dot(Raw r, uint c, XQ q) {
+  const vec2 dm = unpackHalf2x16(r.wd[0]);
+  int s = 0;
+  [[unroll]] for (uint i = 0u; i < 4u; ++i)
+    s += dot4(r.wd[i + 1u] & kLo, q.a[i]) + dot4((r.wd[i + 1u] >> 4u) & kLo, q.b[i]);
+  return dm.x * q.ds.x * float(s) + dm.y * q.ds.y;  // d sum(q x) + m sum(x)
+}
+#else
+float chunk_dot(Raw r, uint c, XQ q) {
+  const float d = unpackHalf2x16(r.odd ? r.wd[0] >> 16u : r.wd[0]).x;
+  int s = 0;
+  [[unroll]] for (uint i = 0u; i < CODE_WORDS; ++i) {
+    const uint wq = r.odd ? r.wd[i + 1u] : (r.wd[i] >> 16u) | (r.wd[i + 1u] << 16u);
+#if defined(TYPE_Q8_0)
+    s += dot4(wq, i < 4u ? q.a[i] : q.b[i - 4u]);
+#else
+    s += dot4(wq & kLo, q.a[i]) + dot4((wq >> 4u) & kLo, q.b[i]);
+#endif
+  }
+#if defined(TYPE_Q8_0)
+  return d * q.ds.x * float(s);
+#else
+  return d * (q.ds.x * float(s) - 8.0 * q.ds.y);
+#endif
+}
+#endif
+#else
+#error "matvec_idot.comp.glsl: TYPE_Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
+#endif
+
+const uint NACC = ROWS * FISH_MATVEC_MAX_TOK;
+#include "matvec_reduce.glsl"
+
+void main() {
+  uint row0, rb[ROWS];
+  if (!workgroup_rows(row0, rb)) return;
+  const uint codes0 = FISH_Q8_CODES(pc.n_in), ds_stride = FISH_Q8_DS_STRIDE(pc.n_in);
+
+  float acc[NACC];
+  [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+  const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
+  for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
+    Raw raw[ROWS];  // every row's loads issued before any use
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
+    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
+      if (t < pc.n_tok) {
+        const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+          acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, q);
+      }
+    }
+  }
+
+  reduce_store(acc, row0);
+}

@@ -1,0 +1,41 @@
+// Included by matvec_fast.comp.glsl and matvec_idot.comp.glsl (no main) once ROWS (rows a
+// workgroup) and NACC (= ROWS * FISH_MATVEC_MAX_TOK accumulators, acc[row * MAX_TOK + token]) are
+// defined, with y bound: the workgroup's rows and the reduction of every thread's partial sums.
+
+// The workgroup's first row and each row's byte offset rb[r] (rows past n_out clamped to the
+// last, so the hot loop needs no bounds checks); false for the grid's spare workgroups (the whole
+// workgroup returns: no barrier is skipped by a part of it).
+bool workgroup_rows(out uint row0, out uint rb[ROWS]) {
+  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
+  row0 = group * ROWS;
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+  return group < pc.n_groups;
+}
+
+#define SLOTS 32u                   // subgroup partial sums per pass
+shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+
+// subgroupAdd, one shared slot per subgroup (any subgroup size: the slots are drained in passes
+// of SLOTS), then thread i < NACC stores accumulator i unless its row or token is past the end.
+void reduce_store(float acc[NACC], uint row0) {
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
+    if (t < pc.n_tok)
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
+  const uint i = gl_LocalInvocationID.x;
+  float total = 0.0;
+  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
+    const uint slot = gl_SubgroupID - g0;
+    if (subgroupElect() && slot < SLOTS)
+      [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
+    barrier();
+    if (i < NACC)
+      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
+    barrier();
+  }
+  if (i < NACC) {
+    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
+    const uint t = i % FISH_MATVEC_MAX_TOK;
+    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
+  }
+}

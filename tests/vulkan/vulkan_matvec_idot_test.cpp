@@ -1,0 +1,457 @@
+// The integer-dot decode kernels (matvec_idot_<type> over quant_q8_1's activations,
+// FISH_VK_MATVEC=idot) against two CPU references:
+//  - the f32 reference (quant/ dequantisation, double accumulation on x itself), within the
+//    bound the q8_1 rounding of x implies: per element sum_k |w_k| d8(k) / 2, d8 = the block's
+//    amax / 127 (|x - d8 q| <= d8 / 2), plus f32 accumulation slack;
+//  - the same matvec on the q8_1-rounded x (the quantiser's rule emulated here), within f32
+//    accumulation slack only, which a wrong code, scale or offset in the kernel cannot meet.
+// Odd shapes as the f32 kernels' tests (rows not a multiple of FISH_MATVEC_ROWS; K of one block,
+// a few, and more chunks than a workgroup has threads), n_tok 1..FISH_MATVEC_MAX_TOK, an all-zero
+// block (d8 = 0), weights split into parts, other rows per workgroup (FISH_VK_IDOT_ROWS);
+// FISH_VK_MATVEC's parsing and the rule that picks the kernel; a span decoding with idot against
+// per-matmul idot and the CPU (top-1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/gpu_placement.h"
+#include "engine/session.h"
+#include "engine/vulkan/device_weight.h"
+#include "engine/vulkan/vulkan_backend.h"
+#include "fish_vk_span.h"
+#include "kernels/ops.h"
+#include "shaders/fish_vk_layout.h"
+#include "test_env.h"
+#include "vulkan_test_util.h"
+
+namespace fish {
+namespace {
+
+constexpr GgmlType kIdotTypes[] = {GgmlType::q4_0, GgmlType::q4_1, GgmlType::q8_0,
+                                   GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k};
+// f32 accumulation slack, relative to sum |w x| (the kernels add ~K / 32 f32 block terms per
+// thread, then 128 partial sums: well below 2^-16 relative).
+constexpr double kF32Slack = 1.0 / 65536;
+
+std::unique_ptr<vk::VulkanBackend> open_mode(vk::MatvecMode mode) {
+  auto opt = vk::VulkanOptions::from_env();
+  EXPECT_TRUE(opt.ok()) << opt.error().message;
+  if (opt.ok()) opt->matvec = mode;
+  return std::make_unique<vk::VulkanBackend>(opt);
+}
+
+// quant_q8_1's rule on one token row: x rounded to d8 q per 32-value block, d8 per value, and
+// whether x / d8 lies so close to a rounding tie that the device's division (Vulkan allows 2.5
+// ulp) may round it the other way (tie: such a value's code may differ by one).
+void q8_round(const float* x, int64_t n, std::vector<double>* xq, std::vector<double>* d8,
+              std::vector<bool>* tie) {
+  xq->resize(size_t(n));
+  d8->resize(size_t(n));
+  tie->resize(size_t(n));
+  for (int64_t b = 0; b < n; b += FISH_Q8_BLOCK) {
+    float amax = 0;
+    for (int64_t k = b; k < b + FISH_Q8_BLOCK; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int64_t k = b; k < b + FISH_Q8_BLOCK; ++k) {
+      const float v = x[k] * id, q = std::clamp(std::nearbyint(v), -127.0f, 127.0f);
+      (*xq)[size_t(k)] = double(d) * double(q);
+      (*d8)[size_t(k)] = double(d);
+      (*tie)[size_t(k)] = std::fabs(std::fabs(v - std::trunc(v)) - 0.5f) < 1e-4f;
+    }
+  }
+}
+
+// Runs y = W x on `backend` and checks it against both references (header comment).
+void check_idot(vk::VulkanBackend& backend, const MatrixView& w, const std::vector<float>& x,
+                int64_t n_tok, WeightHandle h) {
+  std::vector<float> y(size_t(n_tok * w.n_out), -1.0f);
+  const Status s = backend.matmul(h, x.data(), n_tok, y.data());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  std::vector<float> deq(size_t(w.n_in * w.n_out));
+  const size_t rb = row_bytes(w.type, w.n_in);
+  for (int64_t r = 0; r < w.n_out; ++r)
+    type_info(w.type).dequantize_row(static_cast<const uint8_t*>(w.data) + size_t(r) * rb,
+                                     deq.data() + size_t(r * w.n_in), w.n_in);
+  int fail_f32 = 0, fail_q8 = 0;
+  double worst_f32 = 0, worst_q8 = 0;
+  std::vector<double> xq, d8;
+  std::vector<bool> tie;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* xt = x.data() + t * w.n_in;
+    q8_round(xt, w.n_in, &xq, &d8, &tie);
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const float* wr = deq.data() + size_t(r * w.n_in);
+      double exact = 0, rounded = 0, abs_wx = 0, q8_bound = 0, ties = 0;
+      for (int64_t k = 0; k < w.n_in; ++k) {
+        const double wk = wr[k];
+        exact += wk * double(xt[k]);
+        rounded += wk * xq[size_t(k)];
+        abs_wx += std::fabs(wk) * (std::fabs(double(xt[k])) + d8[size_t(k)]);
+        q8_bound += std::fabs(wk) * d8[size_t(k)] / 2;
+        if (tie[size_t(k)]) ties += std::fabs(wk) * d8[size_t(k)];
+      }
+      const double got = y[size_t(t * w.n_out + r)], slack = kF32Slack * abs_wx;
+      const double err_f32 = std::fabs(got - exact), bound_f32 = q8_bound + slack;
+      const double err_q8 = std::fabs(got - rounded), bound_q8 = slack + ties;
+      if (bound_f32 > 0) worst_f32 = std::max(worst_f32, err_f32 / bound_f32);
+      if (bound_q8 > 0) worst_q8 = std::max(worst_q8, err_q8 / bound_q8);
+      if (!(err_f32 <= bound_f32) && fail_f32++ < 3)
+        ADD_FAILURE() << w.name << " n_tok " << n_tok << " token " << t << " row " << r << ": gpu "
+                      << got << ", f32 reference " << exact << ", q8_1 bound " << q8_bound + slack;
+      if (!(err_q8 <= bound_q8) && fail_q8++ < 3)
+        ADD_FAILURE() << w.name << " n_tok " << n_tok << " token " << t << " row " << r << ": gpu "
+                      << got << ", q8_1-rounded reference " << rounded << ", slack " << slack;
+    }
+  }
+  EXPECT_EQ(fail_f32, 0) << w.name << ": worst error / q8_1 bound " << worst_f32;
+  EXPECT_EQ(fail_q8, 0) << w.name << ": worst error / f32 slack vs the rounded x " << worst_q8;
+}
+
+class VulkanMatvecIdot : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    backend_ = open_mode(vk::MatvecMode::idot).release();
+    const Status s = backend_->open();
+    if (!s.ok()) skip_ = s.error().message;
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    backend_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) {
+      GTEST_SKIP() << "no integer-dot device: " << skip_;
+    }
+  }
+  void TearDown() override {
+    if (backend_) EXPECT_EQ(backend_->bytes_resident(), 0u) << "a test leaked a weight";
+  }
+  static vk::VulkanBackend* backend_;
+  static std::string skip_;
+};
+vk::VulkanBackend* VulkanMatvecIdot::backend_ = nullptr;
+std::string VulkanMatvecIdot::skip_;
+
+TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
+  std::mt19937 rng(23);
+  for (GgmlType t : kIdotTypes) {
+    ASSERT_TRUE(vk::has_idot_kernel(t)) << type_name(t);
+    const int64_t blk = type_info(t).block_elems;
+    const int64_t chunks_past_wg = (FISH_MATVEC_WG + 13) * 32;  // 141 chunks of 32 values
+    for (int64_t n_in : {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk}) {
+      const int64_t n_out = 7 * FISH_MATVEC_ROWS + 3;
+      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+      const MatrixView w{wd.data(), t,
+                         n_in,      n_out,
+                         wd.size(), fmt::format("idot {} {} x {}", type_name(t), n_out, n_in)};
+      auto h = backend_->upload(w);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
+        std::vector<float> x = test::random_input(n_tok * n_in, rng);
+        std::fill_n(x.begin() + (n_tok - 1) * n_in, FISH_Q8_BLOCK, 0.0f);  // d8 = 0 block
+        check_idot(*backend_, w, x, n_tok, h.value());
+      }
+      backend_->release(h.value());
+    }
+  }
+}
+
+// A matmul_group over weights of different idot types and an f32-kernel type (fq3: no idot
+// kernel) shares one quant_q8_1 dispatch; each still matches its references.
+TEST_F(VulkanMatvecIdot, GroupMixingIdotAndFastTypes) {
+  std::mt19937 rng(29);
+  const int64_t n_in = 512;
+  struct W {
+    GgmlType t;
+    int64_t n_out;
+    std::vector<uint8_t> data;
+    WeightHandle h = 0;
+  };
+  std::vector<W> ws = {{GgmlType::q4_k, 37, {}}, {GgmlType::fq3, 9, {}}, {GgmlType::q6_k, 21, {}}};
+  for (W& w : ws) {
+    w.data = test::random_weights(w.t, w.n_out, n_in, rng);
+    auto h = backend_->upload({w.data.data(), w.t, n_in, w.n_out, w.data.size(), "group"});
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    w.h = h.value();
+  }
+  const int64_t n_tok = 3;
+  const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+  std::vector<std::vector<float>> ys;
+  std::vector<ComputeBackend::MatmulOp> ops;
+  for (const W& w : ws) ys.emplace_back(size_t(n_tok * w.n_out));
+  for (size_t i = 0; i < ws.size(); ++i) ops.push_back({ws[i].h, ys[i].data()});
+  const Status s = backend_->matmul_group(ops, x.data(), n_tok);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const MatrixView v{ws[i].data.data(), ws[i].t, n_in, ws[i].n_out, ws[i].data.size(), "group"};
+    if (vk::has_idot_kernel(ws[i].t)) {
+      check_idot(*backend_, v, x, n_tok, ws[i].h);  // the single-matmul run
+      // The group's result is the single run's: same kernel, same q8_1 input.
+      std::vector<float> y1(ys[i].size());
+      ASSERT_TRUE(backend_->matmul(ws[i].h, x.data(), n_tok, y1.data()).ok());
+      EXPECT_EQ(y1, ys[i]) << type_name(ws[i].t);
+    } else {
+      test::expect_close(test::reference_matmul(v, x.data(), n_tok), ys[i], ws[i].n_out,
+                         "fq3 in an idot group (f32 kernel)");
+    }
+  }
+  for (const W& w : ws) backend_->release(w.h);
+}
+
+// FISH_VK_IDOT_ROWS (the kernel's rows a workgroup, a specialisation constant): other row counts,
+// n_out not a multiple of any of them.
+TEST_F(VulkanMatvecIdot, RowsPerWorkgroupVariantsMatch) {
+  std::mt19937 rng(41);
+  for (uint32_t rows : {1u, 2u, 8u, 16u}) {
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->idot_rows = rows;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0}) {
+      const int64_t n_in = 3 * type_info(t).block_elems, n_out = 7 * 16 + 3;
+      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+      const std::string name = fmt::format("idot rows {} {}", rows, type_name(t));
+      const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
+      auto h = b.upload(w);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
+        check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
+      b.release(h.value());
+    }
+  }
+}
+
+TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::idot;
+  opt->max_part_bytes = 64 * 1024;  // several parts of whole rows
+  vk::VulkanBackend parts(opt);
+  ASSERT_TRUE(parts.open().ok());
+  std::mt19937 rng(31);
+  const int64_t n_in = 2048, n_out = 301;
+  const std::vector<uint8_t> wd = test::random_weights(GgmlType::q4_k, n_out, n_in, rng);
+  const MatrixView w{wd.data(), GgmlType::q4_k, n_in, n_out, wd.size(), "idot parts"};
+  auto h = parts.upload(w);
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  const std::vector<float> x = test::random_input(2 * n_in, rng);
+  check_idot(parts, w, x, 2, h.value());
+  parts.release(h.value());
+}
+
+// span_rmsnorm_q8 / span_add_rmsnorm_q8 (the norm writes its row's q8_1 copy for the idot
+// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]), and per 32-value
+// block d = amax(C) / 127 (f32 division slack), every code within d / 2 of C / d's value (q =
+// round(C / d); a tie may go either way) and s = d * sum q of the written codes. Rows of a
+// register-held length and of one longer than the register cache (the loop pass), 3 tokens.
+TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
+  for (const bool fuse_add : {false, true})
+    for (const uint32_t n : {2080u, uint32_t(FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 64)}) {
+      std::mt19937 rng(n + fuse_add);
+      const uint32_t rows = 3, b_off = rows * n, c_off = 2 * rows * n, q8_off = 3 * rows * n;
+      std::vector<float> arena = test::random_input(q8_off + FISH_Q8_BYTES(n) / 4 + 4, rng);
+      const std::vector<float> params = test::random_input(n, rng);
+      std::vector<uint32_t> kv(4);
+      std::vector<float> x(arena.begin(), arena.begin() + rows * n);
+      if (fuse_add)
+        for (uint32_t i = 0; i < rows * n; ++i) x[i] += arena[b_off + i];
+      vk::SpanPush pc{};
+      pc.n = n;
+      pc.rows = rows;
+      pc.rows_per_tok = 1;
+      pc.split = 1;
+      pc.a_stride = pc.b_stride = pc.c_stride = n;
+      pc.b_off = b_off;
+      pc.c_off = c_off;
+      pc.eps = 1e-5f;
+      pc.q8_off = q8_off;
+      const char* op = fuse_add ? "span_add_rmsnorm_q8" : "span_rmsnorm_q8";
+      ASSERT_TRUE(backend_->run_span_op(op, pc, rows, 1, arena, params, kv).ok()) << op;
+      const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
+      int bad = 0;
+      for (uint32_t t = 0; t < rows; ++t) {
+        std::vector<float> c(n);
+        rmsnorm_ref(x.data() + t * n, params.data(), c.data(), n, 1e-5f);
+        for (uint32_t k = 0; k < n; ++k)
+          bad += !(std::fabs(arena[c_off + t * n + k] - c[k]) <= 1e-5f * (1 + std::fabs(c[k])));
+        for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
+          const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
+          float amax = 0;
+          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k)
+            amax = std::max(amax, std::fabs(c[32 * b + k]));
+          bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
+          int sum = 0;
+          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
+            const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
+            sum += q;
+            bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
+          }
+          bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
+        }
+      }
+      EXPECT_EQ(bad, 0) << op << " n " << n;
+    }
+}
+
+TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
+  using vk::MatvecMode;
+  for (auto [value, want] : {std::pair<const char*, MatvecMode>{"auto", MatvecMode::automatic},
+                             {"0", MatvecMode::automatic},
+                             {"idot", MatvecMode::idot},
+                             {"fast", MatvecMode::fast},
+                             {"generic", MatvecMode::generic},
+                             {"1", MatvecMode::generic}}) {
+    test::ScopedEnv e("FISH_VK_MATVEC", value);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << value << ": " << o.error().message;
+    EXPECT_EQ(o->matvec, want) << value;
+  }
+  {
+    test::ScopedEnv e("FISH_VK_MATVEC", "int8");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok());
+    EXPECT_NE(o.error().message.find("FISH_VK_MATVEC='int8'"), std::string::npos)
+        << o.error().message;
+  }
+  {
+    test::ScopedEnv e("FISH_VK_IDOT_ROWS", "8");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_rows, 8u);
+  }
+  test::ScopedEnv e("FISH_VK_IDOT_ROWS", "3");
+  auto o = vk::VulkanOptions::from_env();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message.find("FISH_VK_IDOT_ROWS='3'"), std::string::npos)
+      << o.error().message;
+}
+
+TEST(VulkanMatvecKnob, RulePicksIdotOnlyWhereItApplies) {
+  using vk::MatvecKernel;
+  using vk::MatvecMode;
+  vk::DeviceFeatures none, dot, fast, narrow;
+  none.subgroup_min = dot.subgroup_min = fast.subgroup_min = 32;
+  dot.integer_dot = true;
+  fast.integer_dot = fast.integer_dot_4x8_fast = true;
+  narrow = fast;
+  narrow.subgroup_min = 4;  // a block's 8 lanes would span subgroups
+  const GgmlType q4k = GgmlType::q4_k, fq3 = GgmlType::fq3;
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, fast), MatvecKernel::idot);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, dot), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, none), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(fq3, MatvecMode::automatic, fast), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::automatic, narrow), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::idot, narrow), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::idot, dot), MatvecKernel::idot);
+  EXPECT_EQ(vk::matvec_kernel(fq3, MatvecMode::idot, dot), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::fast, fast), MatvecKernel::fast);
+  EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::generic, fast), MatvecKernel::generic);
+  EXPECT_EQ(vk::matmul_module(q4k, 1, MatvecKernel::idot), "matvec_idot_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_MAX_TOK + 1, MatvecKernel::idot), "matmul_q4_k");
+}
+
+// The backend says which decode kernel runs (the gpu line of result rows).
+TEST_F(VulkanMatvecIdot, DescribeNamesTheDecodeKernel) {
+  std::mt19937 rng(37);
+  const std::vector<uint8_t> wd = test::random_weights(GgmlType::q4_k, 4, 256, rng);
+  auto h = backend_->upload({wd.data(), GgmlType::q4_k, 256, 4, wd.size(), "describe"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_NE(backend_->describe().find("decode matvec idot (FISH_VK_MATVEC idot)"),
+            std::string::npos)
+      << backend_->describe();
+  backend_->release(h.value());
+}
+
+// Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
+// 2%) and top-1 against the CPU engine (f32 activations; a different pick only where the CPU's
+// own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
+// 3-layer Q4_K_M llama (q4_k and q6_k matrices), 2 prefill tokens then 10 decode steps.
+TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
+  const ModelShape shape{"test-idot-span",
+                         "llama",
+                         "3-layer idot span llama",
+                         3,
+                         512,
+                         1024,
+                         8,
+                         2,
+                         64,
+                         2048,
+                         false,
+                         512,
+                         10000.0f,
+                         1e-5f,
+                         0};
+  auto model = test::synthetic_q4_k_m(shape, {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 12; ++i) tokens.push_back(int32_t((i * 41 + 7) % 2048));
+  auto run = [&](std::shared_ptr<const GpuPlacement> pl) {
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_batch = 64;
+    so.act = ActMode::f32;
+    so.gpu = std::move(pl);
+    auto s = Session::create(model, so);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    std::vector<float> all;
+    const std::span<const int32_t> t(tokens);
+    auto lg = s.value()->forward(t.subspan(0, 2), 0, LogitsMode::all);
+    EXPECT_TRUE(lg.ok()) << lg.error().message;
+    if (!lg.ok()) return all;
+    all.assign(lg.value().begin(), lg.value().end());
+    for (size_t i = 2; i < tokens.size(); ++i) {  // decode: n_tok 1 through the matvec kernels
+      lg = s.value()->append(t.subspan(i, 1));
+      EXPECT_TRUE(lg.ok()) << lg.error().message;
+      if (!lg.ok()) return all;
+      all.insert(all.end(), lg.value().begin(), lg.value().end());
+    }
+    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+    return all;
+  };
+  std::vector<float> span_lg, matmul_lg, cpu_lg;
+  {
+    auto pl = GpuPlacement::place_layers(*model, *backend_, -1, SpanRequest{64, 64, 8});
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    span_lg = run(pl);
+  }
+  matmul_lg = run(GpuPlacement::place_layers(*model, *backend_));
+  cpu_lg = run(nullptr);
+  const int64_t n_vocab = model->params().n_vocab;
+  ASSERT_EQ(span_lg.size(), matmul_lg.size());
+  ASSERT_EQ(span_lg.size(), cpu_lg.size());
+  int64_t top_matmul = 0, top_cpu = 0, far_misses = 0;
+  double max_diff = 0, max_abs = 0, cpu_abs = 0;
+  for (float v : cpu_lg) cpu_abs = std::max(cpu_abs, std::fabs(double(v)));
+  const int64_t positions = int64_t(span_lg.size()) / n_vocab;
+  auto top = [&](const std::vector<float>& v, int64_t p) {
+    auto b = v.begin() + p * n_vocab;
+    return std::max_element(b, b + n_vocab) - b;
+  };
+  for (int64_t p = 0; p < positions; ++p) {
+    top_matmul += top(span_lg, p) == top(matmul_lg, p);
+    top_cpu += top(span_lg, p) == top(cpu_lg, p);
+    // A different pick is a near tie when the CPU ranks it within the span tests' logit
+    // tolerance (2% of the largest |logit|) of its own top token.
+    const auto c = cpu_lg.begin() + p * n_vocab;
+    far_misses += double(c[top(cpu_lg, p)] - c[top(span_lg, p)]) > 0.02 * cpu_abs;
+  }
+  for (size_t i = 0; i < span_lg.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(double(matmul_lg[i])));
+    max_diff = std::max(max_diff, std::fabs(double(span_lg[i]) - double(matmul_lg[i])));
+  }
+  EXPECT_EQ(top_matmul, positions);
+  EXPECT_LE(max_diff, 0.02 * max_abs) << "span vs per-matmul (idot)";
+  EXPECT_EQ(far_misses, 0) << "span (idot) vs CPU f32: top-1 " << top_cpu << "/" << positions;
+  std::printf(
+      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; top-1 vs CPU %lld/%lld (the rest near "
+      "ties)\n",
+      max_diff, max_abs, (long long)top_cpu, (long long)positions);
+}
+
+}  // namespace
+}  // namespace fish
