@@ -9,14 +9,18 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
                                        uint32_t max_shared, uint32_t max_threads) {
   std::vector<CoopmatTile> out;
   if (m == 0 || n == 0 || k == 0 || kCoopmatK % k != 0 || subgroup == 0) return out;
-  // name, tile (in M x N units), subgroup block (in M x N units)
+  // name, tile (in M x N units), subgroup block (in M x N units), double-buffered
   const struct {
     char name;
     uint32_t tm, tn, sm, sn;
-  } shapes[] = {{'l', 8, 8, 4, 2}, {'m', 4, 4, 2, 2}, {'s', 2, 2, 2, 1}};
+    bool dbuf;
+  } shapes[] = {{'b', 8, 8, 4, 4, true},  {'h', 8, 4, 4, 2, true}, {'w', 4, 8, 2, 4, true},
+                {'c', 4, 4, 2, 2, true},  {'l', 8, 8, 4, 2, false}, {'m', 4, 4, 2, 2, false},
+                {'s', 2, 2, 2, 1, false}};
   for (const auto& s : shapes) {
     CoopmatTile t;
     t.name = s.name;
+    t.dbuf = s.dbuf;
     t.bm = s.tm * m;
     t.bn = s.tn * n;
     t.wm = s.sm * m;
@@ -29,7 +33,7 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   }
   const size_t n_plain = out.size();
   for (size_t i = 0; i < n_plain; ++i) {
-    if (out[i].name == 's') continue;
+    if (out[i].dbuf || out[i].name == 's') continue;
     CoopmatTile t = out[i];
     t.name = char(t.name - 'a' + 'A');
     t.prefetch = true;
@@ -44,15 +48,28 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   if (forced)
     for (const CoopmatTile& t : tiles)
       if (t.name == forced) return &t;
-  const CoopmatTile* pick = nullptr;
+  // The family: double-buffered where the device has any, else the single-buffered one.
+  const bool dbuf = std::any_of(tiles.begin(), tiles.end(), [](const CoopmatTile& t) {
+    return t.dbuf;
+  });
+  const CoopmatTile* pick = nullptr;  // the first (largest) that fills the grid
+  const CoopmatTile* most = nullptr;  // else the one of most workgroups
+  uint64_t most_groups = 0;
   for (const CoopmatTile& t : tiles) {
-    if (t.prefetch) continue;
-    pick = &t;  // the smallest so far
+    if (t.dbuf != dbuf || (!dbuf && t.prefetch)) continue;
     const uint64_t grid = uint64_t((n_out + t.bm - 1) / t.bm) * ((n_tok + t.bn - 1) / t.bn);
-    if (grid >= target_groups) break;
+    if (grid >= target_groups) {
+      pick = &t;
+      break;
+    }
+    if (grid > most_groups) {
+      most = &t;
+      most_groups = grid;
+    }
   }
+  if (!pick) pick = most;
   if (!pick) return &tiles.front();
-  if (n_out <= kPrefetchMaxRows)
+  if (!dbuf && n_out <= kPrefetchMaxRows)
     for (const CoopmatTile& t : tiles)
       if (t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
   return pick;

@@ -33,43 +33,71 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 5u);  // l, m, s, lp, mp
-  EXPECT_EQ(t[0].name, 'l');
+  ASSERT_EQ(t.size(), 9u);  // b, h, w, c, l, m, s, lp, mp
+  std::string labels;
+  for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
+  EXPECT_EQ(labels, "b h w c l m s lp mp ");
+  // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
-  EXPECT_EQ(t[0].subgroups(), 8u);
-  EXPECT_EQ(t[0].threads(), 256u);
-  EXPECT_EQ(t[1].bm, 64u);
-  EXPECT_EQ(t[1].threads(), 128u);
-  EXPECT_EQ(t[2].bm, 32u);
-  EXPECT_EQ(t[2].bn, 32u);
-  EXPECT_EQ(t[2].threads(), 64u);
-  EXPECT_EQ(t[3].label(), "lp");
-  EXPECT_TRUE(t[3].prefetch);
-  EXPECT_EQ(t[3].bm, 128u);
-  EXPECT_EQ(t[4].label(), "mp");
-  EXPECT_EQ(t[4].constants()[10], 1u);
-  EXPECT_EQ(t[1].constants()[10], 0u);
+  EXPECT_EQ(t[0].wm, 64u);
+  EXPECT_EQ(t[0].wn, 64u);
+  EXPECT_EQ(t[1].bm, 128u);
+  EXPECT_EQ(t[1].bn, 64u);
+  EXPECT_EQ(t[2].bm, 64u);
+  EXPECT_EQ(t[2].bn, 128u);
+  EXPECT_EQ(t[3].bm, 64u);
+  EXPECT_EQ(t[3].bn, 64u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(t[i].dbuf) << t[i].label();
+    EXPECT_EQ(t[i].subgroups(), 4u) << t[i].label();
+    EXPECT_EQ(t[i].threads(), 128u) << t[i].label();
+    EXPECT_EQ(t[i].constants()[11], 1u) << t[i].label();
+  }
+  // b: two buffers of (128 + 128) rows x 40 f16, 4 staging tiles of 16 x 16 f32.
+  EXPECT_EQ(t[0].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
+  // Single-buffered: l, m, s, lp, mp as before.
+  EXPECT_EQ(t[4].name, 'l');
+  EXPECT_EQ(t[4].bm, 128u);
+  EXPECT_EQ(t[4].bn, 128u);
+  EXPECT_EQ(t[4].subgroups(), 8u);
+  EXPECT_EQ(t[4].threads(), 256u);
+  EXPECT_EQ(t[4].shared_bytes(), 256u * 40 * 2 + 8 * 256 * 4);
+  EXPECT_EQ(t[5].bm, 64u);
+  EXPECT_EQ(t[5].threads(), 128u);
+  EXPECT_EQ(t[6].bm, 32u);
+  EXPECT_EQ(t[6].bn, 32u);
+  EXPECT_EQ(t[6].threads(), 64u);
+  EXPECT_TRUE(t[7].prefetch);
+  EXPECT_EQ(t[7].bm, 128u);
+  EXPECT_EQ(t[8].constants()[10], 1u);
+  EXPECT_EQ(t[5].constants()[10], 0u);
+  for (int i = 4; i < 9; ++i) EXPECT_EQ(t[i].constants()[11], 0u) << t[i].label();
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
     EXPECT_EQ(x.wm % x.cm, 0u);
     EXPECT_EQ(x.wn % x.cn, 0u);
     const std::vector<uint32_t> c = x.constants();
-    ASSERT_EQ(c.size(), 11u);
+    ASSERT_EQ(c.size(), 12u);
     EXPECT_EQ(c[0], x.threads());
     EXPECT_EQ(c[9], x.threads());
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 5u);
+  ASSERT_EQ(lvp.size(), 9u);
   EXPECT_EQ(lvp[0].bm, 64u);
-  EXPECT_EQ(lvp[0].threads(), 64u);
-  // Limits drop tiles: 16 KB of shared memory keeps m, s, mp; 128 threads drops l and lp.
-  EXPECT_EQ(vk::coopmat_tiles(16, 16, 16, 32, 16 * 1024, 1024).size(), 3u);
-  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
-  ASSERT_EQ(few.size(), 3u);
-  EXPECT_EQ(few[0].name, 'm');
+  EXPECT_EQ(lvp[0].threads(), 32u);
+  EXPECT_EQ(lvp[4].bm, 64u);
+  EXPECT_EQ(lvp[4].threads(), 64u);
+  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp; 64 threads only s.
+  const std::vector<vk::CoopmatTile> small = vk::coopmat_tiles(16, 16, 16, 32, 24 * 1024, 1024);
+  labels.clear();
+  for (const vk::CoopmatTile& x : small) labels += x.label() + " ";
+  EXPECT_EQ(labels, "c m s mp ");
+  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
+  ASSERT_EQ(few.size(), 1u);
+  EXPECT_EQ(few[0].name, 's');
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -79,20 +107,32 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   const uint32_t target = vk::coopmat_target_groups(132);
   EXPECT_EQ(target, 99u);
   EXPECT_EQ(vk::coopmat_target_groups(0), 64u);
-  // 8B shapes at 512 tokens: 4096 rows -> 32 x 4 = 128 l tiles (with prefetch: <= 8192 rows);
-  // 14336 -> 448, no prefetch.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 0)->label(), "lp");
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 0)->label(), "l");
-  // 1B at 512: 2048 rows -> 64 l tiles < 99, 256 m tiles.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 2048, 512, target, 0)->label(), "mp");
-  // 1024 rows (k/v) at 64 tokens: 8 l, 16 m, 64 s: none fills, the smallest.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 1024, 64, target, 0)->name, 's');
+  auto pick = [&](std::span<const vk::CoopmatTile> tiles, uint32_t n_out, uint32_t n_tok,
+                  char forced = 0) {
+    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced);
+    return p ? p->label() : std::string("none");
+  };
+  // The double-buffered family. 8B shapes at 512 tokens: 4096 and 14336 rows -> 32 x 4 = 128 and
+  // 112 x 4 = 448 b tiles; 1024 rows (k/v) -> 8 x 4 = 32 b, 64 h, 64 w, 128 c.
+  EXPECT_EQ(pick(t, 4096, 512), "b");
+  EXPECT_EQ(pick(t, 14336, 512), "b");
+  EXPECT_EQ(pick(t, 1024, 512), "c");
+  // 1B at 512: 2048 rows -> 64 b tiles < 99, 128 h tiles.
+  EXPECT_EQ(pick(t, 2048, 512), "h");
+  // 1024 rows at 64 tokens: 8 b, 8 h, 16 w, 16 c: none fills, the most workgroups (w before c).
+  EXPECT_EQ(pick(t, 1024, 64), "w");
   // Forced, and forced to a tile the device lacks (the rule then).
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 's')->name, 's');
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 'L')->label(), "lp");
-  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
-  EXPECT_EQ(vk::pick_coopmat_tile(few, 14336, 512, target, 'l')->name, 'm');
-  EXPECT_EQ(vk::pick_coopmat_tile({}, 4096, 512, target, 0), nullptr);
+  EXPECT_EQ(pick(t, 4096, 512, 's'), "s");
+  EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
+  EXPECT_EQ(pick(t, 14336, 512, 'c'), "c");
+  // Without double-buffered tiles: the single-buffered rule (prefetch where n_out <= 8192).
+  const std::vector<vk::CoopmatTile> single(t.begin() + 4, t.end());
+  EXPECT_EQ(pick(single, 4096, 512), "lp");
+  EXPECT_EQ(pick(single, 14336, 512), "l");
+  EXPECT_EQ(pick(single, 2048, 512), "mp");
+  EXPECT_EQ(pick(single, 1024, 64), "s");
+  EXPECT_EQ(pick(single, 4096, 512, 'b'), "lp");
+  EXPECT_EQ(pick({}, 4096, 512), "none");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -116,8 +156,8 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in the rule's tile and every tile on q4_k only (lavapipe compiles and runs each
-// pipeline for seconds); a GPU runs every type in every tile.
+// every type in the double-buffered tiles and in s, and the other single-buffered tiles on q4_k
+// only (lavapipe compiles each pipeline for seconds); a GPU runs every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
     if (e.verdict == "selected") return e.type == "cpu";
@@ -148,8 +188,8 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in the smallest tile (s), the other tiles on q4_k.
-      if (cpu && tile.name != 's' && t != GgmlType::q4_k) continue;
+      // lavapipe: every type in b, h, w, c and s, the other tiles on q4_k.
+      if (cpu && !tile.dbuf && tile.name != 's' && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -170,6 +210,46 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
             fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
       }
       b->release(h.value());
+    }
+    EXPECT_EQ(b->bytes_resident(), 0u);
+  }
+}
+
+// Every token count the kernels meet in spans and chunks, 1 .. 600, through the rule (matvec
+// below 5, the tiled kernel below 16, then the double-buffered tile of the shape) and through the
+// largest tile forced, on rows fewer than one tile (7) and not a multiple of any (133): partial
+// tiles on both sides, grids of one workgroup and of many.
+TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT(probe);
+  probe.reset();
+  std::mt19937 rng(11);
+  const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
+  for (const char tile : {char(0), 'b'}) {
+    auto b = coopmat_backend(tile);
+    ASSERT_TRUE(b);
+    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
+      const TypeInfo& ti = type_info(t);
+      const int64_t n_in = ti.block_elems == 256 ? 256 : 32 * 5;
+      for (const int64_t n_out : {int64_t(7), int64_t(133)}) {
+        const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+        const MatrixView v = view(w, t, n_out, n_in, fmt::format("tokens {}", ti.name));
+        auto h = b->upload(v);
+        ASSERT_TRUE(h.ok()) << h.error().message;
+        for (const int64_t n_tok : kTok) {
+          const std::string kernel = b->prefill_kernel(n_out, n_tok);
+          if (n_tok >= vk::kCoopmatMinTok)
+            ASSERT_NE(kernel.find(tile ? "tile b " : "coopmat"), std::string::npos) << kernel;
+          const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+          std::vector<float> y(size_t(n_tok * n_out), -1.0f);
+          const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
+          ASSERT_TRUE(s.ok()) << s.error().message;
+          test::expect_close(
+              test::reference_matmul(v, x.data(), n_tok), y, n_out,
+              fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
+        }
+        b->release(h.value());
+      }
     }
     EXPECT_EQ(b->bytes_resident(), 0u);
   }
