@@ -33,10 +33,10 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 9u);  // b, h, w, c, l, m, s, lp, mp
+  ASSERT_EQ(t.size(), 10u);  // b, h, w, c, l, m, s, lp, mp, bn
   std::string labels;
   for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
-  EXPECT_EQ(labels, "b h w c l m s lp mp ");
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn ");
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
@@ -73,6 +73,13 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   EXPECT_EQ(t[8].constants()[10], 1u);
   EXPECT_EQ(t[5].constants()[10], 0u);
   for (int i = 4; i < 9; ++i) EXPECT_EQ(t[i].constants()[11], 0u) << t[i].label();
+  // bn: b without the touch.
+  EXPECT_EQ(t[9].name, 'B');
+  EXPECT_TRUE(t[9].dbuf);
+  EXPECT_FALSE(t[9].touch);
+  EXPECT_EQ(t[9].bm, 128u);
+  EXPECT_EQ(t[9].shared_bytes(), t[0].shared_bytes());
+  EXPECT_EQ(t[9].constants()[11], 2u);
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
@@ -85,7 +92,7 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 9u);
+  ASSERT_EQ(lvp.size(), 10u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
@@ -133,6 +140,18 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(single, 1024, 64), "s");
   EXPECT_EQ(pick(single, 4096, 512, 'b'), "lp");
   EXPECT_EQ(pick({}, 4096, 512), "none");
+  EXPECT_EQ(pick(t, 4096, 512, 'B'), "bn");
+  // What a span builds pipelines for: the rule's family, or only the forced tile.
+  std::string reach, forced_s, reach_single;
+  for (const vk::CoopmatTile& x : t) {
+    if (vk::coopmat_tile_reachable(t, x, 0)) reach += x.label() + " ";
+    if (vk::coopmat_tile_reachable(t, x, 's')) forced_s += x.label() + " ";
+  }
+  for (const vk::CoopmatTile& x : single)
+    if (vk::coopmat_tile_reachable(single, x, 'b')) reach_single += x.label() + " ";
+  EXPECT_EQ(reach, "b h w c ");
+  EXPECT_EQ(forced_s, "s ");
+  EXPECT_EQ(reach_single, "l m s lp mp ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -189,7 +208,7 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
       // lavapipe: every type in b, h, w, c and s, the other tiles on q4_k.
-      if (cpu && !tile.dbuf && tile.name != 's' && t != GgmlType::q4_k) continue;
+      if (cpu && !tile.touch && tile.name != 's' && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -238,8 +257,9 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
         ASSERT_TRUE(h.ok()) << h.error().message;
         for (const int64_t n_tok : kTok) {
           const std::string kernel = b->prefill_kernel(n_out, n_tok);
-          if (n_tok >= vk::kCoopmatMinTok)
+          if (n_tok >= vk::kCoopmatMinTok) {
             ASSERT_NE(kernel.find(tile ? "tile b " : "coopmat"), std::string::npos) << kernel;
+          }
           const std::vector<float> x = test::random_input(n_tok * n_in, rng);
           std::vector<float> y(size_t(n_tok * n_out), -1.0f);
           const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
