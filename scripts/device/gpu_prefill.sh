@@ -102,7 +102,7 @@ tests() {  # tests FILE TIMEOUT FILTER [VAR=VALUE...]
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|coopmat span vs|rc=" $W/$out | head -20
 }
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*'
-tests tests-coopmat.txt 100 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
+tests tests-coopmat.txt 120 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
 left 60 "tests with FISH_VK_COOPMAT=0" &&
   tests tests-f32.txt 60 "$suites:-*SmolLm2*:*Gemma3*" FISH_VK_COOPMAT=0
 
@@ -155,9 +155,10 @@ ls -la $W
   echo "== summary ($(cat $D/commit 2>/dev/null | cut -c1-12), $(elapsed) s)"
   for f in tests-coopmat.txt tests-f32.txt; do
     [ -f $W/$f ] || continue
-    echo "$f: $(grep -cE '^\[       OK \]' $W/$f) ok, $(grep -E '^\[  FAILED  \] [A-Za-z]' $W/$f |
-      grep -v listed | sort -u | wc -l) failed, $(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/$f) skipped; $(grep rc= $W/$f)"
-    grep -E '^\[  FAILED  \] [A-Za-z]' $W/$f | grep -v listed | sort -u | head -5
+    failed=$(grep -E '^\[  FAILED  \] [A-Za-z]' $W/$f | grep -v listed | sed 's/ (.*//' | sort -u)
+    echo "$f: $(grep -cE '^\[       OK \]' $W/$f) ok, $(echo -n "$failed" | grep -c .) failed," \
+      "$(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/$f) skipped; $(grep rc= $W/$f)"
+    [ -n "$failed" ] && echo "$failed" | head -5
   done
   grep -h "coopmat span vs" $W/tests-coopmat.txt 2>/dev/null | cut -c1-200
   for f in $W/run-*.log; do
