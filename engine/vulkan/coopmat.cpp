@@ -2,21 +2,9 @@
 #include "engine/vulkan/coopmat.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace fish::vk {
-namespace {
-
-bool has_dbuf(std::span<const CoopmatTile> tiles) {
-  return std::any_of(tiles.begin(), tiles.end(), [](const CoopmatTile& t) { return t.touch; });
-}
-
-// The tiles the rule chooses among (with the prefetch variants of the single-buffered family):
-// the double-buffered ones with the touch where the device has any, else the single-buffered.
-bool in_rule_family(const CoopmatTile& t, bool dbuf) {
-  return dbuf ? t.dbuf && t.touch : !t.dbuf;
-}
-
-}  // namespace
 
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads) {
@@ -59,6 +47,24 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
     t.touch = false;
     out.push_back(t);
   }
+  CoopmatTile g;  // b's tile on 8 subgroups of 4M x 2N
+  g.name = 'g';
+  g.dbuf = g.touch = true;
+  g.bm = 8 * m;
+  g.bn = 8 * n;
+  g.wm = 4 * m;
+  g.wn = 2 * n;
+  g.cm = m;
+  g.cn = n;
+  g.ck = k;
+  g.subgroup = subgroup;
+  if (g.shared_bytes() <= max_shared && g.threads() <= max_threads) out.push_back(g);
+  // The rule's candidates: b, h, w, c where any survived the limits, else l, m, s, lp, mp.
+  auto main_dbuf = [](const CoopmatTile& t) {
+    return t.dbuf && std::string_view("bhwc").find(t.name) != std::string_view::npos;
+  };
+  const bool dbuf = std::any_of(out.begin(), out.end(), main_dbuf);
+  for (CoopmatTile& t : out) t.rule = dbuf ? main_dbuf(t) : !t.dbuf;
   return out;
 }
 
@@ -68,13 +74,11 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   if (forced)
     for (const CoopmatTile& t : tiles)
       if (t.name == forced) return &t;
-  // The family: double-buffered where the device has any, else the single-buffered one.
-  const bool dbuf = has_dbuf(tiles);
-  const CoopmatTile* pick = nullptr;  // the first (largest) that fills the grid
+  const CoopmatTile* pick = nullptr;  // the first (largest) candidate that fills the grid
   const CoopmatTile* most = nullptr;  // else the one of most workgroups
   uint64_t most_groups = 0;
   for (const CoopmatTile& t : tiles) {
-    if (!in_rule_family(t, dbuf) || t.prefetch) continue;
+    if (!t.rule || t.prefetch) continue;
     const uint64_t grid = uint64_t((n_out + t.bm - 1) / t.bm) * ((n_tok + t.bn - 1) / t.bn);
     if (grid >= target_groups) {
       pick = &t;
@@ -87,9 +91,9 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   }
   if (!pick) pick = most;
   if (!pick) return &tiles.front();
-  if (!dbuf && n_out <= kPrefetchMaxRows)
+  if (!pick->dbuf && n_out <= kPrefetchMaxRows)
     for (const CoopmatTile& t : tiles)
-      if (t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
+      if (t.rule && t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
   return pick;
 }
 
@@ -97,7 +101,7 @@ bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTil
   if (forced && std::any_of(tiles.begin(), tiles.end(),
                             [&](const CoopmatTile& x) { return x.name == forced; }))
     return t.name == forced;
-  return in_rule_family(t, has_dbuf(tiles));
+  return t.rule;
 }
 
 uint32_t coopmat_target_groups(uint32_t sm_count) {

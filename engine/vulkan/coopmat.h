@@ -10,19 +10,21 @@
 //   w  4M x 8N, 4 subgroups of 2M x 4N   (64 rows x 128 tokens)
 //   c  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64)
 //   bn b without the touch (DBUF = 2; A/B runs of the L1 prefetch, never the rule's)
+//   g  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128, 256 threads: b's tile on twice the warps,
+//      half the dequantisation per thread; forced only)
 // Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
 //   lp, mp  l and m with register prefetch (PREFETCH: the next K step's global loads and their
 //           dequantisation issued before this step's multiply-adds)
-// The rule: among the double-buffered tiles where the device has them (else l, m, s), the
+// The rule: among b, h, w, c where the device has any of them (else l, m, s), the
 // largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target workgroups
 // (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of most
 // workgroups when none has; for the single-buffered family its prefetch variant where one exists
 // and n_out <= kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch +23-42%
-// on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|l|m|s|lp|mp forces
-// one.
+// on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp
+// forces one.
 // Matmuls of fewer than kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below
 // FISH_MATVEC_MAX_TOK).
 #pragma once
@@ -88,7 +90,9 @@ struct CoopmatTile {
   char name = 'm';
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn)
-  bool touch = false;               // ... with the next step touched into L1 (b, h, w, c)
+  bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
+  bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
+                                    // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
   uint32_t wm = 0, wn = 0;          // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
@@ -120,10 +124,10 @@ struct CoopmatTile {
   }
 };
 
-// The tiles b, h, w, c, then l, m, s, then lp, mp, bn (each family largest first), on shape m x n x
-// k for a subgroup of `subgroup` lanes, without those that pass max_shared bytes or max_threads
-// invocations. Empty when the shape's K does not divide kCoopmatK. (VkContext::coopmat_pipeline
-// builds matmul_cm_<type> on one.)
+// The tiles b, h, w, c, then l, m, s, then lp, mp, bn, g, on shape m x n x k for a subgroup of
+// `subgroup` lanes, without those that pass max_shared bytes or max_threads invocations. Empty when
+// the shape's K does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on
+// one.)
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads);
 
@@ -133,8 +137,8 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
                                      uint32_t n_tok, uint32_t target_groups, char forced);
 
 // Whether pick_coopmat_tile(tiles, ..., forced) can return t for some shape: the forced tile
-// where it exists, else the rule's family (bn, and lp / mp besides the double-buffered tiles,
-// only when forced). Spans build pipelines only for these.
+// where it exists, else the rule's candidates (CoopmatTile::rule). Spans build pipelines only for
+// these.
 bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced);
 
 // Workgroups the rule wants a grid to fill: 3/4 of the SMs, or 64 when the count is unknown.

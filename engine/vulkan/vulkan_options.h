@@ -19,7 +19,7 @@
 //                             (coopmat.h): auto (default) where the device has them, 0 never (the
 //                             f32 tiled kernel; the extension is not even enabled), 1 required
 //                             (opening fails on a device without them)
-//   FISH_VK_COOPMAT_TILE=auto|b|h|w|c|bn|l|m|s|lp|mp  the cooperative-matrix tile for every matmul
+//   FISH_VK_COOPMAT_TILE=auto|b|h|w|c|bn|g|l|m|s|lp|mp  the cooperative-matrix tile of every matmul
 //                             (default: the grid-filling rule of coopmat.h; lp, mp: l, m with
 //                             prefetch; bn: b without the L1 touch)
 //   FISH_GPU_PROFILE=0|2      layer spans time each stage with timestamp queries (profile())

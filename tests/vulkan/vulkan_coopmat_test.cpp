@@ -33,10 +33,14 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 10u);  // b, h, w, c, l, m, s, lp, mp, bn
-  std::string labels;
-  for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
-  EXPECT_EQ(labels, "b h w c l m s lp mp bn ");
+  ASSERT_EQ(t.size(), 11u);  // b, h, w, c, l, m, s, lp, mp, bn, g
+  std::string labels, rule;
+  for (const vk::CoopmatTile& x : t) {
+    labels += x.label() + " ";
+    if (x.rule) rule += x.label() + " ";
+  }
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g ");
+  EXPECT_EQ(rule, "b h w c ");
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
@@ -80,6 +84,14 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   EXPECT_EQ(t[9].bm, 128u);
   EXPECT_EQ(t[9].shared_bytes(), t[0].shared_bytes());
   EXPECT_EQ(t[9].constants()[11], 2u);
+  // g: b's tile on 8 subgroups of 64 x 32; exactly the H200's 48 KB of shared memory.
+  EXPECT_EQ(t[10].name, 'g');
+  EXPECT_EQ(t[10].bm, 128u);
+  EXPECT_EQ(t[10].bn, 128u);
+  EXPECT_EQ(t[10].subgroups(), 8u);
+  EXPECT_EQ(t[10].threads(), 256u);
+  EXPECT_EQ(t[10].shared_bytes(), 48u * 1024);
+  EXPECT_EQ(t[10].constants()[11], 1u);
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
@@ -92,19 +104,26 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 10u);
+  ASSERT_EQ(lvp.size(), 11u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
   EXPECT_EQ(lvp[4].threads(), 64u);
-  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp; 64 threads only s.
+  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp, and c alone is the
+  // rule's; 64 threads only s, which the rule then takes (the single-buffered family).
   const std::vector<vk::CoopmatTile> small = vk::coopmat_tiles(16, 16, 16, 32, 24 * 1024, 1024);
   labels.clear();
-  for (const vk::CoopmatTile& x : small) labels += x.label() + " ";
+  rule.clear();
+  for (const vk::CoopmatTile& x : small) {
+    labels += x.label() + " ";
+    if (x.rule) rule += x.label() + " ";
+  }
   EXPECT_EQ(labels, "c m s mp ");
+  EXPECT_EQ(rule, "c ");
   const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
   ASSERT_EQ(few.size(), 1u);
   EXPECT_EQ(few[0].name, 's');
+  EXPECT_TRUE(few[0].rule);
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -132,8 +151,15 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(t, 4096, 512, 's'), "s");
   EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
   EXPECT_EQ(pick(t, 14336, 512, 'c'), "c");
-  // Without double-buffered tiles: the single-buffered rule (prefetch where n_out <= 8192).
-  const std::vector<vk::CoopmatTile> single(t.begin() + 4, t.end());
+  // Without b, h, w, c (a device whose limits drop them: 20 KB keeps m, s, mp, all the rule's),
+  // the single-buffered rule, prefetch where n_out <= 8192; on l, m, s, lp, mp as coopmat_tiles
+  // marks them then.
+  std::string rule20;
+  for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
+    rule20 += x.label() + (x.rule ? "+ " : "- ");
+  EXPECT_EQ(rule20, "m+ s+ mp+ ");
+  std::vector<vk::CoopmatTile> single(t.begin() + 4, t.begin() + 9);
+  for (vk::CoopmatTile& x : single) x.rule = true;
   EXPECT_EQ(pick(single, 4096, 512), "lp");
   EXPECT_EQ(pick(single, 14336, 512), "l");
   EXPECT_EQ(pick(single, 2048, 512), "mp");
@@ -175,8 +201,8 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in the double-buffered tiles and in s, and the other single-buffered tiles on q4_k
-// only (lavapipe compiles each pipeline for seconds); a GPU runs every type in every tile.
+// every type in the rule's tiles and in s, and the other tiles on q4_k only (lavapipe compiles
+// each pipeline for seconds); a GPU runs every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
     if (e.verdict == "selected") return e.type == "cpu";
@@ -207,8 +233,8 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in b, h, w, c and s, the other tiles on q4_k.
-      if (cpu && !tile.touch && tile.name != 's' && t != GgmlType::q4_k) continue;
+      // lavapipe: every type in the rule's tiles (b, h, w, c) and s, the others on q4_k.
+      if (cpu && !tile.rule && tile.name != 's' && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
