@@ -174,14 +174,15 @@ uint g_sink = 0u;
 void touch_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
   const uint blk = k0 / CM_BLOCK_VALUES;
-  // Blocks that step k0 shares with step k0 - BK are in L1 already (k-quants: 8 steps a block).
-  const bool fresh = k0 % CM_BLOCK_VALUES < BK;
+  // Every step touches its whole blocks, also those it shares with the step before (k-quants: 8
+  // steps a 256-value block): those loads hit L1 where the lines stayed and bring them back
+  // where the activations' lines pushed them out.
   const uint n_blk = min(STEP_BLOCKS, (pc.n_in + CM_BLOCK_VALUES - 1u) / CM_BLOCK_VALUES - blk);
   [[unroll]] for (uint j = 0u; j < TWPT; ++j) {
     const uint i = tid + j * WG;
     const uint lr = i / W_SECT, sct = i % W_SECT;
     tw[j] = 0u;
-    if (fresh && lr < BM) {
+    if (lr < BM) {
       const uint b0 = min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes + blk * CM_BLOCK_BYTES;
       const uint b1 = b0 + n_blk * CM_BLOCK_BYTES;  // one past the last byte
       const uint at = (b0 & ~31u) + 32u * sct;

@@ -85,11 +85,11 @@ inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 
 struct CoopmatTile {
-  // 'b', 'h', 'w', 'c', 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp"); 'B': b without
-  // the touch ("bn")
+  // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp"); 'B': b
+  // without the touch ("bn")
   char name = 'm';
   bool prefetch = false;
-  bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn)
+  bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
   bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
                                     // (bn, g) only when forced
@@ -97,7 +97,7 @@ struct CoopmatTile {
   uint32_t wm = 0, wn = 0;          // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
   uint32_t subgroup = 0;            // lanes per subgroup (the pipeline requires it where it can)
-  std::string label() const {       // "b", ..., "s", "lp", "mp", "bn"
+  std::string label() const {       // "b", ..., "s", "lp", "mp", "bn", "g"
     const std::string lower(1, char(std::tolower(static_cast<unsigned char>(name))));
     if (dbuf) return touch ? lower : lower + "n";
     return prefetch ? lower + "p" : lower;
@@ -109,18 +109,10 @@ struct CoopmatTile {
   }
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
-    return {threads(),
-            bm,
-            bn,
-            kCoopmatK,
-            cm,
-            cn,
-            ck,
-            wm,
-            wn,
-            threads(),
-            prefetch ? 1u : 0u,
-            dbuf ? (touch ? 1u : 2u) : 0u};
+    std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
+    c.push_back(prefetch ? 1u : 0u);             // PREFETCH
+    c.push_back(dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
+    return c;
   }
 };
 
