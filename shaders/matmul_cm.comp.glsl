@@ -128,23 +128,29 @@ f16vec4 xr[XPT];
 
 uint g_row0, g_tok0, g_units, g_x_row;
 
+// Branch-free: every load of the step is issued unconditionally (indices clamped, values past
+// the K end selected to zero), so the unrolled loop can put all of them in flight before the
+// first is used. (A load under an `if` whose result is used inside it waits for that load before
+// the next iteration's: per step one memory round trip per unit, which bound the first version
+// of this kernel to ~30 TFLOP/s on the H200 whatever the tile.) Indices past the tile (i >=
+// W_UNITS / X_QUADS where the thread count does not divide them) load a duplicate that
+// store_step does not store.
 void load_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint j = 0u; j < WPT; ++j) {
-    const uint i = tid + j * WG;
+    const uint i = min(tid + j * WG, W_UNITS - 1u);
     const uint lr = i / (BK / 8u), u = k0 / 8u + i % (BK / 8u);
-    vec4 a = vec4(0.0), b = vec4(0.0);
-    if (i < W_UNITS && u < g_units)
-      dequant8(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, u, a, b);
-    wr[2u * j] = f16vec4(a);
-    wr[2u * j + 1u] = f16vec4(b);
+    vec4 a, b;
+    dequant8(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, min(u, g_units - 1u), a, b);
+    const bvec4 in_k = bvec4(u < g_units);
+    wr[2u * j] = f16vec4(mix(vec4(0.0), a, in_k));
+    wr[2u * j + 1u] = f16vec4(mix(vec4(0.0), b, in_k));
   }
   [[unroll]] for (uint j = 0u; j < XPT; ++j) {
-    const uint i = tid + j * WG;
+    const uint i = min(tid + j * WG, X_QUADS - 1u);
     const uint lt = i / (BK / 4u), q = k0 / 4u + i % (BK / 4u);
-    vec4 v = vec4(0.0);
-    if (i < X_QUADS && q < pc.n_in / 4u) v = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q];
-    xr[j] = f16vec4(v);
+    const vec4 v = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + min(q, pc.n_in / 4u - 1u)];
+    xr[j] = f16vec4(mix(vec4(0.0), v, bvec4(q < pc.n_in / 4u)));
   }
 }
 
@@ -178,22 +184,17 @@ void touch_step(uint k0) {
   // steps a 256-value block): those loads hit L1 where the lines stayed and bring them back
   // where the activations' lines pushed them out.
   const uint n_blk = min(STEP_BLOCKS, (pc.n_in + CM_BLOCK_VALUES - 1u) / CM_BLOCK_VALUES - blk);
-  [[unroll]] for (uint j = 0u; j < TWPT; ++j) {
-    const uint i = tid + j * WG;
+  [[unroll]] for (uint j = 0u; j < TWPT; ++j) {  // branch-free like load_step
+    const uint i = min(tid + j * WG, BM * W_SECT - 1u);
     const uint lr = i / W_SECT, sct = i % W_SECT;
-    tw[j] = 0u;
-    if (lr < BM) {
-      const uint b0 = min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes + blk * CM_BLOCK_BYTES;
-      const uint b1 = b0 + n_blk * CM_BLOCK_BYTES;  // one past the last byte
-      const uint at = (b0 & ~31u) + 32u * sct;
-      if (at < b1) tw[j] = w[at >> 2u];
-    }
+    const uint b0 = min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes + blk * CM_BLOCK_BYTES;
+    const uint b1 = b0 + n_blk * CM_BLOCK_BYTES;  // one past the last byte
+    tw[j] = w[min((b0 & ~31u) + 32u * sct, b1 - 1u) >> 2u];
   }
   [[unroll]] for (uint j = 0u; j < TXPT; ++j) {
-    const uint i = tid + j * WG;
-    const uint lt = i / X_SECT, q = k0 / 4u + 2u * (i % X_SECT);
-    tx[j] = 0.0;
-    if (lt < BN && q < pc.n_in / 4u) tx[j] = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q].x;
+    const uint i = min(tid + j * WG, BN * X_SECT - 1u);
+    const uint lt = i / X_SECT, q = min(k0 / 4u + 2u * (i % X_SECT), pc.n_in / 4u - 1u);
+    tx[j] = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q].x;
   }
 }
 

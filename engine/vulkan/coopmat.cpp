@@ -59,12 +59,18 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   g.ck = k;
   g.subgroup = subgroup;
   if (g.shared_bytes() <= max_shared && g.threads() <= max_threads) out.push_back(g);
-  // The rule's candidates: b, h, w, c where any survived the limits, else l, m, s, lp, mp.
+  // The rule's candidates. s where it survived the limits: on the H200 (binary e231dde,
+  // 2026-12-02) s was the fastest tile for every type and 8B shape at 512 tokens (q4_k 14336 x
+  // 4096: s 41.6 TFLOP/s, b 28.6, l 27.0; pp512 8B 2,352 tok/s with s vs 1,758 with b/c), measured
+  // before load_step went branch-free: BM_VulkanPrefillMatmul re-checks every tile. Else b, h, w,
+  // c where any survived, else l, m, lp, mp.
   auto main_dbuf = [](const CoopmatTile& t) {
     return t.dbuf && std::string_view("bhwc").find(t.name) != std::string_view::npos;
   };
+  const bool has_s =
+      std::any_of(out.begin(), out.end(), [](const CoopmatTile& t) { return t.name == 's'; });
   const bool dbuf = std::any_of(out.begin(), out.end(), main_dbuf);
-  for (CoopmatTile& t : out) t.rule = dbuf ? main_dbuf(t) : !t.dbuf;
+  for (CoopmatTile& t : out) t.rule = has_s ? t.name == 's' : dbuf ? main_dbuf(t) : !t.dbuf;
   return out;
 }
 
