@@ -131,8 +131,9 @@ uint g_row0, g_tok0, g_units, g_x_row;
 // Branch-free: every load of the step is issued unconditionally (indices clamped, values past
 // the K end selected to zero), so the unrolled loop can put all of them in flight before the
 // first is used. (A load under an `if` whose result is used inside it waits for that load before
-// the next iteration's: per step one memory round trip per unit, which bound the first version
-// of this kernel to ~30 TFLOP/s on the H200 whatever the tile.) Indices past the tile (i >=
+// the next iteration's: per step one memory round trip per unit. The likely reason every tile
+// of the earlier conditional form ran at 25-31 TFLOP/s on the H200, double-buffered or not:
+// results/runs/h200-gpupre-mid/.) Indices past the tile (i >=
 // W_UNITS / X_QUADS where the thread count does not divide them) load a duplicate that
 // store_step does not store.
 void load_step(uint k0) {

@@ -18,12 +18,13 @@
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
 //   lp, mp  l and m with register prefetch (PREFETCH: the next K step's global loads and their
 //           dequantisation issued before this step's multiply-adds)
-// The rule: among b, h, w, c where the device has any of them (else l, m, s), the
-// largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target workgroups
-// (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of most
-// workgroups when none has; for the single-buffered family its prefetch variant where one exists
-// and n_out <= kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch +23-42%
-// on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp
+// The rule: s, the fastest tile for every type and 8B shape on the H200 (coopmat.cpp). Its
+// candidates are CoopmatTile::rule; where the limits drop s, b, h, w, c (else l, m, s) and among
+// them the largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target
+// workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of
+// most workgroups when none has; for the single-buffered family its prefetch variant where one
+// exists and n_out <= kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch
+// +23-42% on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp
 // forces one.
 // Matmuls of fewer than kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below
 // FISH_MATVEC_MAX_TOK).
