@@ -211,12 +211,13 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "l", "m", "s", "lp", "mp"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp"},
        0,
        -1,
        vk_options,
-       "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule), l, m, s; "
-       "lp, mp: l, m with register prefetch"},
+       "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule); b, h, w, c "
+       "double-buffered (bn: b without the L1 touch, g: b on 8 subgroups); l, m, s "
+       "single-buffered; lp, mp: l, m with register prefetch"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

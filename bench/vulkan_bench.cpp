@@ -403,13 +403,15 @@ BENCHMARK(BM_VulkanCoopmatPeak)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp).
+// Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp,
+// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g: coopmat.h's tiles forced).
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's', 'L', 'M'};
-  constexpr const char* kNames[] = {"tiled", "", "l", "m", "s", "lp", "mp"};
+  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g'};
+  constexpr const char* kNames[] = {"tiled", "",  "l", "m", "s",  "lp", "mp",
+                                    "b",     "h", "w", "c", "bn", "g"};
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();
   if (!b->supports(t)) {
@@ -454,9 +456,12 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
                      GgmlType::q4_0, GgmlType::q4_1, GgmlType::q5_0, GgmlType::q5_1, GgmlType::f16})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}}) {
+      // Every tile for q4_k and q6_k (the rule's choice checked against each); the others
+      // tiled f32, the rule, and the single-buffered s (the fastest before b, h, w, c).
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
-      for (int64_t variant = 0; variant <= (tiles ? 6 : 1); ++variant)
-        bm->Args({int64_t(t), n_out, n_in, 512, variant});
+      for (int64_t variant = 0; variant <= 12; ++variant)
+        if (tiles || variant <= 1 || variant == 4)
+          bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
 }
 BENCHMARK(BM_VulkanPrefillMatmul)

@@ -11,18 +11,33 @@
 // each subgroup a WM x WN block of it as (WM / CM) x (WN / CN) accumulators. K advances by BK
 // (a multiple of 32 and of CK): per step the workgroup fills ws[BM][BK] (A, row-major) and
 // xs[BN][BK] (B = x^T, column-major) as f16vec4 from registers (global -> registers ->
-// shared), barrier, then each subgroup runs BK / CK multiply-adds per accumulator. PREFETCH = 1
-// issues the next step's global loads right after the barrier, before this step's
-// multiply-adds (their latency hidden under them, at the cost of live registers); 0 after the
-// second barrier. K tails (n_in % BK != 0) are zero-filled. Edge rows/tokens are clamped on load;
-// results go through a per-subgroup f32 staging tile in shared memory and are stored with
-// bounds checks (any n_out, n_tok, y_stride, y_offset).
+// shared), then each subgroup runs BK / CK multiply-adds per accumulator. K tails
+// (n_in % BK != 0) are zero-filled. Edge rows/tokens are clamped on load; results go through a
+// per-subgroup f32 staging tile in shared memory and are stored with bounds checks (any n_out,
+// n_tok, y_stride, y_offset).
+//
+// Two pipelines of the K loop:
+// - DBUF = 0 (tiles l, m, s, lp, mp): one shared buffer, two barriers per step. PREFETCH = 1
+//   issues the next step's loads (with their dequantisation) right after the first barrier,
+//   before this step's multiply-adds; 0 after the second barrier.
+// - DBUF = 1 (tiles b, h, w, c; 2: bn, the same without the touch, for A/B runs): two shared
+//   buffers, one barrier per step. Step k first issues
+//   plain 32-bit "touch" loads of every 32-byte sector of step k+1's weight blocks and
+//   activations (to the L1 cache; their values are folded into a sink that is never stored, so
+//   the loads stay), then runs step k's multiply-adds on buffer k&1, then dequantises step k+1
+//   (now L1 hits instead of a stall on L2 / memory before the multiply-adds) into buffer
+//   (k+1)&1, then the barrier. The touch is type-agnostic: it needs only the block geometry
+//   (CM_BLOCK_VALUES / CM_BLOCK_BYTES below), not each type's unpacking. Buffer (k+1)&1 was last
+//   read in step k-1, before that step's barrier, so one barrier per step is enough.
+// All loops have compile-time trip counts after specialisation; [[unroll]] asks the driver to
+// unroll them so that the accumulators stay in registers.
 // CPU reference: dequantize_row_<type>, then a double dot (tests/vulkan/vulkan_coopmat_test.cpp).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 
 #include "fish_vk_layout.h"
 
@@ -37,12 +52,50 @@ layout(constant_id = 7) const uint WM = 32;
 layout(constant_id = 8) const uint WN = 32;
 layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), for loop bounds
 layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
+layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 
 #include "dequant.glsl"
+
+// Block geometry of the weight rows (quant/<type>.h; f32 / f16 rows are padded to 32 values):
+// what the DBUF touch walks.
+#if defined(TYPE_F32)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 128u
+#elif defined(TYPE_F16)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 64u
+#elif defined(TYPE_Q4_0)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 18u
+#elif defined(TYPE_Q4_1)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 20u
+#elif defined(TYPE_Q5_0)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 22u
+#elif defined(TYPE_Q5_1)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 24u
+#elif defined(TYPE_Q8_0)
+#define CM_BLOCK_VALUES 32u
+#define CM_BLOCK_BYTES 34u
+#elif defined(TYPE_Q4_K)
+#define CM_BLOCK_VALUES 256u
+#define CM_BLOCK_BYTES 144u
+#elif defined(TYPE_Q5_K)
+#define CM_BLOCK_VALUES 256u
+#define CM_BLOCK_BYTES 176u
+#elif defined(TYPE_Q6_K)
+#define CM_BLOCK_VALUES 256u
+#define CM_BLOCK_BYTES 210u
+#elif defined(TYPE_FQ3)
+#define CM_BLOCK_VALUES 256u
+#define CM_BLOCK_BYTES 112u
+#endif
 
 const uint LDS = BK + 8u;         // shared row stride (f16): pads banks, keeps 16-byte rows
 const uint LDS4 = LDS / 4u;       // ... in f16vec4
@@ -54,9 +107,19 @@ const uint W_UNITS = BM * (BK / 8u);            // 8-value W units per K step
 const uint X_QUADS = BN * (BK / 4u);            // x vec4 per K step
 const uint WPT = (W_UNITS + WG - 1u) / WG;      // ... per thread
 const uint XPT = (X_QUADS + WG - 1u) / WG;
+const uint NBUF = DBUF != 0u ? 2u : 1u;         // shared buffers of each operand
+const uint A_BUF = BM * LDS4;                   // f16vec4 of one W buffer
+const uint B_BUF = BN * LDS4;                   // ... of one x buffer
+// DBUF touch: 32-byte sectors of one row's blocks of a K step (+1: a block range that does not
+// start on a sector boundary), and of one token's BK activations.
+const uint STEP_BLOCKS = (BK + CM_BLOCK_VALUES - 1u) / CM_BLOCK_VALUES;
+const uint W_SECT = (STEP_BLOCKS * CM_BLOCK_BYTES + 31u) / 32u + 1u;
+const uint X_SECT = BK / 8u;  // 8 f32 = 32 bytes = 2 vec4
+const uint TWPT = (BM * W_SECT + WG - 1u) / WG;
+const uint TXPT = (BN * X_SECT + WG - 1u) / WG;
 
-shared f16vec4 ws[BM * LDS4];
-shared f16vec4 xs[BN * LDS4];
+shared f16vec4 ws[NBUF * A_BUF];
+shared f16vec4 xs[NBUF * B_BUF];
 shared float cs[N_SG * CM * CN];  // each subgroup's staging tile for the store
 
 // A K step's operands staged in registers between the global loads and the shared stores.
@@ -65,39 +128,99 @@ f16vec4 xr[XPT];
 
 uint g_row0, g_tok0, g_units, g_x_row;
 
+// Branch-free: every load of the step is issued unconditionally (indices clamped, values past
+// the K end selected to zero), so the unrolled loop can put all of them in flight before the
+// first is used. (A load under an `if` whose result is used inside it waits for that load before
+// the next iteration's: per step one memory round trip per unit. The likely reason every tile
+// of the earlier conditional form ran at 25-31 TFLOP/s on the H200, double-buffered or not:
+// results/runs/h200-gpupre-mid/.) Indices past the tile (i >=
+// W_UNITS / X_QUADS where the thread count does not divide them) load a duplicate that
+// store_step does not store.
 void load_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
-  for (uint j = 0u; j < WPT; ++j) {
-    const uint i = tid + j * WG;
+  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
+    const uint i = min(tid + j * WG, W_UNITS - 1u);
     const uint lr = i / (BK / 8u), u = k0 / 8u + i % (BK / 8u);
-    vec4 a = vec4(0.0), b = vec4(0.0);
-    if (i < W_UNITS && u < g_units)
-      dequant8(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, u, a, b);
-    wr[2u * j] = f16vec4(a);
-    wr[2u * j + 1u] = f16vec4(b);
+    vec4 a, b;
+    dequant8(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, min(u, g_units - 1u), a, b);
+    const bvec4 in_k = bvec4(u < g_units);
+    wr[2u * j] = f16vec4(mix(vec4(0.0), a, in_k));
+    wr[2u * j + 1u] = f16vec4(mix(vec4(0.0), b, in_k));
   }
-  for (uint j = 0u; j < XPT; ++j) {
-    const uint i = tid + j * WG;
+  [[unroll]] for (uint j = 0u; j < XPT; ++j) {
+    const uint i = min(tid + j * WG, X_QUADS - 1u);
     const uint lt = i / (BK / 4u), q = k0 / 4u + i % (BK / 4u);
-    vec4 v = vec4(0.0);
-    if (i < X_QUADS && q < pc.n_in / 4u) v = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q];
-    xr[j] = f16vec4(v);
+    const vec4 v = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + min(q, pc.n_in / 4u - 1u)];
+    xr[j] = f16vec4(mix(vec4(0.0), v, bvec4(q < pc.n_in / 4u)));
   }
 }
 
-void store_step() {
+// Writes the registers of load_step into shared buffer `buf` (0 .. NBUF-1).
+void store_step(uint buf) {
   const uint tid = gl_LocalInvocationID.x;
-  for (uint j = 0u; j < WPT; ++j) {
+  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
     const uint i = tid + j * WG;
     if (i < W_UNITS) {
-      const uint o = (i / (BK / 8u)) * LDS4 + 2u * (i % (BK / 8u));
+      const uint o = buf * A_BUF + (i / (BK / 8u)) * LDS4 + 2u * (i % (BK / 8u));
       ws[o] = wr[2u * j];
       ws[o + 1u] = wr[2u * j + 1u];
     }
   }
-  for (uint j = 0u; j < XPT; ++j) {
+  [[unroll]] for (uint j = 0u; j < XPT; ++j) {
     const uint i = tid + j * WG;
-    if (i < X_QUADS) xs[(i / (BK / 4u)) * LDS4 + i % (BK / 4u)] = xr[j];
+    if (i < X_QUADS) xs[buf * B_BUF + (i / (BK / 4u)) * LDS4 + i % (BK / 4u)] = xr[j];
+  }
+}
+
+// DBUF: one 32-bit load per 32-byte sector of step k0's weight blocks (every row of the tile) and
+// activations (every token), into tw / tx; fold() consumes them after the multiply-adds.
+uint tw[TWPT];
+float tx[TXPT];
+uint g_sink = 0u;
+
+void touch_step(uint k0) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint blk = k0 / CM_BLOCK_VALUES;
+  // Every step touches its whole blocks, also those it shares with the step before (k-quants: 8
+  // steps a 256-value block): those loads hit L1 where the lines stayed and bring them back
+  // where the activations' lines pushed them out.
+  const uint n_blk = min(STEP_BLOCKS, (pc.n_in + CM_BLOCK_VALUES - 1u) / CM_BLOCK_VALUES - blk);
+  [[unroll]] for (uint j = 0u; j < TWPT; ++j) {  // branch-free like load_step
+    const uint i = min(tid + j * WG, BM * W_SECT - 1u);
+    const uint lr = i / W_SECT, sct = i % W_SECT;
+    const uint b0 = min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes + blk * CM_BLOCK_BYTES;
+    const uint b1 = b0 + n_blk * CM_BLOCK_BYTES;  // one past the last byte
+    tw[j] = w[min((b0 & ~31u) + 32u * sct, b1 - 1u) >> 2u];
+  }
+  [[unroll]] for (uint j = 0u; j < TXPT; ++j) {
+    const uint i = min(tid + j * WG, BN * X_SECT - 1u);
+    const uint lt = i / X_SECT, q = min(k0 / 4u + 2u * (i % X_SECT), pc.n_in / 4u - 1u);
+    tx[j] = x[min(g_tok0 + lt, pc.n_tok - 1u) * g_x_row + q].x;
+  }
+}
+
+void fold() {
+  [[unroll]] for (uint j = 0u; j < TWPT; ++j) g_sink ^= tw[j];
+  [[unroll]] for (uint j = 0u; j < TXPT; ++j) g_sink += floatBitsToUint(tx[j]);
+}
+
+coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> acc[TM * TN];
+
+// Step's multiply-adds on shared buffer `buf`: this subgroup's TM x TN accumulators.
+void mma_step(uint buf, uint sg_row, uint sg_tok) {
+  // Offsets and strides in f16vec4 (the arrays' element): 4 f16 each.
+  [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+    coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
+    [[unroll]] for (uint j = 0u; j < TN; ++j)
+      coopMatLoad(bm[j], xs, buf * B_BUF + (sg_tok + j * CN) * LDS4 + kk / 4u, LDS4,
+                  gl_CooperativeMatrixLayoutColumnMajor);
+    [[unroll]] for (uint i = 0u; i < TM; ++i) {
+      coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
+      coopMatLoad(am, ws, buf * A_BUF + (sg_row + i * CM) * LDS4 + kk / 4u, LDS4,
+                  gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint j = 0u; j < TN; ++j)
+        acc[i * TN + j] = coopMatMulAdd(am, bm[j], acc[i * TN + j]);
+    }
   }
 }
 
@@ -111,39 +234,45 @@ void main() {
   const uint sg_row = (sg / SG_COLS) * WM;  // this subgroup's block within the tile
   const uint sg_tok = (sg % SG_COLS) * WN;
 
-  coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> acc[TM * TN];
-  for (uint i = 0u; i < TM * TN; ++i)
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
     acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
 
-  load_step(0u);
-  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
-    store_step();
+  if (DBUF != 0u) {
+    load_step(0u);
+    store_step(0u);
     barrier();
-    const bool more = k0 + BK < pc.n_in;
-    if (PREFETCH != 0u && more) load_step(k0 + BK);  // global latency under the MMAs
-    // Offsets and strides in f16vec4 (the arrays' element): 4 f16 each.
-    for (uint kk = 0u; kk < BK; kk += CK) {
-      coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
-      for (uint j = 0u; j < TN; ++j)
-        coopMatLoad(bm[j], xs, (sg_tok + j * CN) * LDS4 + kk / 4u, LDS4,
-                    gl_CooperativeMatrixLayoutColumnMajor);
-      for (uint i = 0u; i < TM; ++i) {
-        coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
-        coopMatLoad(am, ws, (sg_row + i * CM) * LDS4 + kk / 4u, LDS4,
-                    gl_CooperativeMatrixLayoutRowMajor);
-        for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = coopMatMulAdd(am, bm[j], acc[i * TN + j]);
+    uint buf = 0u;
+    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+      const bool more = k0 + BK < pc.n_in;
+      if (DBUF == 1u && more) touch_step(k0 + BK);  // in flight during the multiply-adds
+      mma_step(buf, sg_row, sg_tok);
+      if (more) {
+        if (DBUF == 1u) fold();
+        load_step(k0 + BK);
+        store_step(buf ^ 1u);
       }
+      barrier();
+      buf ^= 1u;
     }
-    barrier();
-    if (PREFETCH == 0u && more) load_step(k0 + BK);
+  } else {
+    load_step(0u);
+    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+      store_step(0u);
+      barrier();
+      const bool more = k0 + BK < pc.n_in;
+      if (PREFETCH != 0u && more) load_step(k0 + BK);  // global latency under the MMAs
+      mma_step(0u, sg_row, sg_tok);
+      barrier();
+      if (PREFETCH == 0u && more) load_step(k0 + BK);
+    }
   }
 
   // Store: accumulator (i, j) is rows sg_row + i CM.., tokens sg_tok + j CN..; staged column-major
   // (element (r, t) at t CM + r) so consecutive lanes write consecutive rows of y.
   const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
   const uint stage = sg * CM * CN;
-  for (uint i = 0u; i < TM; ++i) {
-    for (uint j = 0u; j < TN; ++j) {
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
       coopMatStore(acc[i * TN + j], cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
@@ -156,4 +285,6 @@ void main() {
       subgroupBarrier();
     }
   }
+  // Keeps the DBUF touch loads: never true for a dispatched matmul (n_tok >= 1).
+  if (DBUF == 1u && pc.n_tok == 0u && g_sink == 0x9e3779b9u) y[pc.y_offset] = 0.0;
 }

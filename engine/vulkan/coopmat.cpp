@@ -2,6 +2,7 @@
 #include "engine/vulkan/coopmat.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace fish::vk {
 
@@ -9,14 +10,18 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
                                        uint32_t max_shared, uint32_t max_threads) {
   std::vector<CoopmatTile> out;
   if (m == 0 || n == 0 || k == 0 || kCoopmatK % k != 0 || subgroup == 0) return out;
-  // name, tile (in M x N units), subgroup block (in M x N units)
+  // name, tile (in M x N units), subgroup block (in M x N units), double-buffered
   const struct {
     char name;
     uint32_t tm, tn, sm, sn;
-  } shapes[] = {{'l', 8, 8, 4, 2}, {'m', 4, 4, 2, 2}, {'s', 2, 2, 2, 1}};
+    bool dbuf;
+  } shapes[] = {{'b', 8, 8, 4, 4, true}, {'h', 8, 4, 4, 2, true},  {'w', 4, 8, 2, 4, true},
+                {'c', 4, 4, 2, 2, true}, {'l', 8, 8, 4, 2, false}, {'m', 4, 4, 2, 2, false},
+                {'s', 2, 2, 2, 1, false}};
   for (const auto& s : shapes) {
     CoopmatTile t;
     t.name = s.name;
+    t.dbuf = t.touch = s.dbuf;
     t.bm = s.tm * m;
     t.bn = s.tn * n;
     t.wm = s.sm * m;
@@ -29,12 +34,43 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   }
   const size_t n_plain = out.size();
   for (size_t i = 0; i < n_plain; ++i) {
-    if (out[i].name == 's') continue;
+    if (out[i].dbuf || out[i].name == 's') continue;
     CoopmatTile t = out[i];
     t.name = char(t.name - 'a' + 'A');
     t.prefetch = true;
     out.push_back(t);
   }
+  for (size_t i = 0; i < n_plain; ++i) {
+    if (out[i].name != 'b') continue;
+    CoopmatTile t = out[i];  // bn: b without the touch
+    t.name = 'B';
+    t.touch = false;
+    out.push_back(t);
+  }
+  CoopmatTile g;  // b's tile on 8 subgroups of 4M x 2N
+  g.name = 'g';
+  g.dbuf = g.touch = true;
+  g.bm = 8 * m;
+  g.bn = 8 * n;
+  g.wm = 4 * m;
+  g.wn = 2 * n;
+  g.cm = m;
+  g.cn = n;
+  g.ck = k;
+  g.subgroup = subgroup;
+  if (g.shared_bytes() <= max_shared && g.threads() <= max_threads) out.push_back(g);
+  // The rule's candidates. s where it survived the limits: on the H200 (binary e231dde,
+  // 2026-12-02) s was the fastest tile for every type and 8B shape at 512 tokens (q4_k 14336 x
+  // 4096: s 41.6 TFLOP/s, b 28.6, l 27.0; pp512 8B 2,352 tok/s with s vs 1,758 with b/c), measured
+  // before load_step went branch-free: BM_VulkanPrefillMatmul re-checks every tile. Else b, h, w,
+  // c where any survived, else l, m, lp, mp.
+  auto main_dbuf = [](const CoopmatTile& t) {
+    return t.dbuf && std::string_view("bhwc").find(t.name) != std::string_view::npos;
+  };
+  const bool has_s =
+      std::any_of(out.begin(), out.end(), [](const CoopmatTile& t) { return t.name == 's'; });
+  const bool dbuf = std::any_of(out.begin(), out.end(), main_dbuf);
+  for (CoopmatTile& t : out) t.rule = has_s ? t.name == 's' : dbuf ? main_dbuf(t) : !t.dbuf;
   return out;
 }
 
@@ -44,18 +80,34 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   if (forced)
     for (const CoopmatTile& t : tiles)
       if (t.name == forced) return &t;
-  const CoopmatTile* pick = nullptr;
+  const CoopmatTile* pick = nullptr;  // the first (largest) candidate that fills the grid
+  const CoopmatTile* most = nullptr;  // else the one of most workgroups
+  uint64_t most_groups = 0;
   for (const CoopmatTile& t : tiles) {
-    if (t.prefetch) continue;
-    pick = &t;  // the smallest so far
+    if (!t.rule || t.prefetch) continue;
     const uint64_t grid = uint64_t((n_out + t.bm - 1) / t.bm) * ((n_tok + t.bn - 1) / t.bn);
-    if (grid >= target_groups) break;
+    if (grid >= target_groups) {
+      pick = &t;
+      break;
+    }
+    if (grid > most_groups) {
+      most = &t;
+      most_groups = grid;
+    }
   }
+  if (!pick) pick = most;
   if (!pick) return &tiles.front();
-  if (n_out <= kPrefetchMaxRows)
+  if (!pick->dbuf && n_out <= kPrefetchMaxRows)
     for (const CoopmatTile& t : tiles)
-      if (t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
+      if (t.rule && t.prefetch && t.bm == pick->bm && t.bn == pick->bn) return &t;
   return pick;
+}
+
+bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced) {
+  if (forced && std::any_of(tiles.begin(), tiles.end(),
+                            [&](const CoopmatTile& x) { return x.name == forced; }))
+    return t.name == forced;
+  return t.rule;
 }
 
 uint32_t coopmat_target_groups(uint32_t sm_count) {

@@ -2,22 +2,37 @@
 // subgroup shape (VK_KHR_cooperative_matrix), the workgroup tiles built on it and the rule that
 // picks one per matmul.
 //
-// Tiles, in units of the shape M x N x K (16x16x16 on NVIDIA, 8x8x8 on lavapipe), K step 32:
+// Tiles, in units of the shape M x N x K (16x16x16 on NVIDIA, 8x8x8 on lavapipe), K step 32.
+// Double-buffered (matmul_cm.comp.glsl DBUF = 1: two shared buffers, one barrier per step, the
+// next step's weight blocks and activations touched into L1 before this step's multiply-adds):
+//   b  8M x 8N, 4 subgroups of 4M x 4N   (128 x 128 on NVIDIA, 128 threads)
+//   h  8M x 4N, 4 subgroups of 4M x 2N   (128 rows x 64 tokens)
+//   w  4M x 8N, 4 subgroups of 2M x 4N   (64 rows x 128 tokens)
+//   c  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64)
+//   bn b without the touch (DBUF = 2; A/B runs of the L1 prefetch, never the rule's)
+//   g  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128, 256 threads: b's tile on twice the warps,
+//      half the dequantisation per thread; forced only)
+// Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
-//   lp, mp  l and m with register prefetch (matmul_cm.comp.glsl PREFETCH: the next K step's
-//           global loads issued before this step's multiply-adds)
-// The rule: the largest of l, m, s whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at
-// least target workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else
-// 64), the smallest when none has; its prefetch variant where one exists and n_out <=
-// kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch +23-42% on 4096-row
-// shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=l|m|s|lp|mp forces one. Matmuls of fewer than
-// kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below FISH_MATVEC_MAX_TOK).
+//   lp, mp  l and m with register prefetch (PREFETCH: the next K step's global loads and their
+//           dequantisation issued before this step's multiply-adds)
+// The rule: s, the fastest tile for every type and 8B shape on the H200 (coopmat.cpp). Its
+// candidates are CoopmatTile::rule; where the limits drop s, b, h, w, c (else l, m, s) and among
+// them the largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target
+// workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of
+// most workgroups when none has; for the single-buffered family its prefetch variant where one
+// exists and n_out <= kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch
+// +23-42% on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp
+// forces one.
+// Matmuls of fewer than kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below
+// FISH_MATVEC_MAX_TOK).
 #pragma once
 
 #include <volk.h>
 
+#include <cctype>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -71,37 +86,53 @@ inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 
 struct CoopmatTile {
-  char name = 'm';  // 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp")
+  // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp"); 'B': b
+  // without the touch ("bn")
+  char name = 'm';
   bool prefetch = false;
+  bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
+  bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
+  bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
+                                    // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
   uint32_t wm = 0, wn = 0;          // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
   uint32_t subgroup = 0;            // lanes per subgroup (the pipeline requires it where it can)
-  std::string label() const {       // "l", "m", "s", "lp", "mp"
-    return prefetch ? std::string(1, char(name - 'A' + 'a')) + "p" : std::string(1, name);
+  std::string label() const {       // "b", ..., "s", "lp", "mp", "bn", "g"
+    const std::string lower(1, char(std::tolower(static_cast<unsigned char>(name))));
+    if (dbuf) return touch ? lower : lower + "n";
+    return prefetch ? lower + "p" : lower;
   }
   uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
   uint32_t threads() const { return subgroups() * subgroup; }
   uint32_t shared_bytes() const {
-    return (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
+    return (dbuf ? 2 : 1) * (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
   }
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
-    return {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads(), prefetch ? 1u : 0u};
+    std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
+    c.push_back(prefetch ? 1u : 0u);             // PREFETCH
+    c.push_back(dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
+    return c;
   }
 };
 
-// The tiles l, m, s (largest first), then lp, mp, on shape m x n x k for a subgroup of `subgroup`
-// lanes, without those that pass max_shared bytes or max_threads invocations. Empty when the
-// shape's K does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on
+// The tiles b, h, w, c, then l, m, s, then lp, mp, bn, g, on shape m x n x k for a subgroup of
+// `subgroup` lanes, without those that pass max_shared bytes or max_threads invocations. Empty when
+// the shape's K does not divide kCoopmatK. (VkContext::coopmat_pipeline builds matmul_cm_<type> on
 // one.)
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads);
 
-// The tile for n_out rows x n_tok tokens (the rule above); `forced` ('l', 'm', 's'; 0: the
-// rule) picks by name ('l', 'm', 's', 'L', 'M') where that tile exists. Null when `tiles` is empty.
+// The tile for n_out rows x n_tok tokens (the rule above); `forced` (a CoopmatTile::name; 0: the
+// rule) picks by name where that tile exists, else the rule. Null when `tiles` is empty.
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
                                      uint32_t n_tok, uint32_t target_groups, char forced);
+
+// Whether pick_coopmat_tile(tiles, ..., forced) can return t for some shape: the forced tile
+// where it exists, else the rule's candidates (CoopmatTile::rule). Spans build pipelines only for
+// these.
+bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced);
 
 // Workgroups the rule wants a grid to fill: 3/4 of the SMs, or 64 when the count is unknown.
 uint32_t coopmat_target_groups(uint32_t sm_count);

@@ -174,7 +174,10 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   FISH_ASSIGN_OR_RETURN(st.tiled,
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
-    FISH_ASSIGN_OR_RETURN(Pipeline p, ctx_.coopmat_pipeline(w.type, t));
+    Pipeline p;  // left empty for a tile the rule never picks (A/B variants unless forced)
+    if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile)) {
+      FISH_ASSIGN_OR_RETURN(p, ctx_.coopmat_pipeline(w.type, t));
+    }
     st.cm.push_back(p);
   }
   st.x_stride = x_stride;

@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
 # Cooperative-matrix prefill on the GPU machine (H200), one call of <= 5 minutes
 # (docs/gpu-prefill.md):
-#   1. the coopmat tests on the real GPU (every type x tile vs the CPU f32 reference, parts and
-#      groups, span end to end vs the f32 tiled span) with the matmul / span suites, then the
-#      same matmul / span suites with FISH_VK_COOPMAT=0 (the fallback path);
-#   2. fish run gpu_prefill_pp512 with cooperative matrices (the default) and FISH_VK_COOPMAT=0;
+#   1. the coopmat tests on the real GPU (every type x tile b/h/w/c/l/m/s/lp/mp vs the CPU f32
+#      reference, token counts 1..600, parts and groups, span end to end vs the f32 tiled span)
+#      with the matmul / span suites, then the same matmul / span suites with FISH_VK_COOPMAT=0
+#      (the fallback path);
+#   2. fish run gpu_prefill_pp512 with cooperative matrices (the default: the rule's tiles),
+#      FISH_VK_COOPMAT_TILE=s (the previous kernel's fastest tile) and FISH_VK_COOPMAT=0;
 #   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
-#      tiled f32 vs coopmat, tiles l/m/s/lp/mp for q4_k and q6_k), TFLOP/s and % of the peak,
-#      and BM_VulkanPrefillAttention (one-pass vs flash attention, pp512 / pp2048 heads);
+#      tiled f32 vs coopmat: the rule and s for every type, every tile for q4_k and q6_k),
+#      TFLOP/s and % of the peak, and BM_VulkanPrefillAttention (one-pass vs flash attention);
 #   4. fish run gpu_prefill_pp2048 on and off;
 #   5. fish generate 8B with FISH_GPU_PROFILE=2, coopmat and f32.
 # The synthetic Llama-1B / 8B Q4_K_M files are written at the start in the background (16
 # threads) while the tests run, and waited for before step 2. Steps past the budget
-# (FISH_PREFILL_BUDGET_S, default 270 s) are skipped and listed in skipped.txt.
+# (FISH_PREFILL_BUDGET_S, default 270 s) are skipped and listed in skipped.txt. Everything goes
+# into ONE archive, $OUT/gpu-prefill.tar.gz (unpacks to gpu-prefill/), and stdout ends with a
+# summary (tests, pp512 / pp2048 tok/s, peak, each shape's fastest tile and the rule's).
 #
 # Here (the dev machine), after building BUILD (Release, FISH_BUILD_TESTS=ON FISH_BUILD_BENCH=ON):
 #   bash scripts/device/gpu_prefill.sh pack BUILD
 # writes .devcarry/{bin,lib,commit} (fish, fish_test_vulkan, fish_vulkan_bench stripped, their
-# non-system libraries) and adds /.devcarry/ to .git/info/exclude. Then on the device, with
-# carry [".devcarry", ".gl"] (.gl: the libvulkan1 + glvnd .debs, /work/.library/device/README.md
-# "Headless rendering"):
-#   bash scripts/device/gpu_prefill.sh
-# Output: $OUT/gpu-prefill/{context.txt, gpu.txt, tests-coopmat.txt, tests-f32.txt,
-# run-gpu_prefill_pp{512,2048}-{coopmat,f32}.log, runs-{coopmat,f32}/gpu_prefill_pp*.{jsonl,csv,md},
-# vulkan_bench.json, vulkan_bench.log, gen-llama-8b-{coopmat,f32}.txt, skipped.txt}.
+# non-system libraries, the build's commit and its copy of this script) and adds /.devcarry/ to
+# .git/info/exclude. Then on the device, with carry [".devcarry", ".gl"] (.gl: the libvulkan1 +
+# glvnd .debs, /work/.library/device/README.md "Headless rendering"):
+#   bash .devcarry/gpu_prefill.sh        (or scripts/device/gpu_prefill.sh of the same tree)
+# Archive contents: gpu-prefill/{context.txt, gpu.txt, tests-coopmat.txt, tests-f32.txt,
+# run-gpu_prefill_pp{512,2048}-{coopmat,tile-s,f32}.log, runs-{coopmat,tile-s,f32}/gpu_prefill_pp*.{jsonl,csv,md},
+# vulkan_bench.json, vulkan_bench.log, gen-llama-8b-{coopmat,f32}.txt, skipped.txt, summary.txt}.
 set -uo pipefail
 
 if [ "${1:-}" = pack ]; then
@@ -38,7 +42,13 @@ if [ "${1:-}" = pack ]; then
   for b in $D/bin/*; do ldd $b; done | awk '/=> \// {print $3}' | sort -u |
     grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r l; do cp -L "$l" $D/lib/; done
-  git rev-parse HEAD > $D/commit
+  # The commit of the build's source tree (it may be another worktree than this one), and this
+  # script with it: `bash .devcarry/gpu_prefill.sh` then runs the build's own version.
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  src=${src:-.}
+  echo "$(git -C "$src" rev-parse HEAD)$(git -C "$src" status --porcelain -uno | grep -q . &&
+    echo ' (dirty)')" > $D/commit
+  cp "$src/scripts/device/gpu_prefill.sh" $D/gpu_prefill.sh
   ex=$(git rev-parse --git-path info/exclude)
   mkdir -p "$(dirname "$ex")"
   grep -qx '/.devcarry/' "$ex" 2>/dev/null || echo /.devcarry/ >> "$ex"
@@ -92,7 +102,7 @@ tests() {  # tests FILE TIMEOUT FILTER [VAR=VALUE...]
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|coopmat span vs|rc=" $W/$out | head -20
 }
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*'
-tests tests-coopmat.txt 100 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
+tests tests-coopmat.txt 120 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
 left 60 "tests with FISH_VK_COOPMAT=0" &&
   tests tests-f32.txt 60 "$suites:-*SmolLm2*:*Gemma3*" FISH_VK_COOPMAT=0
 
@@ -110,14 +120,16 @@ run_exp() {  # run_exp NAME TAG TIMEOUT [VAR=VALUE...]: fish run into $W/runs-TA
   grep -hE "ok: prefill|rc=" $W/run-$name-$tag.log | cut -c1-160
 }
 left 40 "fish run gpu_prefill_pp512 (coopmat)" && run_exp gpu_prefill_pp512 coopmat 60
+left 40 "fish run gpu_prefill_pp512 (tile s)" &&
+  run_exp gpu_prefill_pp512 tile-s 60 FISH_VK_COOPMAT_TILE=s
 left 50 "fish run gpu_prefill_pp512 (f32)" && run_exp gpu_prefill_pp512 f32 80 FISH_VK_COOPMAT=0
 
 if left 60 "fish_vulkan_bench"; then
-  stamp "fish_vulkan_bench CoopmatPeak|PrefillMatmul"
-  timeout 100 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul|PrefillAttention' \
+  stamp "fish_vulkan_bench CoopmatPeak|PrefillMatmul|PrefillAttention"
+  timeout 150 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul|PrefillAttention' \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
-  grep -E "Peak|/512/1/|PrefillAttention|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -50
+  grep -E "Peak|PrefillAttention|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -20
 fi
 
 left 30 "fish run gpu_prefill_pp2048 (coopmat)" && run_exp gpu_prefill_pp2048 coopmat 50
@@ -136,3 +148,51 @@ for v in coopmat f32; do
 done
 stamp done
 ls -la $W
+
+# Summary (also summary.txt): tests, tok/s per run, the peak, and per bench shape the rule's
+# tile, the fastest tile and the tiled f32 kernel in TFLOP/s.
+{
+  echo "== summary ($(cat $D/commit 2>/dev/null | cut -c1-12), $(elapsed) s)"
+  for f in tests-coopmat.txt tests-f32.txt; do
+    [ -f $W/$f ] || continue
+    failed=$(grep -E '^\[  FAILED  \] [A-Za-z]' $W/$f | grep -v listed | sed 's/ (.*//' | sort -u)
+    echo "$f: $(grep -cE '^\[       OK \]' $W/$f) ok, $(echo -n "$failed" | grep -c .) failed," \
+      "$(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/$f) skipped; $(grep rc= $W/$f)"
+    [ -n "$failed" ] && echo "$failed" | head -5
+  done
+  grep -h "coopmat span vs" $W/tests-coopmat.txt 2>/dev/null | cut -c1-200
+  for f in $W/run-*.log; do
+    [ -f $f ] || continue
+    echo "$(basename $f .log): $(grep -oE 'prefill [0-9.]+ tok/s' $f | tr '\n' ' ')$(grep rc= $f)"
+  done
+  command -v python3 > /dev/null || grep -E "/512/1/" $W/vulkan_bench.log 2>/dev/null |
+    sed 's/  */ /g' | cut -c1-170
+  command -v python3 > /dev/null && python3 - $W/vulkan_bench.json <<'PY' 2>&1
+import json, re, sys
+from collections import defaultdict
+d = json.load(open(sys.argv[1]))
+shapes = defaultdict(dict)
+for b in d["benchmarks"]:
+    n, lab = b["name"], b.get("label", "")
+    if "CoopmatPeak" in n:
+        print(f"peak {b.get('TFLOPs', 0):.1f} TFLOP/s {lab}")
+    if "PrefillMatmul" not in n or "TFLOPs" not in b:
+        continue
+    typ, shape, k = lab.split(" ", 2)
+    k = "rule:" + k.split("tile ")[1].split(" ")[0] if "tile " in k else k.replace("coopmat:", "")
+    shapes[(typ, shape)][k] = b["TFLOPs"]
+for (typ, shape), ks in shapes.items():
+    rule = next((k for k in ks if k.startswith("rule:")), None)
+    best = max((k for k in ks if k != "tiled" and not k.startswith("rule:")), key=ks.get, default=None)
+    line = f"{typ} {shape}: rule {rule[5:] if rule else '-'} {ks.get(rule, 0):.1f}"
+    if best: line += f", best {best} {ks[best]:.1f}"
+    line += f", tiled {ks.get('tiled', 0):.1f} TFLOP/s"
+    if len(ks) > 4: line += "  [" + " ".join(f"{k}={v:.0f}" for k, v in ks.items() if not k.startswith("rule:")) + "]"
+    print(line)
+PY
+  cat $W/skipped.txt
+} > $W/summary.txt 2>&1
+tar -C $OUT -czf $OUT/gpu-prefill.tar.gz gpu-prefill
+ls -la $OUT/gpu-prefill.tar.gz
+cat $W/summary.txt
+rm -rf $W

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string_view>
 
 #include "engine/gpu_placement.h"
 #include "engine/session.h"
@@ -33,43 +34,96 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 5u);  // l, m, s, lp, mp
-  EXPECT_EQ(t[0].name, 'l');
+  ASSERT_EQ(t.size(), 11u);  // b, h, w, c, l, m, s, lp, mp, bn, g
+  std::string labels, rule;
+  for (const vk::CoopmatTile& x : t) {
+    labels += x.label() + " ";
+    if (x.rule) rule += x.label() + " ";
+  }
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g ");
+  EXPECT_EQ(rule, "s ");  // the measured fastest (coopmat.cpp)
+  // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
-  EXPECT_EQ(t[0].subgroups(), 8u);
-  EXPECT_EQ(t[0].threads(), 256u);
-  EXPECT_EQ(t[1].bm, 64u);
-  EXPECT_EQ(t[1].threads(), 128u);
-  EXPECT_EQ(t[2].bm, 32u);
-  EXPECT_EQ(t[2].bn, 32u);
-  EXPECT_EQ(t[2].threads(), 64u);
-  EXPECT_EQ(t[3].label(), "lp");
-  EXPECT_TRUE(t[3].prefetch);
-  EXPECT_EQ(t[3].bm, 128u);
-  EXPECT_EQ(t[4].label(), "mp");
-  EXPECT_EQ(t[4].constants()[10], 1u);
-  EXPECT_EQ(t[1].constants()[10], 0u);
+  EXPECT_EQ(t[0].wm, 64u);
+  EXPECT_EQ(t[0].wn, 64u);
+  EXPECT_EQ(t[1].bm, 128u);
+  EXPECT_EQ(t[1].bn, 64u);
+  EXPECT_EQ(t[2].bm, 64u);
+  EXPECT_EQ(t[2].bn, 128u);
+  EXPECT_EQ(t[3].bm, 64u);
+  EXPECT_EQ(t[3].bn, 64u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(t[i].dbuf) << t[i].label();
+    EXPECT_EQ(t[i].subgroups(), 4u) << t[i].label();
+    EXPECT_EQ(t[i].threads(), 128u) << t[i].label();
+    EXPECT_EQ(t[i].constants()[11], 1u) << t[i].label();
+  }
+  // b: two buffers of (128 + 128) rows x 40 f16, 4 staging tiles of 16 x 16 f32.
+  EXPECT_EQ(t[0].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
+  // Single-buffered: l, m, s, lp, mp as before.
+  EXPECT_EQ(t[4].name, 'l');
+  EXPECT_EQ(t[4].bm, 128u);
+  EXPECT_EQ(t[4].bn, 128u);
+  EXPECT_EQ(t[4].subgroups(), 8u);
+  EXPECT_EQ(t[4].threads(), 256u);
+  EXPECT_EQ(t[4].shared_bytes(), 256u * 40 * 2 + 8 * 256 * 4);
+  EXPECT_EQ(t[5].bm, 64u);
+  EXPECT_EQ(t[5].threads(), 128u);
+  EXPECT_EQ(t[6].bm, 32u);
+  EXPECT_EQ(t[6].bn, 32u);
+  EXPECT_EQ(t[6].threads(), 64u);
+  EXPECT_TRUE(t[7].prefetch);
+  EXPECT_EQ(t[7].bm, 128u);
+  EXPECT_EQ(t[8].constants()[10], 1u);
+  EXPECT_EQ(t[5].constants()[10], 0u);
+  for (int i = 4; i < 9; ++i) EXPECT_EQ(t[i].constants()[11], 0u) << t[i].label();
+  // bn: b without the touch.
+  EXPECT_EQ(t[9].name, 'B');
+  EXPECT_TRUE(t[9].dbuf);
+  EXPECT_FALSE(t[9].touch);
+  EXPECT_EQ(t[9].bm, 128u);
+  EXPECT_EQ(t[9].shared_bytes(), t[0].shared_bytes());
+  EXPECT_EQ(t[9].constants()[11], 2u);
+  // g: b's tile on 8 subgroups of 64 x 32; exactly the H200's 48 KB of shared memory.
+  EXPECT_EQ(t[10].name, 'g');
+  EXPECT_EQ(t[10].bm, 128u);
+  EXPECT_EQ(t[10].bn, 128u);
+  EXPECT_EQ(t[10].subgroups(), 8u);
+  EXPECT_EQ(t[10].threads(), 256u);
+  EXPECT_EQ(t[10].shared_bytes(), 48u * 1024);
+  EXPECT_EQ(t[10].constants()[11], 1u);
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
     EXPECT_EQ(x.wm % x.cm, 0u);
     EXPECT_EQ(x.wn % x.cn, 0u);
     const std::vector<uint32_t> c = x.constants();
-    ASSERT_EQ(c.size(), 11u);
+    ASSERT_EQ(c.size(), 12u);
     EXPECT_EQ(c[0], x.threads());
     EXPECT_EQ(c[9], x.threads());
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 5u);
+  ASSERT_EQ(lvp.size(), 11u);
   EXPECT_EQ(lvp[0].bm, 64u);
-  EXPECT_EQ(lvp[0].threads(), 64u);
-  // Limits drop tiles: 16 KB of shared memory keeps m, s, mp; 128 threads drops l and lp.
-  EXPECT_EQ(vk::coopmat_tiles(16, 16, 16, 32, 16 * 1024, 1024).size(), 3u);
-  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
-  ASSERT_EQ(few.size(), 3u);
-  EXPECT_EQ(few[0].name, 'm');
+  EXPECT_EQ(lvp[0].threads(), 32u);
+  EXPECT_EQ(lvp[4].bm, 64u);
+  EXPECT_EQ(lvp[4].threads(), 64u);
+  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp; 64 threads only s.
+  const std::vector<vk::CoopmatTile> small = vk::coopmat_tiles(16, 16, 16, 32, 24 * 1024, 1024);
+  labels.clear();
+  rule.clear();
+  for (const vk::CoopmatTile& x : small) {
+    labels += x.label() + " ";
+    if (x.rule) rule += x.label() + " ";
+  }
+  EXPECT_EQ(labels, "c m s mp ");
+  EXPECT_EQ(rule, "s ");
+  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
+  ASSERT_EQ(few.size(), 1u);
+  EXPECT_EQ(few[0].name, 's');
+  EXPECT_TRUE(few[0].rule);
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -79,20 +133,56 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   const uint32_t target = vk::coopmat_target_groups(132);
   EXPECT_EQ(target, 99u);
   EXPECT_EQ(vk::coopmat_target_groups(0), 64u);
-  // 8B shapes at 512 tokens: 4096 rows -> 32 x 4 = 128 l tiles (with prefetch: <= 8192 rows);
-  // 14336 -> 448, no prefetch.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 0)->label(), "lp");
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 0)->label(), "l");
-  // 1B at 512: 2048 rows -> 64 l tiles < 99, 256 m tiles.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 2048, 512, target, 0)->label(), "mp");
-  // 1024 rows (k/v) at 64 tokens: 8 l, 16 m, 64 s: none fills, the smallest.
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 1024, 64, target, 0)->name, 's');
+  auto pick = [&](std::span<const vk::CoopmatTile> tiles, uint32_t n_out, uint32_t n_tok,
+                  char forced = 0) {
+    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced);
+    return p ? p->label() : std::string("none");
+  };
+  // The device's tiles: s, the only candidate, for every shape.
+  EXPECT_EQ(pick(t, 4096, 512), "s");
+  EXPECT_EQ(pick(t, 14336, 512), "s");
+  EXPECT_EQ(pick(t, 1024, 64), "s");
   // Forced, and forced to a tile the device lacks (the rule then).
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 4096, 512, target, 's')->name, 's');
-  EXPECT_EQ(vk::pick_coopmat_tile(t, 14336, 512, target, 'L')->label(), "lp");
-  const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 128);
-  EXPECT_EQ(vk::pick_coopmat_tile(few, 14336, 512, target, 'l')->name, 'm');
-  EXPECT_EQ(vk::pick_coopmat_tile({}, 4096, 512, target, 0), nullptr);
+  EXPECT_EQ(pick(t, 4096, 512, 'b'), "b");
+  EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
+  EXPECT_EQ(pick(t, 14336, 512, 'B'), "bn");
+  EXPECT_EQ(pick(t, 14336, 512, 'x'), "s");
+  EXPECT_EQ(pick({}, 4096, 512), "none");
+  // The grid rule on other candidate sets (as coopmat_tiles marks them where s is missing):
+  // b, h, w, c. 8B shapes at 512 tokens: 4096 and 14336 rows -> 32 x 4 = 128 and 112 x 4 = 448 b
+  // tiles; 1024 rows (k/v) -> 8 x 4 = 32 b, 64 h, 64 w, 128 c.
+  std::vector<vk::CoopmatTile> dbuf = t;
+  for (vk::CoopmatTile& x : dbuf) x.rule = x.dbuf && x.touch && x.name != 'g';
+  EXPECT_EQ(pick(dbuf, 4096, 512), "b");
+  EXPECT_EQ(pick(dbuf, 14336, 512), "b");
+  EXPECT_EQ(pick(dbuf, 1024, 512), "c");
+  // 1B at 512: 2048 rows -> 64 b tiles < 99, 128 h tiles.
+  EXPECT_EQ(pick(dbuf, 2048, 512), "h");
+  // 1024 rows at 64 tokens: 8 b, 8 h, 16 w, 16 c: none fills, the most workgroups (w before c).
+  EXPECT_EQ(pick(dbuf, 1024, 64), "w");
+  // l, m, s with lp, mp (prefetch where n_out <= 8192).
+  std::vector<vk::CoopmatTile> single = t;
+  for (vk::CoopmatTile& x : single) x.rule = !x.dbuf;
+  EXPECT_EQ(pick(single, 4096, 512), "lp");
+  EXPECT_EQ(pick(single, 14336, 512), "l");
+  EXPECT_EQ(pick(single, 2048, 512), "mp");
+  EXPECT_EQ(pick(single, 1024, 64), "s");
+  // What a span builds pipelines for: the rule's candidates, or only the forced tile.
+  std::string reach, forced_b, reach_single;
+  for (const vk::CoopmatTile& x : t) {
+    if (vk::coopmat_tile_reachable(t, x, 0)) reach += x.label() + " ";
+    if (vk::coopmat_tile_reachable(t, x, 'b')) forced_b += x.label() + " ";
+  }
+  for (const vk::CoopmatTile& x : single)
+    if (vk::coopmat_tile_reachable(single, x, 'x')) reach_single += x.label() + " ";
+  EXPECT_EQ(reach, "s ");
+  EXPECT_EQ(forced_b, "b ");
+  EXPECT_EQ(reach_single, "l m s lp mp ");
+  // Where s is dropped: b, h, w, c are the candidates; without those, the single-buffered.
+  std::string rule20;
+  for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
+    rule20 += x.label() + (x.rule ? "+ " : "- ");
+  EXPECT_EQ(rule20, "m- s+ mp- ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -116,8 +206,8 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in the rule's tile and every tile on q4_k only (lavapipe compiles and runs each
-// pipeline for seconds); a GPU runs every type in every tile.
+// every type in b, h, w, c and s, and the other tiles on q4_k only (lavapipe compiles
+// each pipeline for seconds); a GPU runs every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
     if (e.verdict == "selected") return e.type == "cpu";
@@ -148,8 +238,9 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in the smallest tile (s), the other tiles on q4_k.
-      if (cpu && tile.name != 's' && t != GgmlType::q4_k) continue;
+      // lavapipe: every type in b, h, w, c and s, the others on q4_k.
+      const bool all_types = std::string_view("bhwcs").find(tile.name) != std::string_view::npos;
+      if (cpu && !all_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -170,6 +261,47 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
             fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
       }
       b->release(h.value());
+    }
+    EXPECT_EQ(b->bytes_resident(), 0u);
+  }
+}
+
+// Every token count the kernels meet in spans and chunks, 1 .. 600, through the rule (matvec
+// below 5, the tiled kernel below 16, then the double-buffered tile of the shape) and through the
+// largest tile forced, on rows fewer than one tile (7) and not a multiple of any (133): partial
+// tiles on both sides, grids of one workgroup and of many.
+TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT(probe);
+  probe.reset();
+  std::mt19937 rng(11);
+  const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
+  for (const char tile : {char(0), 'b'}) {
+    auto b = coopmat_backend(tile);
+    ASSERT_TRUE(b);
+    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
+      const TypeInfo& ti = type_info(t);
+      const int64_t n_in = ti.block_elems == 256 ? 256 : 32 * 5;
+      for (const int64_t n_out : {int64_t(7), int64_t(133)}) {
+        const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+        const MatrixView v = view(w, t, n_out, n_in, fmt::format("tokens {}", ti.name));
+        auto h = b->upload(v);
+        ASSERT_TRUE(h.ok()) << h.error().message;
+        for (const int64_t n_tok : kTok) {
+          const std::string kernel = b->prefill_kernel(n_out, n_tok);
+          if (n_tok >= vk::kCoopmatMinTok) {
+            ASSERT_NE(kernel.find(tile ? "tile b " : "coopmat"), std::string::npos) << kernel;
+          }
+          const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+          std::vector<float> y(size_t(n_tok * n_out), -1.0f);
+          const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
+          ASSERT_TRUE(s.ok()) << s.error().message;
+          test::expect_close(
+              test::reference_matmul(v, x.data(), n_tok), y, n_out,
+              fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
+        }
+        b->release(h.value());
+      }
     }
     EXPECT_EQ(b->bytes_resident(), 0u);
   }
