@@ -1,8 +1,9 @@
 // `fish requant IN.gguf OUT.gguf --mode N | --to TYPE [--threads T]`: writes IN with its matmul
 // weights re-quantised as mode N says, or every one of them into TYPE (e.g. a q8_0 reference copy
 // for fish perplexity; engine/requant.h), every other tensor and all metadata copied, plus
-// fish.requant.mode (fish.requant.to). Prints one line per converted or skipped tensor (relative RMS, time), a
-// summary per type pair (min/mean/max relative RMS, bytes) and ns/weight at the thread count used.
+// fish.requant.mode (fish.requant.to). Prints one line per converted or skipped tensor (relative
+// RMS, time), a summary per type pair (min/mean/max relative RMS, bytes) and ns/weight at the
+// thread count used.
 #include <array>
 #include <cstdio>
 #include <string>
@@ -34,7 +35,8 @@ void add_requant_command(CLI::App& app, int* exit_code) {
       "fq3; 2: q6_k -> q4_k; 3: q4_k -> fq3 and q6_k -> q4_k) and report the error per tensor "
       "(relative RMS), per type pair (min/mean/max) and the time in ns per weight. --to TYPE "
       "converts every matmul weight into TYPE instead (e.g. a q8_0 reference for fish "
-      "perplexity).\n\nExample:\n  fish requant models/gemma-3-270m-q4_k_m.gguf gemma-q8_0.gguf --to q8_0");
+      "perplexity).\n\nExample:\n  fish requant models/gemma-3-270m-q4_k_m.gguf gemma-q8_0.gguf "
+      "--to q8_0");
   cmd->add_option("IN", a->in, "Input GGUF")->required();
   cmd->add_option("OUT", a->out, "Output GGUF (written via OUT.tmp, then renamed)")->required();
   CLI::Option* mode = cmd->add_option("--mode", a->mode, "Re-quantisation mode 1..3")
