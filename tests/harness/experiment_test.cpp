@@ -248,6 +248,25 @@ TEST(ExperimentSchema, ChecksSyntheticModelEntries) {
   EXPECT_FALSE(parse_synthetic_model("models/x.gguf").value().has_value());
 }
 
+TEST(ExperimentSchema, MeasureOrderIsFixedShuffleOrInterleaveWithASeedOnlyForShuffle) {
+  auto def = parse_experiment(exp_text(""), "e.json");
+  ASSERT_TRUE(def.ok()) << def.error().message;
+  EXPECT_EQ(def.value().measure.order, MeasureSpec{}.order);
+  auto sh = parse_experiment(exp_text(R"("measure": {"order": "shuffle", "seed": 7})"), "e.json");
+  ASSERT_TRUE(sh.ok()) << sh.error().message;
+  EXPECT_EQ(sh.value().measure.order, "shuffle");
+  EXPECT_EQ(sh.value().measure.seed, 7);
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "random"})")),
+              HasSubstr("e.json: measure.order: "));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "random"})")),
+              HasSubstr("fixed, shuffle, interleave"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": 3})")), HasSubstr("e.json: measure.order"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "fixed", "seed": 3})")),
+              HasSubstr("e.json: measure.seed: only used by order shuffle (order is fixed)"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "shuffle", "seed": -1})")),
+              HasSubstr("e.json: measure.seed"));
+}
+
 TEST(ExperimentRange, ExpandsArithmeticAndGeometricRanges) {
   EXPECT_EQ(parse_range("0-32+4").value(), (std::vector<int64_t>{0, 4, 8, 12, 16, 20, 24, 28, 32}));
   EXPECT_EQ(parse_range("1-4").value(), (std::vector<int64_t>{1, 2, 3, 4}));
