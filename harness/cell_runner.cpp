@@ -16,6 +16,7 @@
 #include "harness/cell_guard.h"
 #include "harness/gpu_cell.h"
 #include "harness/measure.h"
+#include "harness/metrics.h"
 #include "harness/peer_llama.h"
 #include "harness/quality.h"
 #include "harness/stats.h"
@@ -229,13 +230,7 @@ json CellRunner::row_base(size_t i, const std::string& path) const {
   r["config"] = fields_to_json(c.config, config_fields());
   r["workload"] = workload_json(e_.workload);
   r["placement"] = {{"gpu_layers", 0}, {"gpu_detail", ""}};
-  json m;
-  for (const char* k : {"prefill_tok_s", "decode_tok_s", "prefill_pct_stream", "decode_pct_stream",
-                        "prefill_vs_cpu", "decode_vs_cpu", "weight_GBps", "weight_GBps_pct_stream",
-                        "bits_per_weight", "rss_peak_MB", "vram_peak_MB", "rel_rms", "top1",
-                        "kl_mean", "kl_p99", "kl_max", "ppl", "greedy_exact"})
-    m[k] = nullptr;
-  r["metrics"] = m;
+  r["metrics"] = empty_metrics_json();
   r["validity"] = json::array();
   r["t_wall_s"] = 0.0;
   return r;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/interval_label.h"
+#include "harness/metrics.h"
 #include "harness/report_gbench.h"
 #include "harness/report_peer.h"
 #include "harness/report_svg.h"
@@ -41,36 +42,32 @@ std::string interval_text(const SpeedMetric& m, const IntervalMix& mix) {
                        short_number(m.interval.hi), m.interval.kind, mix);
 }
 
+// A metric column of the report (harness/metrics.h): key and title from the table.
 struct MetricColumn {
-  const char* key;
-  const char* title;
+  std::string key;
+  std::string title;
 };
-// Scalar metric columns in table order (speed metrics come first, with their CIs).
-const MetricColumn kScalarColumns[] = {{"weight_GBps", "weight GB/s"},
-                                       {"weight_GBps_pct_stream", "% stream"},
-                                       {"weight_GBps_pct_gpu_copy", "% GPU copy"},
-                                       {"bits_per_weight", "bits/weight"},
-                                       {"rel_rms", "rel RMS"},
-                                       {"top1", "top-1"},
-                                       {"kl_mean", "KL mean"},
-                                       {"kl_p99", "KL p99"},
-                                       {"kl_max", "KL max"},
-                                       {"ppl", "PPL"},
-                                       {"greedy_exact", "greedy exact"},
-                                       {"rss_peak_MB", "RSS MB"},
-                                       {"vram_peak_MB", "VRAM MB"}};
-const MetricColumn kSpeedColumns[] = {{"prefill_tok_s", "prefill tok/s"},
-                                      {"decode_tok_s", "decode tok/s"}};
-// Quality metrics plotted against bits per weight.
-const MetricColumn kQualityPlots[] = {
-    {"top1", "top-1 agreement"}, {"kl_mean", "KL mean"}, {"rel_rms", "rel RMS"}, {"ppl", "PPL"}};
+// The report's columns of the table, in its order: with intervals (samples metrics) or not;
+// and the metrics plotted against bits per weight.
+std::vector<MetricColumn> metric_columns(bool samples) {
+  std::vector<MetricColumn> v;
+  for (const MetricField& f : metric_fields())
+    if (f.report && f.samples() == samples) v.push_back({std::string(f.name), std::string(f.title)});
+  return v;
+}
+std::vector<MetricColumn> quality_plot_metrics() {
+  std::vector<MetricColumn> v;
+  for (const MetricField& f : metric_fields())
+    if (f.plot_vs_bits) v.push_back({std::string(f.name), std::string(f.title)});
+  return v;
+}
 
-bool has_metric(const ResultRow& r, const char* key) {
+bool has_metric(const ResultRow& r, const std::string& key) {
   const json& m = r.metrics();
   return m.contains(key) && !m[key].is_null();
 }
 
-std::string scalar_text(const ResultRow& r, const char* key) {
+std::string scalar_text(const ResultRow& r, const std::string& key) {
   if (!has_metric(r, key)) return "-";
   const json& v = r.metrics()[key];
   if (v.is_object() && v.contains("n") && v.contains("of"))
@@ -127,7 +124,7 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
       xs.insert(it->second.get<double>());
     }
     if (!numeric || xs.size() < 3) continue;
-    for (const MetricColumn& metric : kSpeedColumns) {
+    for (const MetricColumn& metric : metric_columns(true)) {
       std::map<std::string, PlotSeries> series;  // by name: deterministic legend order
       IntervalMix mix;
       for (size_t i = 0; i < rows.size(); ++i) {
@@ -189,7 +186,7 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
   for (const ResultRow* r : rows)
     if (r->status == "ok" && x_of(*r)) xs.insert(short_number(*x_of(*r)));
   if (xs.size() < 2) return;
-  for (const MetricColumn& metric : kQualityPlots) {
+  for (const MetricColumn& metric : quality_plot_metrics()) {
     std::map<std::string, PlotSeries> series;
     size_t n_points = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -355,15 +352,15 @@ std::string render_experiment_section(const ResultSet& set,
         md_escape(list));
   }
 
-  std::vector<const MetricColumn*> speed_cols, scalar_cols;
-  for (const MetricColumn& c : kSpeedColumns)
+  std::vector<MetricColumn> speed_cols, scalar_cols;
+  for (const MetricColumn& c : metric_columns(true))
     if (std::any_of(rows.begin(), rows.end(),
                     [&](const ResultRow* r) { return has_metric(*r, c.key); }))
-      speed_cols.push_back(&c);
-  for (const MetricColumn& c : kScalarColumns)
+      speed_cols.push_back(c);
+  for (const MetricColumn& c : metric_columns(false))
     if (std::any_of(rows.begin(), rows.end(),
                     [&](const ResultRow* r) { return has_metric(*r, c.key); }))
-      scalar_cols.push_back(&c);
+      scalar_cols.push_back(c);
   const bool show_layers = std::any_of(rows.begin(), rows.end(), [](const ResultRow* r) {
     const json& p = r->json.value("placement", json::object());
     return p.is_object() && p.value("gpu_layers", json(0)).is_number() &&
@@ -381,8 +378,8 @@ std::string render_experiment_section(const ResultSet& set,
 
   std::vector<std::string> header = varying;
   if (show_layers) header.push_back("GPU layers");
-  for (const MetricColumn* c : speed_cols) header.push_back(c->title);
-  for (const MetricColumn* c : scalar_cols) header.push_back(c->title);
+  for (const MetricColumn& c : speed_cols) header.push_back(c.title);
+  for (const MetricColumn& c : scalar_cols) header.push_back(c.title);
   if (show_notes) header.push_back("notes");
   if (header.empty()) header.push_back("path");  // a single-row experiment still gets a table
   for (const std::string& h : header) md += "| " + md_escape(h) + " ";
@@ -391,8 +388,8 @@ std::string render_experiment_section(const ResultSet& set,
   md += "\n";
   IntervalMix mix;  // of every speed interval the table shows
   for (const ResultRow* r : rows)
-    for (const MetricColumn* c : speed_cols)
-      if (const std::optional<SpeedMetric> m = r->speed(c->key)) mix.add(m->interval.kind, m->n);
+    for (const MetricColumn& c : speed_cols)
+      if (const std::optional<SpeedMetric> m = r->speed(c.key)) mix.add(m->interval.kind, m->n);
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = *rows[i];
     std::vector<std::string> cells;
@@ -400,11 +397,11 @@ std::string render_experiment_section(const ResultSet& set,
     if (show_layers)
       cells.push_back(
           json_value_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
-    for (const MetricColumn* c : speed_cols) {
-      const std::optional<SpeedMetric> m = r.speed(c->key);
+    for (const MetricColumn& c : speed_cols) {
+      const std::optional<SpeedMetric> m = r.speed(c.key);
       cells.push_back(m ? interval_text(*m, mix) : "-");
     }
-    for (const MetricColumn* c : scalar_cols) cells.push_back(scalar_text(r, c->key));
+    for (const MetricColumn& c : scalar_cols) cells.push_back(scalar_text(r, c.key));
     if (show_notes) cells.push_back(notes_of(r));
     if (cells.empty()) cells.push_back(r.path);
     for (const std::string& c : cells) md += "| " + md_escape(c) + " ";
