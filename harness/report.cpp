@@ -4,10 +4,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "base/env_knobs.h"
 #include "harness/interval_label.h"
 #include "harness/metrics.h"
 #include "harness/report_gbench.h"
@@ -262,15 +264,61 @@ Status read_text(const std::string& path, std::string* out) {
   return Status::success();
 }
 
+// The command that reproduces a section's runs, one per distinct (file version, knobs, commit):
+// the knobs that change results as the context recorded them, then fish run on the file.
+std::string reproduce_text(const ResultSet& set,
+                           const std::function<bool(const ResultContext&)>& in_section) {
+  std::vector<std::string> lines;
+  for (const ResultContext& c : set.contexts) {
+    if (!in_section(c)) continue;
+    const json& j = c.json;
+    std::string knobs;
+    const bool recorded = j.contains("env") && j["env"].is_object();
+    if (recorded)
+      for (const auto& [k, v] : j["env"].items()) {
+        const EnvKnob* knob = find_env_knob(k);
+        if (knob && knob->effect == KnobEffect::results && v.is_string())
+          knobs += fmt::format("{}={} ", k, v.get<std::string>());
+      }
+    const std::string file = j.value("experiment_file", std::string("?"));
+    std::string line = fmt::format("`{}fish run {}`", knobs, file);
+    if (!file.empty() && file[0] == '/')
+      line += " (the file was outside the repository: not reproducible from it)";
+    else
+      line += fmt::format(" with the file of sha256 {}", c.experiment_sha256.substr(0, 12));
+    const std::string commit = j.value("commit", std::string()).substr(0, 12);
+    if (!commit.empty()) line += fmt::format(" (as of commit {})", commit);
+    if (!recorded) line += "; the run's FISH_* knobs were not recorded";
+    if (j.contains("env_restored_from") && j["env_restored_from"].is_string())
+      line += "; knobs restored from " + j["env_restored_from"].get<std::string>();
+    if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+  }
+  if (lines.empty()) return "";
+  if (lines.size() == 1) return "Reproduce: " + md_escape(lines[0]) + ".\n\n";
+  std::string out = "Reproduce:\n";
+  for (const std::string& l : lines) out += "- " + md_escape(l) + "\n";
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string render_experiment_section(const ResultSet& set,
                                       const std::vector<const ResultRow*>& rows,
                                       const ReportOptions& options,
-                                      std::vector<std::pair<std::string, std::string>>* plots) {
+                                      std::vector<std::pair<std::string, std::string>>* plots,
+                                      const std::string& version_sha) {
   const ResultContext& first_ctx = set.context_of(*rows.front());
-  const std::string& experiment = first_ctx.experiment;
-  std::string md = fmt::format("### {}\n\n", md_escape(experiment));
+  const std::string& name = first_ctx.experiment;
+  // One version of an experiment file of several: its own heading and plot names.
+  const std::string experiment =
+      version_sha.empty() ? name : name + "-" + version_sha.substr(0, 12);
+  auto in_section = [&](const ResultContext& c) {
+    return c.experiment == name && (version_sha.empty() || c.experiment_sha256 == version_sha);
+  };
+  std::string md =
+      version_sha.empty()
+          ? fmt::format("### {}\n\n", md_escape(name))
+          : fmt::format("### {}, file version {}\n\n", md_escape(name), version_sha.substr(0, 12));
 
   // Contexts of this experiment: identical descriptions merged, runs listed.
   std::vector<std::string> descs;
@@ -278,7 +326,7 @@ std::string render_experiment_section(const ResultSet& set,
   std::set<std::string> files;
   int64_t n_cells = 0;
   for (const ResultContext& c : set.contexts) {
-    if (c.experiment != experiment) continue;
+    if (!in_section(c)) continue;
     const std::string d = context_text(c);
     if (!runs_of.count(d)) descs.push_back(d);
     std::string run = fmt::format("{} {}", c.run_id.substr(0, 8), c.json.value("started_utc", ""));
@@ -306,6 +354,7 @@ std::string render_experiment_section(const ResultSet& set,
     if (!covered.count(i)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
   if (!missing.empty()) md += fmt::format(" Cells without a row: {}.", missing);
   md += "\n\n";
+  md += reproduce_text(set, in_section);
   auto runs_text = [&](const std::string& d) {
     std::string runs;
     for (const std::string& r : runs_of[d]) runs += (runs.empty() ? "" : ", ") + r;
@@ -469,7 +518,28 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
     while (j < rows.size() && set.context_of(*rows[j]).experiment == name) ++j;
     const std::vector<const ResultRow*> group(rows.begin() + static_cast<long>(i),
                                               rows.begin() + static_cast<long>(j));
-    out.markdown += render_experiment_section(set, group, options, &out.plots);
+    // Rows of several versions of the experiment file (cells added, renamed, a workload
+    // changed) are different experiments: one section per version, the newest run's first.
+    std::map<std::string, std::vector<const ResultRow*>> by_version;
+    std::map<std::string, std::string> newest;  // version -> latest started_utc of its rows
+    for (const ResultRow* r : group) {
+      const ResultContext& c = set.context_of(*r);
+      by_version[c.experiment_sha256].push_back(r);
+      newest[c.experiment_sha256] =
+          std::max(newest[c.experiment_sha256], c.json.value("started_utc", std::string()));
+    }
+    if (by_version.size() == 1) {
+      out.markdown += render_experiment_section(set, group, options, &out.plots);
+    } else {
+      std::vector<std::string> versions;
+      for (const auto& [v, rs] : by_version) versions.push_back(v);
+      std::stable_sort(versions.begin(), versions.end(), [&](const std::string& a,
+                                                            const std::string& b) {
+        return newest[a] > newest[b];
+      });
+      for (const std::string& v : versions)
+        out.markdown += render_experiment_section(set, by_version[v], options, &out.plots, v);
+    }
     i = j;
   }
   if (!gbench.empty() || rows.empty()) out.markdown += "## Microbenchmarks (google-benchmark)\n\n";
