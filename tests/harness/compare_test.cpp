@@ -190,6 +190,37 @@ TEST(Compare, AFreshRunOfACommittedCpuSectionJoinsTheCommittedRun) {
   EXPECT_THAT(out, HasSubstr("| top1 |"));
 }
 
+TEST(Compare, CommandPrintsJsonWithTheJoinedRowsRatiosAndTheUnmatched) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string cmd = fish + " compare " + test::results_fixture("sweep.jsonl") + " " +
+                          test::results_fixture("shard_0_of_3.jsonl") + "," +
+                          test::results_fixture("shard_1_of_3.jsonl") + " --json > " +
+                          dir.file("out.json") + " 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(dir.file("out.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);  // stdout is one JSON document
+  EXPECT_EQ(j["schema"], "fish-compare/1");
+  EXPECT_EQ(j["joined"].size(), 4u);
+  EXPECT_EQ(j["only_base"].size(), 2u);
+  EXPECT_EQ(j["only_head"].size(), 0u);
+  EXPECT_THAT(j["only_base"][0]["label"].get<std::string>(), HasSubstr("sweep.jsonl:"));
+  bool found = false;
+  for (const nlohmann::json& e : j["joined"])
+    for (const nlohmann::json& s : e["speed"])
+      if (s["metric"] == "decode_tok_s" && e["params"]["act"] == "int8" &&
+          e["params"]["n_threads"] == 1) {
+        found = true;
+        EXPECT_DOUBLE_EQ(s["ratio"].get<double>(), 1.0);
+        EXPECT_EQ(s["interval"].size(), 2u);
+        EXPECT_TRUE(s["p"].is_number());
+      }
+  EXPECT_TRUE(found) << j.dump(1);
+}
+
 TEST(Compare, SplitsCommaSeparatedFileLists) {
   EXPECT_EQ(split_paths("a.jsonl,b.jsonl"), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_EQ(split_paths("a.jsonl"), (std::vector<std::string>{"a.jsonl"}));
