@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/cli_test_util.h"
 #include "test_env.h"
 
 namespace fish {
@@ -514,17 +515,11 @@ TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {
 }
 
 TEST(ExperimentHelp, DocsSectionIsTheGeneratedHelp) {
-  std::ifstream in(test::source_dir() + "/docs/experiments.md");
-  ASSERT_TRUE(in) << "docs/experiments.md not found under " << test::source_dir();
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string readme = ss.str();
-  const std::string begin = "<!-- fish run --help-fields -->\n";
-  const std::string end = "<!-- end fish run --help-fields -->";
-  const size_t b = readme.find(begin), e = readme.find(end);
-  ASSERT_NE(b, std::string::npos);
-  ASSERT_NE(e, std::string::npos);
-  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), experiment_format_help())
+  const std::optional<std::string> section = test::doc_section(
+      "docs/experiments.md", "<!-- fish run --help-fields -->", "<!-- end fish run --help-fields -->");
+  ASSERT_TRUE(section.has_value()) << "docs/experiments.md or its markers not found under "
+                                   << test::source_dir();
+  EXPECT_EQ(*section, experiment_format_help())
       << "regenerate the docs/experiments.md section with: fish run --help-fields";
 }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/cli_test_util.h"
 #include "harness/quality.h"
 #include "harness/report.h"
 #include "harness/results_fixture.h"
@@ -161,17 +162,11 @@ TEST(MetricTableUse, NamesAreUniqueAndSpeedAndScalarListsCoverTheTable) {
 }
 
 TEST(MetricTableUse, DocsResultsListsTheGeneratedTable) {
-  std::ifstream in(test::source_dir() + "/docs/results.md");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string doc = ss.str();
-  const std::string begin = "<!-- metric_fields -->\n", end = "<!-- end metric_fields -->";
-  const size_t b = doc.find(begin), e = doc.find(end);
-  ASSERT_NE(b, std::string::npos);
-  ASSERT_NE(e, std::string::npos);
-  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), metric_fields_help())
-      << "regenerate the docs/results.md metrics table from metric_fields_help()";
+  const std::optional<std::string> section =
+      test::doc_section("docs/results.md", "<!-- metric_fields -->", "<!-- end metric_fields -->");
+  ASSERT_TRUE(section.has_value()) << "docs/results.md: the metric_fields markers are missing";
+  EXPECT_EQ(*section, metric_fields_help())
+      << "regenerate the docs/results.md metrics table: fish report --help-metrics";
 }
 
 }  // namespace
