@@ -440,6 +440,7 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
       opt.value().gpu = r.gpu->placement();
       pa.row["placement"] = {{"gpu_layers", r.gpu->gpu_layers()}, {"gpu_detail", r.gpu->detail()}};
       pa.vram_peak_MB = std::max(pa.vram_peak_MB, r.gpu->vram_MB());
+      pa.row["metrics"]["vram_peak_MB"] = pa.vram_peak_MB;  // an error row still says it
     }
     auto sess = Session::create(L.model, opt.value());
     if (!sess.ok()) {
