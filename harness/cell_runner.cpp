@@ -106,6 +106,38 @@ void append(PathSamples& acc, const PathSamples& s) {
   if (s.error && !acc.error) acc.error = s.error;
 }
 
+// A FISH row's speed metrics from its samples: tok/s, weight GB/s and bits per weight, the
+// weight GB/s against the run's reference (device copy for a gpu row, host stream else), and the
+// machine-normalised speeds of the CI gate (never absolute tok/s across machines): per
+// repetition, tok/s x weight bytes per token as % of the run's stream bandwidth (prefill exceeds
+// 100%: a batch reads each weight once), and a gpu row over its cell's cpu row in the same
+// repetition (cpu: null when the cell has no cpu samples).
+void speed_metrics(json& m, const PathSamples& ps, const DecodeWeights& dw, bool gpu,
+                   const PathSamples* cpu, const RunReferences& refs) {
+  m["prefill_tok_s"] = speed_metric_json(ps.prefill_tok_s);
+  m["decode_tok_s"] = speed_metric_json(ps.decode_tok_s);
+  const double gbps = median(ps.decode_tok_s) * dw.bytes_per_token / 1e9;
+  m["weight_GBps"] = gbps;
+  m["bits_per_weight"] = dw.bits_per_weight();
+  if (gpu)
+    m["weight_GBps_pct_gpu_copy"] =
+        refs.gpu_copy_GBps > 0 ? json(100.0 * gbps / refs.gpu_copy_GBps) : json();
+  else
+    m["weight_GBps_pct_stream"] =
+        refs.stream_GBps > 0 ? json(100.0 * gbps / refs.stream_GBps) : json();
+  if (refs.stream_GBps > 0 && dw.bytes_per_token > 0) {
+    const std::vector<double> bw(ps.decode_tok_s.size(), refs.stream_GBps * 1e9 / 100.0);
+    m["prefill_pct_stream"] =
+        speed_metric_json(paired_ratios(ps.prefill_tok_s, bw, dw.bytes_per_token));
+    m["decode_pct_stream"] =
+        speed_metric_json(paired_ratios(ps.decode_tok_s, bw, dw.bytes_per_token));
+  }
+  if (gpu && cpu) {
+    m["prefill_vs_cpu"] = speed_metric_json(paired_ratios(ps.prefill_tok_s, cpu->prefill_tok_s));
+    m["decode_vs_cpu"] = speed_metric_json(paired_ratios(ps.decode_tok_s, cpu->decode_tok_s));
+  }
+}
+
 int resolved_threads(const Config& c) {
   return c.n_threads > 0 ? int(c.n_threads) : default_thread_count();
 }
@@ -373,26 +405,13 @@ bool CellRunner::run_peer_cell(size_t i) {
   return true;
 }
 
-bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
+// The cell's open paths on this visit: a session each (and the gpu path's placement) into
+// `runs`; a path that cannot run writes its skipped or error row and closes. False when a row
+// could not be written.
+bool CellRunner::open_paths(size_t i, double t0, std::vector<PathRun>& runs) {
   const Cell& c = plan_.cells[i];
   CellState& cs = *state_[i];
-  if (cs.finished) return true;
-  if (!cs.started) {
-    cs.started = true;
-    for (const std::string& p : e_.measure.paths)
-      if (todo(i, p)) cs.paths.push_back(PathAcc{p, row_base(i, p), {}, 0, 0, true});
-  }
-  if (std::none_of(cs.paths.begin(), cs.paths.end(), [](const PathAcc& a) { return a.open; }) &&
-      cs.twins.empty()) {
-    cs.finished = true;  // nothing left to run: no model load
-    return true;
-  }
-  const double t0 = now_s();
-  ensure_model(c);
   const Loaded& L = *loaded_;
-  reset_peak_rss();  // the peak is the visit's (all its paths)
-  // Paths that can run get a session each; the others write their skipped / error row now.
-  std::vector<PathRun> runs;
   for (size_t a = 0; a < cs.paths.size(); ++a) {
     PathAcc& pa = cs.paths[a];
     if (!pa.open) continue;
@@ -451,34 +470,59 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
     runs.push_back(std::move(r));
   }
 
-  // llama.cpp twins (harness/peer_llama.h): the unit's other cells, which differ only in engine /
-  // llama_bench, take turns with this cell's repetitions, measure.peer_block per llama-bench
-  // call. Chosen at the first visit; a twin that cannot run (unsupported fields, no binary, ...)
-  // is left to its own cell, which writes the reason.
-  if (cs.visits == 0 && e_.measure.peer_block > 0 && check_env_knobs(false).ok()) {
-    const ModelEntry& me = plan_.models.at(c.model_index);
-    for (const std::vector<size_t>& unit : plan_.units) {
-      if (unit[0] != i) continue;
-      for (size_t k = 1; k < unit.size(); ++k) {
-        const size_t j = unit[k];
-        const Config& tc = plan_.cells[j].config;
-        if (!llama_unsupported(tc, e_.quality, me.path).empty() || !resolve_llama_bench(tc).ok())
-          continue;
-        const int nt = resolved_threads(tc);
-        for (const PathRun& r : runs) {
-          const std::string& p = cs.paths[r.acc].path;
-          if (!todo(j, p)) continue;
-          cs.twins.push_back(
-              {j,
-               p,
-               nt,
-               std::make_unique<LlamaBenchBlocks>(tc, e_.workload, e_.measure, p, me.path, nt,
-                                                  e_.measure.peer_block),
-               {}});
-        }
-      }
+  return true;
+}
+
+// llama.cpp twins (harness/peer_llama.h): the unit's other cells, which differ only in engine /
+// llama_bench, take turns with this cell's repetitions, measure.peer_block per llama-bench call,
+// on the paths this cell runs. Chosen at the first visit; a twin that cannot run (unsupported
+// fields, no binary, ...) is left to its own cell, which writes the reason.
+void CellRunner::plan_twins(size_t i, const std::vector<size_t>& unit,
+                            const std::vector<PathRun>& runs) {
+  const Cell& c = plan_.cells[i];
+  CellState& cs = *state_[i];
+  if (e_.measure.peer_block <= 0 || !check_env_knobs(false).ok()) return;
+  const ModelEntry& me = plan_.models.at(c.model_index);
+  for (size_t k = 1; k < unit.size(); ++k) {
+    const size_t j = unit[k];
+    const Config& tc = plan_.cells[j].config;
+    if (!llama_unsupported(tc, e_.quality, me.path).empty() || !resolve_llama_bench(tc).ok())
+      continue;
+    const int nt = resolved_threads(tc);
+    for (const PathRun& r : runs) {
+      const std::string& p = cs.paths[r.acc].path;
+      if (!todo(j, p)) continue;
+      cs.twins.push_back({j,
+                          p,
+                          nt,
+                          std::make_unique<LlamaBenchBlocks>(tc, e_.workload, e_.measure, p,
+                                                             me.path, nt, e_.measure.peer_block),
+                          {}});
     }
   }
+}
+
+bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
+  const Cell& c = plan_.cells[i];
+  CellState& cs = *state_[i];
+  if (cs.finished) return true;
+  if (!cs.started) {
+    cs.started = true;
+    for (const std::string& p : e_.measure.paths)
+      if (todo(i, p)) cs.paths.push_back(PathAcc{p, row_base(i, p), {}, 0, 0, true});
+  }
+  if (std::none_of(cs.paths.begin(), cs.paths.end(), [](const PathAcc& a) { return a.open; }) &&
+      cs.twins.empty()) {
+    cs.finished = true;  // nothing left to run: no model load
+    return true;
+  }
+  const double t0 = now_s();
+  ensure_model(c);
+  const Loaded& L = *loaded_;
+  reset_peak_rss();  // the peak is the visit's (all its paths)
+  std::vector<PathRun> runs;
+  if (!open_paths(i, t0, runs)) return false;
+  if (cs.visits == 0) plan_twins(i, plan_.units[v.unit], runs);
   if (runs.empty()) {
     // Every path's row is written (or none could run on this visit): the twins end with what
     // they have.
@@ -541,11 +585,9 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
 
 // The cell's rows from every visit's samples (runs: the last visit's sessions and placements).
 bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
-  const Cell& c = plan_.cells[i];
   CellState& cs = *state_[i];
   cs.finished = true;
-  Loaded& L = *loaded_;
-  const ModelEntry& me = plan_.models.at(c.model_index);
+  const Loaded& L = *loaded_;
   // The cell's cpu path: the gpu rows' speeds are also given relative to it (same repetitions).
   const PathSamples* cpu_samples = nullptr;
   for (const PathAcc& pa : cs.paths)
@@ -574,61 +616,10 @@ bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
     const std::shared_ptr<const GpuPlacement> placement = r.gpu ? r.gpu->placement() : nullptr;
     json& m = row["metrics"];
     if (r.gpu) m["vram_peak_MB"] = pa.vram_peak_MB;
-    m["prefill_tok_s"] = speed_metric_json(ps.prefill_tok_s);
-    m["decode_tok_s"] = speed_metric_json(ps.decode_tok_s);
-    const double gbps = median(ps.decode_tok_s) * dw.bytes_per_token / 1e9;
-    m["weight_GBps"] = gbps;
-    m["bits_per_weight"] = dw.bits_per_weight();
-    // A gpu row's weights stream from device memory: its reference is the device copy, not the
-    // host's stream (null when no GPU copy was measured).
-    if (r.gpu)
-      m["weight_GBps_pct_gpu_copy"] =
-          refs_.gpu_copy_GBps > 0 ? json(100.0 * gbps / refs_.gpu_copy_GBps) : json();
-    else
-      m["weight_GBps_pct_stream"] =
-          refs_.stream_GBps > 0 ? json(100.0 * gbps / refs_.stream_GBps) : json();
-    // Machine-normalised speeds for the CI gate (never absolute tok/s across machines): per
-    // repetition, tok/s x weight bytes per token as % of this run's stream bandwidth (prefill
-    // exceeds 100%: a batch reads each weight once), and a gpu row over its cell's cpu row in
-    // the same repetition.
-    if (refs_.stream_GBps > 0 && dw.bytes_per_token > 0) {
-      const std::vector<double> bw(ps.decode_tok_s.size(), refs_.stream_GBps * 1e9 / 100.0);
-      m["prefill_pct_stream"] =
-          speed_metric_json(paired_ratios(ps.prefill_tok_s, bw, dw.bytes_per_token));
-      m["decode_pct_stream"] =
-          speed_metric_json(paired_ratios(ps.decode_tok_s, bw, dw.bytes_per_token));
-    }
-    if (r.gpu && cpu_samples) {
-      m["prefill_vs_cpu"] =
-          speed_metric_json(paired_ratios(ps.prefill_tok_s, cpu_samples->prefill_tok_s));
-      m["decode_vs_cpu"] =
-          speed_metric_json(paired_ratios(ps.decode_tok_s, cpu_samples->decode_tok_s));
-    }
+    speed_metrics(m, ps, dw, r.gpu != nullptr, cpu_samples, refs_);
     if (cs.rss_MB) m["rss_peak_MB"] = *cs.rss_MB;
     row["validity"] = validity_flags(ps, e_.measure.max_cv);
-    if (!e_.quality.metrics.empty()) {
-      if (!L.ref) {
-        L.ref_model = c.model_index;
-        if (!L.tok)
-          L.ref.emplace(make_error("quality: {}: the model has no tokenizer", me.path));
-        else
-          L.ref.emplace(quality_reference(L.model, c.config.requant, me.path, *L.tok, e_.quality));
-      }
-      if (!L.ref->ok()) {
-        row["status"] = "error";
-        row["error"] = "quality reference: " + L.ref->error().message;
-      } else {
-        auto q = measure_quality(L.model, c.config, L.ref->value(), e_.quality, placement);
-        if (!q.ok()) {
-          row["status"] = "error";
-          row["error"] = "quality: " + q.error().message;
-        } else {
-          quality_metrics_json(q.value(), m);
-          pa.gpu_fallbacks += q.value().gpu_fallbacks;
-        }
-      }
-      if (auto rss = peak_rss_MB()) m["rss_peak_MB"] = std::max(cs.rss_MB.value_or(0.0), *rss);
-    }
+    if (!e_.quality.metrics.empty()) add_quality(i, pa, placement);
     if (r.gpu) {
       row["placement"]["gpu_fallbacks"] = pa.gpu_fallbacks;
       for (const std::string& f : gpu_validity_flags(pa.gpu_fallbacks, placement.get()))
@@ -648,6 +639,39 @@ bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
   }
   cs.twins.clear();
   return true;
+}
+
+// Quality against the reference (built once per model, with the reference's own Config) into
+// the row; a failure makes the row an error naming it.
+void CellRunner::add_quality(size_t i, PathAcc& pa,
+                             const std::shared_ptr<const GpuPlacement>& placement) {
+  const Cell& c = plan_.cells[i];
+  const CellState& cs = *state_[i];
+  Loaded& L = *loaded_;
+  const ModelEntry& me = plan_.models.at(c.model_index);
+  json& row = pa.row;
+  if (!L.ref) {
+    L.ref_model = c.model_index;
+    if (!L.tok)
+      L.ref.emplace(make_error("quality: {}: the model has no tokenizer", me.path));
+    else
+      L.ref.emplace(quality_reference(L.model, c.config.requant, me.path, *L.tok, e_.quality));
+  }
+  if (!L.ref->ok()) {
+    row["status"] = "error";
+    row["error"] = "quality reference: " + L.ref->error().message;
+  } else {
+    auto q = measure_quality(L.model, c.config, L.ref->value(), e_.quality, placement);
+    if (!q.ok()) {
+      row["status"] = "error";
+      row["error"] = "quality: " + q.error().message;
+    } else {
+      quality_metrics_json(q.value(), row["metrics"]);
+      pa.gpu_fallbacks += q.value().gpu_fallbacks;
+    }
+  }
+  if (auto rss = peak_rss_MB())
+    row["metrics"]["rss_peak_MB"] = std::max(cs.rss_MB.value_or(0.0), *rss);
 }
 
 // The cell boundary: an exception a cell throws (std::bad_alloc past the memory estimate, ...)

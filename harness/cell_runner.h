@@ -27,6 +27,9 @@
 
 namespace fish {
 
+class GpuPlacement;
+struct PathAcc;  // one path of a FISH cell across visits (cell_runner.cpp)
+
 // A model as the run sees it: where it is, its sha256, or why it cannot be used.
 struct ModelEntry {
   std::string path;  // resolved
@@ -87,7 +90,10 @@ class CellRunner {
   struct PathRun;
   bool visit(const Visit& v);
   bool visit_fish_cell(size_t i, const Visit& v);
+  bool open_paths(size_t i, double t0, std::vector<PathRun>& runs);
+  void plan_twins(size_t i, const std::vector<size_t>& unit, const std::vector<PathRun>& runs);
   bool finish_fish_cell(size_t i, std::vector<PathRun>& runs);
+  void add_quality(size_t i, PathAcc& pa, const std::shared_ptr<const GpuPlacement>& placement);
   bool run_peer_cell(size_t i);
   bool fail_cell(size_t i, const std::string& why);
   void ensure_model(const Cell& c);
