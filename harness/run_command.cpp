@@ -208,7 +208,7 @@ std::string order_text(const MeasureSpec& m) {
   return "order fixed";
 }
 
-// --dry-run: the cells in plan order, then what a real run would fail on (a dry run that exits 0
+// --dry-run: the cells in visiting order, then what a real run would fail on (a dry run that exits 0
 // promises a run).
 int print_dry_run(const RunPlan& p, const Shard& shard) {
   const Experiment& e = p.e;
@@ -222,7 +222,11 @@ int print_dry_run(const RunPlan& p, const Shard& shard) {
                                     .c_str()
                               : "",
               paths_text.c_str(), order_text(e.measure).c_str(), p.results_path.c_str());
-  for (size_t i = 0; i < p.cells.size(); ++i) {
+  // The cells in the order the first round visits them (shuffle: the seed's permutation).
+  std::vector<size_t> order;
+  for (const Visit& v : p.visits)
+    if (v.round == 0) order.insert(order.end(), p.units[v.unit].begin(), p.units[v.unit].end());
+  for (size_t i : order) {
     const Cell& c = p.cells[i];
     const ModelEntry& m = p.models.at(c.model_index);
     std::printf("  #%-4lld %s  %s  %s%s\n", static_cast<long long>(c.index),

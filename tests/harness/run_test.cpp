@@ -579,6 +579,34 @@ TEST_F(RunCommand, ASweepKilledMidRunAndResumedLosesNoRowAndDuplicatesNone) {
   EXPECT_THAT(slurp(dir_.file("resume2.log")), HasSubstr("nothing to run"));
 }
 
+TEST_F(RunCommand, DryRunListsAShuffledRunInItsSeedsOrder) {
+  auto listing = [&](const std::string& measure) {
+    const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": ")" + model_ +
+                                      R"(", "sweep": {"n_batch": "1-12"}, "measure": )" + measure +
+                                      "}");
+    EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
+              kExitOk)
+        << slurp(dir_.file("log"));
+    std::vector<int> indices;
+    std::istringstream in(slurp(dir_.file("log")));
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("  #", 0) == 0) indices.push_back(std::stoi(line.substr(3)));
+    return indices;
+  };
+  const std::vector<int> fixed = listing(R"({"order": "fixed"})");
+  EXPECT_EQ(fixed, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(listing(R"({"order": "interleave"})"), fixed);
+  const std::vector<int> a = listing(R"({"order": "shuffle", "seed": 3})");
+  EXPECT_EQ(a, listing(R"({"order": "shuffle", "seed": 3})"));
+  EXPECT_NE(a, listing(R"({"order": "shuffle", "seed": 4})"));
+  EXPECT_NE(a, fixed);
+  std::vector<int> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, fixed);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("order shuffle (seed 4)"));
+}
+
 TEST_F(RunCommand, AnInterleavedRunMeasuresEveryRepetitionOfEveryCellAndRecordsItsOrder) {
   const std::string exp = write_exp(R"({"schema_version": 1, "name": "il", "model": ")" + model_ +
                                     R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
