@@ -528,7 +528,7 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
     // they have.
     std::vector<PathRun> none;
     cs.t_s += now_s() - t0;
-    return finish_fish_cell(i, none);
+    return finish_fish_cell(i, none);  // (its rows' t_wall_s count from here)
   }
 
   // The repetitions of the paths and twins, back to back (interleaved per measure.interleave).
@@ -541,10 +541,13 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
   }
   // llama-bench warms up in every call: after the first visit a twin's warmup turns are no-ops
   // instead of llama-bench samples thrown away.
+  // A twin that failed in an earlier visit stays failed (no more llama-bench calls).
   for (TwinAcc& t : cs.twins) {
     LlamaBenchBlocks* b = t.blocks.get();
+    const std::optional<Error> failed = t.samples.error;
     int64_t skip = cs.visits > 0 ? e_.measure.warmup : 0;
-    fns.push_back([b, skip]() mutable -> Result<RepSample> {
+    fns.push_back([b, skip, failed]() mutable -> Result<RepSample> {
+      if (failed) return *failed;
       if (skip > 0) {
         --skip;
         return RepSample{};
@@ -577,16 +580,16 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
     if (!emit_error(pa.row, i, "error", pa.samples.error->message, cs.t_s)) return false;
   }
   if (!v.last) return true;
-  const double t1 = now_s();
-  const bool ok = finish_fish_cell(i, runs);
-  cs.t_s += now_s() - t1;
-  return ok;
+  return finish_fish_cell(i, runs);
 }
 
 // The cell's rows from every visit's samples (runs: the last visit's sessions and placements).
 bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
   CellState& cs = *state_[i];
   cs.finished = true;
+  // A row's t_wall_s: the cell's visits so far plus this finish up to the row (quality included).
+  const double t_finish = now_s();
+  auto elapsed = [&] { return cs.t_s + now_s() - t_finish; };
   const Loaded& L = *loaded_;
   // The cell's cpu path: the gpu rows' speeds are also given relative to it (same repetitions).
   const PathSamples* cpu_samples = nullptr;
@@ -625,19 +628,20 @@ bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
       for (const std::string& f : gpu_validity_flags(pa.gpu_fallbacks, placement.get()))
         row["validity"].push_back(f);
     }
-    if (!emit(row, i, cs.t_s)) return false;
+    if (!emit(row, i, elapsed())) return false;
   }
   for (TwinAcc& t : cs.twins) {
     json row = row_base(t.cell, t.path);
     if (t.samples.error) {
-      if (!emit_error(std::move(row), t.cell, "error", t.samples.error->message, cs.t_s))
+      if (!emit_error(std::move(row), t.cell, "error", t.samples.error->message, elapsed()))
         return false;
       continue;
     }
     fill_peer_row(row, t.samples, t.blocks->peer(), t.n_threads, e_.measure.max_cv);
-    if (!emit(std::move(row), t.cell, cs.t_s)) return false;
+    if (!emit(std::move(row), t.cell, elapsed())) return false;
   }
   cs.twins.clear();
+  cs.t_s = elapsed();
   return true;
 }
 
