@@ -24,6 +24,8 @@ void add_gate_command(CLI::App& app, int* exit_code);
 void add_quantize_w4_command(CLI::App& app, int* exit_code);
 void add_gpu_command(CLI::App& app, int* exit_code);
 void add_env_command(CLI::App& app, int* exit_code);  // FISH_* knobs: list and check
+// JSON Schemas of the experiment file and a results row (harness/json_schema.h).
+void add_schema_command(CLI::App& app, int* exit_code);
 // llama-bench's idiom over fish run: flags -> experiment files -> rows -> one table on stdout.
 void add_bench_command(CLI::App& app, int* exit_code);
 // llama-bench's multi-letter short flags (-pg, -ngl), which CLI11 cannot name, rewritten to

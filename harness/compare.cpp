@@ -170,6 +170,63 @@ std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::stri
   return c;
 }
 
+namespace {
+
+nlohmann::json row_json(const ResultRow& r) {
+  return {{"label", row_label(r)}, {"cell_id", r.cell_id}, {"status", r.status}};
+}
+
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+}  // namespace
+
+nlohmann::json comparison_json(const RowJoin& join) {
+  using nlohmann::json;
+  json out = {{"schema", "fish-compare/1"},
+              {"joined", json::array()},
+              {"only_base", json::array()},
+              {"only_head", json::array()}};
+  for (const JoinedRow& j : join.both) {
+    json params = json::object();
+    for (const auto& [k, v] : j.params) params[k] = v;
+    json e = {{"params", params},
+              {"base", row_json(*j.base)},
+              {"head", row_json(*j.head)},
+              {"speed", json::array()},
+              {"scalar", json::array()}};
+    if (j.base->status == "ok" && j.head->status == "ok") {
+      for (const std::string& m : speed_metric_names()) {
+        const std::optional<SpeedComparison> c = compare_speed(j, m);
+        if (!c) continue;
+        e["speed"].push_back({{"metric", m},
+                              {"base_median", c->base_median},
+                              {"head_median", c->head_median},
+                              {"n_base", c->n_base},
+                              {"n_head", c->n_head},
+                              {"ratio", c->ratio.ratio},
+                              {"interval", {c->ratio.interval.lo, c->ratio.interval.hi}},
+                              {"interval_kind", interval_key(c->ratio.interval.kind)},
+                              {"p", c->test.p},
+                              {"p_exact", c->test.exact}});
+      }
+      for (const std::string& m : scalar_metric_names()) {
+        const std::optional<double> b = j.base->number(m), h = j.head->number(m);
+        if (!b && !h) continue;
+        e["scalar"].push_back({{"metric", m},
+                               {"base", optional_json(b)},
+                               {"head", optional_json(h)},
+                               {"difference", b && h ? json(*h - *b) : json()}});
+      }
+    }
+    out["joined"].push_back(std::move(e));
+  }
+  for (const ResultRow* r : join.only_base) out["only_base"].push_back(row_json(*r));
+  for (const ResultRow* r : join.only_head) out["only_head"].push_back(row_json(*r));
+  return out;
+}
+
 std::string render_comparison(const RowJoin& join) {
   std::string md;
   std::vector<std::string> names = join.varying;

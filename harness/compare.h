@@ -70,6 +70,16 @@ std::optional<SpeedComparison> compare_speed(const JoinedRow& j, const std::stri
 // Markdown for `fish compare`: a table per joined row and metric, then the unmatched rows.
 std::string render_comparison(const RowJoin& join);
 
+// The same comparison for programs (`fish compare --json`, schema "fish-compare/1"):
+//   {"schema", "joined": [{"params": {...}, "base": ROW, "head": ROW,
+//     "speed": [{"metric", "base_median", "head_median", "n_base", "n_head", "ratio",
+//                "interval": [lo, hi], "interval_kind": "ci95"|"min_max", "p", "p_exact"}],
+//     "scalar": [{"metric", "base", "head", "difference"}]}],   (null where a side lacks it)
+//    "only_base": [ROW], "only_head": [ROW]}
+// with ROW = {"label": "FILE:LINE (cell N, PATH)", "cell_id", "status"}. A pair whose status is not
+// ok on both sides has empty "speed" and "scalar".
+nlohmann::json comparison_json(const RowJoin& join);
+
 // "a.jsonl,b.jsonl" -> {"a.jsonl", "b.jsonl"} (BASE/HEAD arguments may name several files).
 std::vector<std::string> split_paths(const std::string& list);
 

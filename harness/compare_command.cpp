@@ -10,6 +10,7 @@ namespace fish {
 void add_compare_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string base, head, base_where, head_where, ignore;
+    bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -30,6 +31,9 @@ void add_compare_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--ignore", args->ignore,
                   "Parameters the join ignores, comma-separated (FISH vs a peer: "
                   "engine,llama_bench; docs/peers.md)");
+  cmd->add_flag("--json", args->json,
+                "Print the comparison as JSON (schema fish-compare/1, docs/results.md) instead of "
+                "Markdown; the exit code is the same");
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
     JoinOptions jo;
@@ -62,7 +66,8 @@ void add_compare_command(CLI::App& app, int* exit_code) {
       return;
     }
     const RowJoin& join = joined.value();
-    const std::string md = render_comparison(join);
+    const std::string md =
+        args->json ? comparison_json(join).dump(2) + "\n" : render_comparison(join);
     std::fwrite(md.data(), 1, md.size(), stdout);
     std::fprintf(stderr, "fish compare: %zu rows joined, %zu only in BASE, %zu only in HEAD\n",
                  join.both.size(), join.only_base.size(), join.only_head.size());

@@ -83,6 +83,20 @@ std::span<const FieldSpec<MeasureSpec>> measure_fields() {
        &MeasureSpec::interleave,
        "alternate the paths within each repetition (else all of one path, then the next)",
        {}},
+      {"order",
+       &MeasureSpec::order,
+       "the order cells are measured in: interleave (each repetition visits every cell, round r "
+       "of all cells before round r + 1; a visit opens the cell afresh after `warmup` unrecorded "
+       "repetitions; rows are written in the last round), fixed (plan order, all repetitions of a "
+       "cell back to back) or shuffle (fixed's visits in an order drawn from `seed`); "
+       "docs/measurement.md#cell-order says what each costs and why interleave is the default",
+       {"fixed", "shuffle", "interleave"}},
+      {"seed",
+       &MeasureSpec::seed,
+       "seed of the shuffle order (order shuffle only): the same seed gives the same order",
+       {},
+       0,
+       4294967295.0},
       {"peer_block",
        &MeasureSpec::peer_block,
        "engine llama.cpp cells right after their FISH cell (the same fields but engine / "
@@ -573,6 +587,10 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
     }
     fields_from_json(q, quality_fields(), label + ": quality", e.quality, errors);
   }
+  if (root.contains("measure") && root["measure"].is_object() &&
+      root["measure"].contains("seed") && e.measure.order != "shuffle")
+    err(fmt::format("{}: measure.seed: only used by order shuffle (order is {})", label,
+                    e.measure.order));
   if (e.measure.paths.empty())
     err(fmt::format("{}: measure.paths: empty (allowed: cpu, gpu)", label));
   {

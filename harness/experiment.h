@@ -54,6 +54,11 @@ struct MeasureSpec {
   int64_t warmup = 1;
   int64_t repetitions = 6;  // the fewest whose median has an order-statistic 95% CI
   bool interleave = true;
+  // The order cells are visited in (harness/run_plan.h): "fixed" (plan order, all repetitions of
+  // a cell back to back), "shuffle" (the same, in an order drawn from `seed`), or "interleave"
+  // (each repetition visits every cell: round r of every cell before round r + 1).
+  std::string order = "interleave";
+  int64_t seed = 1;  // of the shuffle order
   int64_t peer_block = 3;  // llama.cpp twins: repetitions per llama-bench call (0: no turns)
   double max_cv = 0.10;
   int64_t stream_MiB = 1024;

@@ -29,6 +29,34 @@ bool is_scalar_metric(const std::string& m) {
 
 }  // namespace
 
+nlohmann::json gate_json(const GateResult& result, const GateRules& rules) {
+  json checks = json::array();
+  for (const GateCheck& c : result.checks) {
+    const bool fails = c.verdict == Verdict::regression ||
+                       (c.verdict == Verdict::missing && rules.missing_fails) ||
+                       (c.verdict == Verdict::underpowered && rules.underpowered_fails);
+    checks.push_back({{"params", c.params},
+                      {"metric", c.metric},
+                      {"base", c.base},
+                      {"head", c.head},
+                      {"change", c.change},
+                      {"speed", c.speed},
+                      {"p", c.speed ? json(c.p) : json()},
+                      {"min_p", c.speed ? json(c.min_p) : json()},
+                      {"interval_kind", c.speed ? json(interval_key(c.interval)) : json()},
+                      {"threshold", c.threshold},
+                      {"verdict", verdict_name(c.verdict)},
+                      {"fails", fails}});
+  }
+  return {{"schema", "fish-gate/1"},
+          {"passed", result.passed()},
+          {"alpha", rules.alpha},
+          {"n_checks", result.checks.size()},
+          {"n_failing", result.n_regressions},
+          {"n_underpowered", result.n_underpowered},
+          {"checks", std::move(checks)}};
+}
+
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::ok:

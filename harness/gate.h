@@ -92,4 +92,12 @@ GateResult run_gate(const RowJoin& join, const GateRules& rules);
 // The table of every check, then one summary line.
 std::string render_gate(const GateResult& result, const GateRules& rules);
 
+// The same for programs (`fish gate --json`, schema "fish-gate/1"):
+//   {"schema", "passed", "alpha", "n_checks", "n_failing", "n_underpowered",
+//    "checks": [{"params", "metric", "base", "head", "change" (as the table prints them),
+//                "speed", "p", "min_p" (speed checks; else null), "interval_kind", "threshold",
+//                "verdict": verdict_name (ok, improved, REGRESSION, MISSING, UNDERPOWERED),
+//                "fails"}]}
+nlohmann::json gate_json(const GateResult& result, const GateRules& rules);
+
 }  // namespace fish

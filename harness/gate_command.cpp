@@ -11,6 +11,7 @@ namespace fish {
 void add_gate_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::string base, head, rules;  // rules empty: default_gate_rules
+    bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -28,6 +29,9 @@ void add_gate_command(CLI::App& app, int* exit_code) {
                   "Rules JSON (thresholds per metric, docs/measurement.md; "
                   "experiments/gate_rules.json is the CI gate's); default: every speed metric of "
                   "the baseline, higher is better, 10%");
+  cmd->add_flag("--json", args->json,
+                "Print the checks as JSON (schema fish-gate/1, docs/results.md) instead of the "
+                "table; the exit code is the same");
   cmd->callback([args, exit_code] {
     *exit_code = kExitUsage;
     std::optional<Result<GateRules>> rules;
@@ -71,7 +75,8 @@ void add_gate_command(CLI::App& app, int* exit_code) {
       return;
     }
     const GateResult result = run_gate(join, used);
-    const std::string md = render_gate(result, used);
+    const std::string md =
+        args->json ? gate_json(result, used).dump(2) + "\n" : render_gate(result, used);
     std::fwrite(md.data(), 1, md.size(), stdout);
     *exit_code = result.passed() ? kExitOk : kExitGateFailed;
   });

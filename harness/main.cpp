@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   fish::add_quantize_w4_command(app, &exit_code);
   fish::add_gpu_command(app, &exit_code);
   fish::add_env_command(app, &exit_code);
+  fish::add_schema_command(app, &exit_code);
   fish::add_import_command(app, &exit_code);
   try {
     std::vector<std::string> args(argv, argv + argc);

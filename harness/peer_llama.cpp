@@ -14,6 +14,7 @@
 #include "engine/gguf.h"
 #include "harness/measure.h"
 #include "harness/measure_context.h"
+#include "harness/metrics.h"
 #include "kernels/thread_pool.h"
 #include "quant/types.h"
 
@@ -416,13 +417,7 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
     r["config"] = fields_to_json(c, config_fields());
     r["workload"] = workload;
     r["placement"] = {{"gpu_layers", ngl}, {"gpu_detail", ""}};
-    json m;
-    for (const char* k : {"prefill_tok_s", "decode_tok_s", "prefill_pct_stream",
-                          "decode_pct_stream", "prefill_vs_cpu", "decode_vs_cpu", "weight_GBps",
-                          "weight_GBps_pct_stream", "bits_per_weight", "rss_peak_MB",
-                          "vram_peak_MB", "rel_rms", "top1", "kl_mean", "kl_p99", "kl_max", "ppl",
-                          "greedy_exact"})
-      m[k] = nullptr;
+    json m = empty_metrics_json();
     PathSamples ps;
     if (t.is_prefill()) {
       m["prefill_tok_s"] = speed_metric_json(t.samples_ts);

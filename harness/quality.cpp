@@ -2,6 +2,7 @@
 #include "harness/quality.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "base/path_checks.h"
 #include "engine/sampling.h"
 #include "engine/session.h"
+#include "harness/metrics.h"
 
 namespace fish {
 namespace {
@@ -181,17 +183,29 @@ Result<QualityMetrics> measure_quality(std::shared_ptr<const Model> model, const
   return m;
 }
 
-void quality_metrics_json(const QualityMetrics& m, nlohmann::json& metrics) {
-  auto put = [&](const char* k, const std::optional<double>& v) {
-    metrics[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+namespace {
+
+// The value of one quality metric of the table (harness/metrics.h) in `m`; null when not measured.
+nlohmann::json quality_value(const QualityMetrics& m, std::string_view name) {
+  auto num = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
-  put("top1", m.top1);
-  put("kl_mean", m.kl_mean);
-  put("kl_p99", m.kl_p99);
-  put("kl_max", m.kl_max);
-  put("ppl", m.ppl);
-  metrics["greedy_exact"] =
-      m.greedy_n ? nlohmann::json{{"n", *m.greedy_n}, {"of", *m.greedy_of}} : nlohmann::json();
+  if (name == "top1") return num(m.top1);
+  if (name == "kl_mean") return num(m.kl_mean);
+  if (name == "kl_p99") return num(m.kl_p99);
+  if (name == "kl_max") return num(m.kl_max);
+  if (name == "ppl") return num(m.ppl);
+  if (name == "greedy_exact")
+    return m.greedy_n ? nlohmann::json{{"n", *m.greedy_n}, {"of", *m.greedy_of}} : nlohmann::json();
+  assert(false && "a quality metric of metric_fields() that QualityMetrics does not measure");
+  return nullptr;
+}
+
+}  // namespace
+
+void quality_metrics_json(const QualityMetrics& m, nlohmann::json& metrics) {
+  for (const MetricField& f : metric_fields())
+    if (f.source == MetricSource::quality) metrics[std::string(f.name)] = quality_value(m, f.name);
 }
 
 }  // namespace fish

@@ -4,11 +4,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "base/env_knobs.h"
 #include "harness/interval_label.h"
+#include "harness/metrics.h"
 #include "harness/report_gbench.h"
 #include "harness/report_peer.h"
 #include "harness/report_svg.h"
@@ -41,36 +44,32 @@ std::string interval_text(const SpeedMetric& m, const IntervalMix& mix) {
                        short_number(m.interval.hi), m.interval.kind, mix);
 }
 
+// A metric column of the report (harness/metrics.h): key and title from the table.
 struct MetricColumn {
-  const char* key;
-  const char* title;
+  std::string key;
+  std::string title;
 };
-// Scalar metric columns in table order (speed metrics come first, with their CIs).
-const MetricColumn kScalarColumns[] = {{"weight_GBps", "weight GB/s"},
-                                       {"weight_GBps_pct_stream", "% stream"},
-                                       {"weight_GBps_pct_gpu_copy", "% GPU copy"},
-                                       {"bits_per_weight", "bits/weight"},
-                                       {"rel_rms", "rel RMS"},
-                                       {"top1", "top-1"},
-                                       {"kl_mean", "KL mean"},
-                                       {"kl_p99", "KL p99"},
-                                       {"kl_max", "KL max"},
-                                       {"ppl", "PPL"},
-                                       {"greedy_exact", "greedy exact"},
-                                       {"rss_peak_MB", "RSS MB"},
-                                       {"vram_peak_MB", "VRAM MB"}};
-const MetricColumn kSpeedColumns[] = {{"prefill_tok_s", "prefill tok/s"},
-                                      {"decode_tok_s", "decode tok/s"}};
-// Quality metrics plotted against bits per weight.
-const MetricColumn kQualityPlots[] = {
-    {"top1", "top-1 agreement"}, {"kl_mean", "KL mean"}, {"rel_rms", "rel RMS"}, {"ppl", "PPL"}};
+// The report's columns of the table, in its order: with intervals (samples metrics) or not;
+// and the metrics plotted against bits per weight.
+std::vector<MetricColumn> metric_columns(bool samples) {
+  std::vector<MetricColumn> v;
+  for (const MetricField& f : metric_fields())
+    if (f.report && f.samples() == samples) v.push_back({std::string(f.name), std::string(f.title)});
+  return v;
+}
+std::vector<MetricColumn> quality_plot_metrics() {
+  std::vector<MetricColumn> v;
+  for (const MetricField& f : metric_fields())
+    if (f.plot_vs_bits) v.push_back({std::string(f.name), std::string(f.title)});
+  return v;
+}
 
-bool has_metric(const ResultRow& r, const char* key) {
+bool has_metric(const ResultRow& r, const std::string& key) {
   const json& m = r.metrics();
   return m.contains(key) && !m[key].is_null();
 }
 
-std::string scalar_text(const ResultRow& r, const char* key) {
+std::string scalar_text(const ResultRow& r, const std::string& key) {
   if (!has_metric(r, key)) return "-";
   const json& v = r.metrics()[key];
   if (v.is_object() && v.contains("n") && v.contains("of"))
@@ -127,7 +126,7 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
       xs.insert(it->second.get<double>());
     }
     if (!numeric || xs.size() < 3) continue;
-    for (const MetricColumn& metric : kSpeedColumns) {
+    for (const MetricColumn& metric : metric_columns(true)) {
       std::map<std::string, PlotSeries> series;  // by name: deterministic legend order
       IntervalMix mix;
       for (size_t i = 0; i < rows.size(); ++i) {
@@ -189,7 +188,7 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
   for (const ResultRow* r : rows)
     if (r->status == "ok" && x_of(*r)) xs.insert(short_number(*x_of(*r)));
   if (xs.size() < 2) return;
-  for (const MetricColumn& metric : kQualityPlots) {
+  for (const MetricColumn& metric : quality_plot_metrics()) {
     std::map<std::string, PlotSeries> series;
     size_t n_points = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -265,15 +264,61 @@ Status read_text(const std::string& path, std::string* out) {
   return Status::success();
 }
 
+// The command that reproduces a section's runs, one per distinct (file version, knobs, commit):
+// the knobs that change results as the context recorded them, then fish run on the file.
+std::string reproduce_text(const ResultSet& set,
+                           const std::function<bool(const ResultContext&)>& in_section) {
+  std::vector<std::string> lines;
+  for (const ResultContext& c : set.contexts) {
+    if (!in_section(c)) continue;
+    const json& j = c.json;
+    std::string knobs;
+    const bool recorded = j.contains("env") && j["env"].is_object();
+    if (recorded)
+      for (const auto& [k, v] : j["env"].items()) {
+        const EnvKnob* knob = find_env_knob(k);
+        if (knob && knob->effect == KnobEffect::results && v.is_string())
+          knobs += fmt::format("{}={} ", k, v.get<std::string>());
+      }
+    const std::string file = j.value("experiment_file", std::string("?"));
+    std::string line = fmt::format("`{}fish run {}`", knobs, file);
+    if (!file.empty() && file[0] == '/')
+      line += " (the file was outside the repository: not reproducible from it)";
+    else
+      line += fmt::format(" with the file of sha256 {}", c.experiment_sha256.substr(0, 12));
+    const std::string commit = j.value("commit", std::string()).substr(0, 12);
+    if (!commit.empty()) line += fmt::format(" (as of commit {})", commit);
+    if (!recorded) line += "; the run's FISH_* knobs were not recorded";
+    if (j.contains("env_restored_from") && j["env_restored_from"].is_string())
+      line += "; knobs restored from " + j["env_restored_from"].get<std::string>();
+    if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+  }
+  if (lines.empty()) return "";
+  if (lines.size() == 1) return "Reproduce: " + md_escape(lines[0]) + ".\n\n";
+  std::string out = "Reproduce:\n";
+  for (const std::string& l : lines) out += "- " + md_escape(l) + "\n";
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string render_experiment_section(const ResultSet& set,
                                       const std::vector<const ResultRow*>& rows,
                                       const ReportOptions& options,
-                                      std::vector<std::pair<std::string, std::string>>* plots) {
+                                      std::vector<std::pair<std::string, std::string>>* plots,
+                                      const std::string& version_sha) {
   const ResultContext& first_ctx = set.context_of(*rows.front());
-  const std::string& experiment = first_ctx.experiment;
-  std::string md = fmt::format("### {}\n\n", md_escape(experiment));
+  const std::string& name = first_ctx.experiment;
+  // One version of an experiment file of several: its own heading and plot names.
+  const std::string experiment =
+      version_sha.empty() ? name : name + "-" + version_sha.substr(0, 12);
+  auto in_section = [&](const ResultContext& c) {
+    return c.experiment == name && (version_sha.empty() || c.experiment_sha256 == version_sha);
+  };
+  std::string md =
+      version_sha.empty()
+          ? fmt::format("### {}\n\n", md_escape(name))
+          : fmt::format("### {}, file version {}\n\n", md_escape(name), version_sha.substr(0, 12));
 
   // Contexts of this experiment: identical descriptions merged, runs listed.
   std::vector<std::string> descs;
@@ -281,7 +326,7 @@ std::string render_experiment_section(const ResultSet& set,
   std::set<std::string> files;
   int64_t n_cells = 0;
   for (const ResultContext& c : set.contexts) {
-    if (c.experiment != experiment) continue;
+    if (!in_section(c)) continue;
     const std::string d = context_text(c);
     if (!runs_of.count(d)) descs.push_back(d);
     std::string run = fmt::format("{} {}", c.run_id.substr(0, 8), c.json.value("started_utc", ""));
@@ -309,6 +354,7 @@ std::string render_experiment_section(const ResultSet& set,
     if (!covered.count(i)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
   if (!missing.empty()) md += fmt::format(" Cells without a row: {}.", missing);
   md += "\n\n";
+  md += reproduce_text(set, in_section);
   auto runs_text = [&](const std::string& d) {
     std::string runs;
     for (const std::string& r : runs_of[d]) runs += (runs.empty() ? "" : ", ") + r;
@@ -355,15 +401,15 @@ std::string render_experiment_section(const ResultSet& set,
         md_escape(list));
   }
 
-  std::vector<const MetricColumn*> speed_cols, scalar_cols;
-  for (const MetricColumn& c : kSpeedColumns)
+  std::vector<MetricColumn> speed_cols, scalar_cols;
+  for (const MetricColumn& c : metric_columns(true))
     if (std::any_of(rows.begin(), rows.end(),
                     [&](const ResultRow* r) { return has_metric(*r, c.key); }))
-      speed_cols.push_back(&c);
-  for (const MetricColumn& c : kScalarColumns)
+      speed_cols.push_back(c);
+  for (const MetricColumn& c : metric_columns(false))
     if (std::any_of(rows.begin(), rows.end(),
                     [&](const ResultRow* r) { return has_metric(*r, c.key); }))
-      scalar_cols.push_back(&c);
+      scalar_cols.push_back(c);
   const bool show_layers = std::any_of(rows.begin(), rows.end(), [](const ResultRow* r) {
     const json& p = r->json.value("placement", json::object());
     return p.is_object() && p.value("gpu_layers", json(0)).is_number() &&
@@ -381,8 +427,8 @@ std::string render_experiment_section(const ResultSet& set,
 
   std::vector<std::string> header = varying;
   if (show_layers) header.push_back("GPU layers");
-  for (const MetricColumn* c : speed_cols) header.push_back(c->title);
-  for (const MetricColumn* c : scalar_cols) header.push_back(c->title);
+  for (const MetricColumn& c : speed_cols) header.push_back(c.title);
+  for (const MetricColumn& c : scalar_cols) header.push_back(c.title);
   if (show_notes) header.push_back("notes");
   if (header.empty()) header.push_back("path");  // a single-row experiment still gets a table
   for (const std::string& h : header) md += "| " + md_escape(h) + " ";
@@ -391,8 +437,8 @@ std::string render_experiment_section(const ResultSet& set,
   md += "\n";
   IntervalMix mix;  // of every speed interval the table shows
   for (const ResultRow* r : rows)
-    for (const MetricColumn* c : speed_cols)
-      if (const std::optional<SpeedMetric> m = r->speed(c->key)) mix.add(m->interval.kind, m->n);
+    for (const MetricColumn& c : speed_cols)
+      if (const std::optional<SpeedMetric> m = r->speed(c.key)) mix.add(m->interval.kind, m->n);
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = *rows[i];
     std::vector<std::string> cells;
@@ -400,11 +446,11 @@ std::string render_experiment_section(const ResultSet& set,
     if (show_layers)
       cells.push_back(
           json_value_text(r.json.value("placement", json::object()).value("gpu_layers", json())));
-    for (const MetricColumn* c : speed_cols) {
-      const std::optional<SpeedMetric> m = r.speed(c->key);
+    for (const MetricColumn& c : speed_cols) {
+      const std::optional<SpeedMetric> m = r.speed(c.key);
       cells.push_back(m ? interval_text(*m, mix) : "-");
     }
-    for (const MetricColumn* c : scalar_cols) cells.push_back(scalar_text(r, c->key));
+    for (const MetricColumn& c : scalar_cols) cells.push_back(scalar_text(r, c.key));
     if (show_notes) cells.push_back(notes_of(r));
     if (cells.empty()) cells.push_back(r.path);
     for (const std::string& c : cells) md += "| " + md_escape(c) + " ";
@@ -472,7 +518,28 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
     while (j < rows.size() && set.context_of(*rows[j]).experiment == name) ++j;
     const std::vector<const ResultRow*> group(rows.begin() + static_cast<long>(i),
                                               rows.begin() + static_cast<long>(j));
-    out.markdown += render_experiment_section(set, group, options, &out.plots);
+    // Rows of several versions of the experiment file (cells added, renamed, a workload
+    // changed) are different experiments: one section per version, the newest run's first.
+    std::map<std::string, std::vector<const ResultRow*>> by_version;
+    std::map<std::string, std::string> newest;  // version -> latest started_utc of its rows
+    for (const ResultRow* r : group) {
+      const ResultContext& c = set.context_of(*r);
+      by_version[c.experiment_sha256].push_back(r);
+      newest[c.experiment_sha256] =
+          std::max(newest[c.experiment_sha256], c.json.value("started_utc", std::string()));
+    }
+    if (by_version.size() == 1) {
+      out.markdown += render_experiment_section(set, group, options, &out.plots);
+    } else {
+      std::vector<std::string> versions;
+      for (const auto& [v, rs] : by_version) versions.push_back(v);
+      std::stable_sort(versions.begin(), versions.end(), [&](const std::string& a,
+                                                            const std::string& b) {
+        return newest[a] > newest[b];
+      });
+      for (const std::string& v : versions)
+        out.markdown += render_experiment_section(set, by_version[v], options, &out.plots, v);
+    }
     i = j;
   }
   if (!gbench.empty() || rows.empty()) out.markdown += "## Microbenchmarks (google-benchmark)\n\n";

@@ -38,12 +38,16 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
 // One experiment's section ("### NAME" under "## Experiments": experiment file, contexts, fixed
 // parameters, a table whose key columns are only the parameters that vary, metric columns only
 // where some row has a value, "median [lo, hi]" for speeds with a legend naming the interval
-// (harness/interval_label.h), failed rows listed, plots). `rows` are
-// that experiment's latest rows in report order. Plots are appended to `plots`.
+// (harness/interval_label.h), failed rows listed, plots), with the command that reproduces each
+// run (the knobs that change results as recorded, `fish run FILE`, the file's sha256 and the
+// commit). `rows` are that experiment's latest rows in report order. Plots are appended to
+// `plots`. version_sha: the rows are those of one version of the experiment file (of several):
+// the heading, the contexts and the plot names are that version's.
 std::string render_experiment_section(const ResultSet& set,
                                       const std::vector<const ResultRow*>& rows,
                                       const ReportOptions& options,
-                                      std::vector<std::pair<std::string, std::string>>* plots);
+                                      std::vector<std::pair<std::string, std::string>>* plots,
+                                      const std::string& version_sha = "");
 
 // Writes the markdown to `markdown_path` (empty: plots only) and the plots (or checks them): with
 // check = true nothing is written and the result lists every file that differs from what would be

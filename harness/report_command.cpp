@@ -5,6 +5,7 @@
 #include "base/path_checks.h"
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
+#include "harness/metrics.h"
 #include "harness/report.h"
 
 namespace fish {
@@ -13,7 +14,7 @@ void add_report_command(CLI::App& app, int* exit_code) {
   struct Args {
     std::vector<std::string> inputs;
     std::string out, plots;
-    bool check = false, no_plots = false;
+    bool check = false, no_plots = false, help_metrics = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -23,8 +24,7 @@ void add_report_command(CLI::App& app, int* exit_code) {
       "saying which), google-benchmark JSON files and command-run folders; SVG plots "
       "of tok/s against numeric parameters and of quality against bits per weight.");
   cmd->add_option("inputs", args->inputs,
-                  "Results .jsonl files, google-benchmark .json files, command-run folders")
-      ->required();
+                  "Results .jsonl files, google-benchmark .json files, command-run folders");
   cmd->add_option("-o,--out", args->out,
                   "Write the Markdown here (default: stdout); plots go to <dir>/<stem>_plots/");
   cmd->add_option("--plots", args->plots,
@@ -32,9 +32,24 @@ void add_report_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-plots", args->no_plots, "Tables only");
   cmd->add_flag("--check", args->check,
                 "Write nothing; exit 1 when the -o file or its plots differ from a fresh render");
+  cmd->add_flag("--help-metrics", args->help_metrics,
+                "Print the metrics a results row carries (name, kind, unit, column title; the "
+                "column order of every table) as Markdown and exit");
   cmd->callback([args, exit_code] {
     namespace fs = std::filesystem;
     *exit_code = kExitUsage;
+    if (args->help_metrics) {
+      const std::string h = metric_fields_help();
+      std::fwrite(h.data(), 1, h.size(), stdout);
+      *exit_code = kExitOk;
+      return;
+    }
+    if (args->inputs.empty()) {
+      std::fprintf(stderr,
+                   "fish report: results files are required (e.g. fish report results/ci/"
+                   "baseline.jsonl; see fish report --help)\n");
+      return;
+    }
     if (args->check && args->out.empty()) {
       std::fprintf(stderr, "fish report: --check needs -o FILE (the file to check)\n");
       return;

@@ -117,6 +117,15 @@ Result<std::string> render_gbench_section(const std::string& path) {
              ? fmt::format("Context: host {}, run {}.\n\n",
                            ctx.contains("host_name") ? value_text(ctx["host_name"]) : "?", date)
              : fmt::format("Context: {}; run {}.\n\n", line, date);
+  // The command: scripts/run_bench.sh on the executable's name (google-benchmark records neither
+  // the filter nor the repetitions flag; the n column says how many repetitions ran).
+  if (ctx.contains("executable") && ctx["executable"].is_string()) {
+    std::string exe = fs::path(ctx["executable"].get<std::string>()).filename().string();
+    if (exe.rfind("fish_", 0) == 0) exe = exe.substr(5);
+    out += fmt::format(
+        "Reproduce: `scripts/run_bench.sh {}` (the run's --benchmark_filter is not recorded).\n\n",
+        exe);
+  }
   std::vector<std::string> counters;
   for (const std::string& key : order)
     for (const auto& [name, v] : runs[key].front()->items())
@@ -158,10 +167,49 @@ Result<std::string> render_gbench_section(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// A run folder's README.md inside its "### NAME" section: headings four levels down (a title
+// "# T" becomes "**T**"). whole = false: the title and the first paragraph only.
+std::string readme_text(const std::string& readme, bool whole) {
+  std::istringstream in(readme);
+  std::string line, out;
+  bool in_paragraph = false, done_first = false, after_title = false;
+  while (std::getline(in, line)) {
+    if (!whole && done_first) break;
+    const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+    if (after_title && blank) continue;
+    after_title = false;
+    if (line.rfind("# ", 0) == 0) {
+      out += "**" + line.substr(2) + "**\n\n";
+      after_title = true;
+      continue;
+    }
+    if (line.rfind('#', 0) == 0) {
+      if (!whole) break;
+      out += "###" + line + "\n";
+      continue;
+    }
+    if (blank) {
+      if (in_paragraph) done_first = true;
+      in_paragraph = false;
+      out += "\n";
+      continue;
+    }
+    in_paragraph = true;
+    out += line + "\n";
+  }
+  while (out.size() > 1 && out.ends_with("\n\n")) out.pop_back();
+  return out + "\n";
+}
+
+}  // namespace
+
 Result<std::string> render_command_runs_section(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return make_error("report: {}: not a folder", dir);
-  std::string out = fmt::format("### {}\n\n", fs::path(dir).filename().string());
+  const std::string heading = fmt::format("### {}\n\n", fs::path(dir).filename().string());
+  std::string out = heading;
   std::map<std::string, std::string> ctx;
   if (std::ifstream c(fs::path(dir) / "context.txt"); c) {
     std::string l;
@@ -195,7 +243,17 @@ Result<std::string> render_command_runs_section(const std::string& dir) {
       lines += name + ": " + (b == std::string::npos ? "" : l.substr(b, e - b + 1)) + "\n";
     }
   }
-  if (!lines.empty() || tables.empty()) out += "```\n" + lines + "```\n\n";
+  // README.md says what was run and why: its title and first paragraph lead the section; where
+  // the folder holds no outputs it is the whole record, included with its headings below ours.
+  std::string readme;
+  if (std::ifstream in(fs::path(dir) / "README.md"); in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    readme = text.str();
+  }
+  const bool readme_only = lines.empty() && tables.empty();
+  if (!readme.empty()) out.insert(heading.size(), readme_text(readme, readme_only));
+  if (!lines.empty() || (tables.empty() && readme.empty())) out += "```\n" + lines + "```\n\n";
   for (const std::string& t : tables) {
     std::ifstream in(t);
     std::stringstream text;

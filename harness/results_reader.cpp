@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/path_checks.h"
+#include "harness/metrics.h"
 #include "harness/row_provenance.h"
 
 namespace fish {
@@ -106,10 +107,11 @@ void check_metrics(const json& m, std::vector<std::string>* p) {
   for (const std::string& name : scalar_metric_names()) {
     if (!m.contains(name) || m[name].is_null()) continue;
     const json& v = m[name];
-    if (name == "greedy_exact") {
+    if (find_metric(name)->kind == MetricKind::count) {
       if (!v.is_object() || !v.contains("n") || !v.contains("of") || !v["n"].is_number() ||
           !v["of"].is_number())
-        p->push_back("metrics.greedy_exact: expected {\"n\": number, \"of\": number} or null");
+        p->push_back(fmt::format(
+            "metrics.{}: expected {{\"n\": number, \"of\": number}} or null", name));
     } else if (!v.is_number()) {
       p->push_back(
           fmt::format("metrics.{}: expected number or null, found {}", name, json_type_name(v)));
@@ -156,25 +158,22 @@ std::vector<std::pair<std::string, nlohmann::json>> ResultRow::params() const {
 }
 
 const std::vector<std::string>& speed_metric_names() {
-  static const std::vector<std::string> names{"prefill_tok_s",      "decode_tok_s",
-                                              "prefill_pct_stream", "decode_pct_stream",
-                                              "prefill_vs_cpu",     "decode_vs_cpu"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const MetricField& f : metric_fields())
+      if (f.samples()) v.emplace_back(f.name);
+    return v;
+  }();
   return names;
 }
 
 const std::vector<std::string>& scalar_metric_names() {
-  static const std::vector<std::string> names{"weight_GBps",
-                                              "weight_GBps_pct_stream",
-                                              "weight_GBps_pct_gpu_copy",
-                                              "rss_peak_MB",
-                                              "vram_peak_MB",
-                                              "rel_rms",
-                                              "top1",
-                                              "kl_mean",
-                                              "kl_p99",
-                                              "kl_max",
-                                              "ppl",
-                                              "greedy_exact"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const MetricField& f : metric_fields())
+      if (!f.samples()) v.emplace_back(f.name);
+    return v;
+  }();
   return names;
 }
 

@@ -17,6 +17,7 @@
 #include "base/path_checks.h"
 #include "engine/config.h"
 #include "harness/interval_label.h"
+#include "harness/metrics.h"
 #include "harness/results_reader.h"
 
 namespace fish {
@@ -156,7 +157,7 @@ const json& metric(const ResultRow& r, const char* key) {
   return m.is_object() && m.contains(key) ? m[key] : null_json;
 }
 
-std::string greedy_text(const json& g) {
+std::string count_text(const json& g) {
   if (!g.is_object()) return "";
   return fmt::format("{}/{}", g.value("n", 0), g.value("of", 0));
 }
@@ -171,18 +172,9 @@ std::string joined(const json& list) {
   return s;
 }
 
-constexpr const char* kScalarMetrics[] = {"weight_GBps",
-                                          "weight_GBps_pct_stream",
-                                          "weight_GBps_pct_gpu_copy",
-                                          "bits_per_weight",
-                                          "rss_peak_MB",
-                                          "vram_peak_MB",
-                                          "rel_rms",
-                                          "top1",
-                                          "kl_mean",
-                                          "kl_p99",
-                                          "kl_max",
-                                          "ppl"};
+// CSV columns of a samples metric: NAME (median), NAME_lo, NAME_hi, NAME_interval, NAME_cv,
+// NAME_n.
+constexpr const char* kSamplesParts[] = {"", "_lo", "_hi", "_interval", "_cv", "_n"};
 
 }  // namespace
 
@@ -192,11 +184,14 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
   std::vector<std::string> cols = {"experiment", "cell_index", "cell_id",
                                    "path",       "status",     "model"};
   for (const auto& f : config_fields()) cols.emplace_back(f.name);
-  for (const char* s : {"prefill_tok_s", "decode_tok_s"})
-    for (const char* part : {"", "_lo", "_hi", "_interval", "_cv", "_n"})
-      cols.push_back(std::string(s) + part);
-  for (const char* m : kScalarMetrics) cols.emplace_back(m);
-  for (const char* c : {"greedy_exact", "validity", "t_wall_s", "error"}) cols.emplace_back(c);
+  for (const MetricField& f : metric_fields()) {
+    if (!f.samples()) {
+      cols.emplace_back(f.name);
+      continue;
+    }
+    for (const char* part : kSamplesParts) cols.push_back(std::string(f.name) + part);
+  }
+  for (const char* c : {"validity", "t_wall_s", "error"}) cols.emplace_back(c);
   // What was run and by what: a CSV row read alone still names its workload and provenance.
   for (const char* c : {"n_prompt", "n_gen", "commit", "dirty", "cpu", "gpu", "run_id"})
     cols.emplace_back(c);
@@ -215,8 +210,17 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
       const std::string k(f.name);
       v.push_back(cfg.is_object() && cfg.contains(k) ? value_text(cfg[k]) : "");
     }
-    for (const char* s : {"prefill_tok_s", "decode_tok_s"}) {
-      const std::optional<SpeedMetric> m = r->speed(s);
+    for (const MetricField& f : metric_fields()) {
+      const std::string name(f.name);
+      if (f.kind == MetricKind::count) {
+        v.push_back(count_text(metric(*r, name.c_str())));
+        continue;
+      }
+      if (!f.samples()) {
+        v.push_back(exact(metric(*r, name.c_str())));
+        continue;
+      }
+      const std::optional<SpeedMetric> m = r->speed(name);
       v.push_back(m ? exact(m->median) : "");
       v.push_back(m ? exact(m->interval.lo) : "");
       v.push_back(m ? exact(m->interval.hi) : "");
@@ -224,8 +228,6 @@ Result<std::string> render_csv(const std::string& jsonl_path) {
       v.push_back(m ? exact(m->cv) : "");
       v.push_back(m ? exact(m->n) : "");
     }
-    for (const char* m : kScalarMetrics) v.push_back(exact(metric(*r, m)));
-    v.push_back(greedy_text(metric(*r, "greedy_exact")));
     v.push_back(joined(r->json.value("validity", json::array())));
     v.push_back(exact(r->json.value("t_wall_s", json())));
     v.push_back(r->error);
@@ -265,9 +267,10 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
       if (!metric(*r, key).is_null()) return true;
     return false;
   };
-  std::vector<const char*> quality;
-  for (const char* k : {"top1", "kl_mean", "kl_p99", "kl_max", "ppl", "greedy_exact"})
-    if (any(k)) quality.push_back(k);
+  // The report's metric columns that some row has, in table order.
+  std::vector<const MetricField*> columns;
+  for (const MetricField& f : metric_fields())
+    if (f.report && any(std::string(f.name).c_str())) columns.push_back(&f);
 
   std::string out;
   if (!set.contexts.empty()) {
@@ -283,10 +286,8 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
   std::vector<std::string> head = {"#"};
   if (models.size() > 1) head.emplace_back("model");
   for (const std::string& f : varying) head.push_back(f);
-  for (const char* h : {"path", "status", "prefill tok/s", "decode tok/s",
-                        "weight GB/s (% of stream / GPU copy)", "RSS MB"})
-    head.emplace_back(h);
-  for (const char* q : quality) head.emplace_back(q);
+  for (const char* h : {"path", "status"}) head.emplace_back(h);
+  for (const MetricField* f : columns) head.emplace_back(f->title);
   head.emplace_back("validity / error");
   for (const std::string& h : head) out += "| " + h + " ";
   out += "|\n";
@@ -294,9 +295,11 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
   out += "|\n";
   IntervalMix mix;  // of every speed interval in the table
   for (const ResultRow* r : rows)
-    for (const char* k : {"prefill_tok_s", "decode_tok_s"})
-      if (const std::optional<SpeedMetric> m = r->speed(k)) mix.add(m->interval.kind, m->n);
-  auto speed = [&](const ResultRow& r, const char* key) {
+    for (const MetricField* f : columns)
+      if (f->samples())
+        if (const std::optional<SpeedMetric> m = r->speed(std::string(f->name)))
+          mix.add(m->interval.kind, m->n);
+  auto speed = [&](const ResultRow& r, const std::string& key) {
     const std::optional<SpeedMetric> m = r.speed(key);
     if (!m) return std::string();
     return interval_cell(num(m->median, 4), num(m->interval.lo, 4), num(m->interval.hi, 4),
@@ -308,19 +311,15 @@ Result<std::string> render_markdown(const std::string& jsonl_path) {
     for (const std::string& f : varying) v.push_back(value_text(r->json["config"][f]));
     v.push_back(r->path);
     v.push_back(r->status);
-    v.push_back(speed(*r, "prefill_tok_s"));
-    v.push_back(speed(*r, "decode_tok_s"));
-    const json& gb = metric(*r, "weight_GBps");
-    const json& pct = metric(*r, "weight_GBps_pct_stream");
-    const json& pct_gpu = metric(*r, "weight_GBps_pct_gpu_copy");
-    std::string ref;
-    if (!pct.is_null()) ref = " (" + num(pct, 3) + "%)";
-    if (!pct_gpu.is_null()) ref = " (" + num(pct_gpu, 3) + "% of GPU copy)";
-    v.push_back(gb.is_null() ? "" : num(gb, 3) + ref);
-    v.push_back(num(metric(*r, "rss_peak_MB"), 4));
-    for (const char* q : quality)
-      v.push_back(std::string(q) == "greedy_exact" ? greedy_text(metric(*r, q))
-                                                   : num(metric(*r, q), 4));
+    for (const MetricField* f : columns) {
+      const std::string name(f->name);
+      if (f->samples())
+        v.push_back(speed(*r, name));
+      else if (f->kind == MetricKind::count)
+        v.push_back(count_text(metric(*r, name.c_str())));
+      else
+        v.push_back(num(metric(*r, name.c_str()), 4));
+    }
     std::string note = joined(r->json.value("validity", json::array()));
     if (!r->error.empty()) {
       if (!note.empty()) note += "; ";

@@ -22,7 +22,8 @@
 # (nvcc on PATH or CUDACXX; CUDA architectures $FISH_CUDA_ARCH, default 90 = H100/H200).
 # build-info.txt (KEY=VALUE) records commit, backend, source, cmake arguments, compiler and, for
 # vulkan, the shader features glslc supports as the configure step found them.
-# Environment: FISH_CACHE (default ~/.cache/fish), FISH_JOBS, FISH_PEER_SRC, FISH_CUDA_ARCH;
+# Environment: FISH_CACHE (default ~/.cache/fish), FISH_JOBS, FISH_PEER_SRC, FISH_CUDA_ARCH,
+# FISH_PEER_AMX=1 (cpu: keep ggml's AMX backend on an AMX host; off by default, see below);
 # vulkan: FISH_VULKAN_INCLUDE, FISH_GLSLC, FISH_SPIRV_HEADERS (a prefix holding usr/),
 # FISH_VULKAN_LIBRARY (the loader to link, where no libvulkan.so is installed).
 set -euo pipefail
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
     --jobs) [ $# -ge 2 ] || die "--jobs needs a number"; jobs=$2; shift ;;
     --print-dir) print_dir=1 ;;
     --pack-source) [ $# -ge 2 ] || die "--pack-source needs an output file"; pack_out=$2; shift ;;
-    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (try cpu, vulkan, cuda, --src FILE, --jobs N, --pack-source OUT)" ;;
   esac
   shift
@@ -143,7 +144,16 @@ host_cpu=""
 case "$backend" in
   cpu)
     args+=(-DGGML_NATIVE=ON)
-    host_cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') [$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512vnni|avx_vnni|amx_int8)$' | tr '\n' ' ' | sed 's/ $//')]" ;;
+    host_cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') [$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_int8|amx_bf16)$' | tr '\n' ' ' | sed 's/ $//')]"
+    # GGML_NATIVE on an AMX host compiles ggml's AMX backend, whose tile config at 0c1e570 lives
+    # on the stack where GCC 12 drops half of its initialisation: ldtilecfg faults in
+    # ggml_backend_amx_mul_mat at the first matmul (general protection fault, SIGSEGV; seen on
+    # the dev machine's Xeon; llama.cpp issue 20824, fix proposed in PR 26954). The peer is
+    # built with AVX-512 VNNI and without AMX unless FISH_PEER_AMX=1; build-info says which.
+    if [[ " $host_cpu " == *" amx_int8"* ]] && [ "${FISH_PEER_AMX:-0}" != 1 ]; then
+      args+=(-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+             -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+    fi ;;
   vulkan)
     inc=${FISH_VULKAN_INCLUDE:-$cache/toolchain/vulkan-include}
     glslc=${FISH_GLSLC:-$cache/toolchain/bin/glslc}

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,6 +33,16 @@ inline std::string file_text(const std::string& path) {
 inline int shell_exit_code(const std::string& cmd, const std::string& log) {
   const int st = std::system((cmd + " >" + log + " 2>&1").c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// The text between the lines `begin` and `end` of the source file `doc` (relative to the
+// checkout): a generated section of a docs page. nullopt when the file or a marker is missing.
+inline std::optional<std::string> doc_section(const std::string& doc, const std::string& begin,
+                                              const std::string& end) {
+  const std::string text = file_text(source_dir() + "/" + doc);
+  const size_t b = text.find(begin + "\n"), e = text.find(end);
+  if (b == std::string::npos || e == std::string::npos || e < b) return std::nullopt;
+  return text.substr(b + begin.size() + 1, e - b - begin.size() - 1);
 }
 
 inline std::vector<nlohmann::json> result_rows(const std::string& path) {

@@ -156,6 +156,71 @@ TEST(Compare, CommandPrintsTheTableAndTheUnmatchedRows) {
   EXPECT_THAT(out, HasSubstr("4 rows joined, 2 only in BASE, 0 only in HEAD"));
 }
 
+// BENCHMARKS.md's promise: a section's committed run is the baseline of a fresh one. The
+// requant_modes experiment (CPU, committed from the dev machine) cut to one cell of one model
+// and 3 repetitions: the fresh row joins the committed one and fish compare prints its ratios.
+TEST(Compare, AFreshRunOfACommittedCpuSectionJoinsTheCommittedRun) {
+  const std::string model = test::model_path(test::kSmolLm2);
+  if (model.empty()) GTEST_SKIP() << test::kSmolLm2 << " not in FISH_MODELS_DIR (setup.sh)";
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  const std::string committed =
+      test::source_dir() + "/results/experiments/requant_modes-dev-2core/requant_modes.jsonl";
+  std::ifstream in(test::source_dir() + "/experiments/requant_modes.json");
+  ASSERT_TRUE(in);
+  nlohmann::json e = nlohmann::json::parse(in);
+  e["model"] = model;
+  e["sweep"]["requant"] = {0};
+  e["measure"]["warmup"] = 0;
+  e["measure"]["repetitions"] = 3;
+  e["measure"]["stream_MiB"] = 64;
+  test::TempDir dir;
+  std::ofstream(dir.file("requant_modes.json")) << e.dump();
+  const std::string run = fish + " run " + dir.file("requant_modes.json") + " --out " +
+                          dir.file("out") + " > " + dir.file("run.log") + " 2>&1";
+  ASSERT_EQ(std::system(run.c_str()), 0) << test::read_file(dir.file("run.log"));
+  const std::string cmp = fish + " compare " + committed + " " + dir.file("out/requant_modes.jsonl") +
+                          " > " + dir.file("out.txt") + " 2>&1";
+  const int status = std::system(cmp.c_str());
+  const std::string out = test::read_file(dir.file("out.txt"));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_THAT(out, HasSubstr("1 rows joined, 7 only in BASE, 0 only in HEAD"));
+  EXPECT_THAT(out, HasSubstr("| decode_tok_s |"));
+  EXPECT_THAT(out, HasSubstr("| top1 |"));
+}
+
+TEST(Compare, CommandPrintsJsonWithTheJoinedRowsRatiosAndTheUnmatched) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  test::TempDir dir;
+  const std::string cmd = fish + " compare " + test::results_fixture("sweep.jsonl") + " " +
+                          test::results_fixture("shard_0_of_3.jsonl") + "," +
+                          test::results_fixture("shard_1_of_3.jsonl") + " --json > " +
+                          dir.file("out.json") + " 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(dir.file("out.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);  // stdout is one JSON document
+  EXPECT_EQ(j["schema"], "fish-compare/1");
+  EXPECT_EQ(j["joined"].size(), 4u);
+  EXPECT_EQ(j["only_base"].size(), 2u);
+  EXPECT_EQ(j["only_head"].size(), 0u);
+  EXPECT_THAT(j["only_base"][0]["label"].get<std::string>(), HasSubstr("sweep.jsonl:"));
+  bool found = false;
+  for (const nlohmann::json& e : j["joined"])
+    for (const nlohmann::json& s : e["speed"])
+      if (s["metric"] == "decode_tok_s" && e["params"]["act"] == "int8" &&
+          e["params"]["n_threads"] == 1) {
+        found = true;
+        EXPECT_DOUBLE_EQ(s["ratio"].get<double>(), 1.0);
+        EXPECT_EQ(s["interval"].size(), 2u);
+        EXPECT_TRUE(s["p"].is_number());
+      }
+  EXPECT_TRUE(found) << j.dump(1);
+}
+
 TEST(Compare, SplitsCommaSeparatedFileLists) {
   EXPECT_EQ(split_paths("a.jsonl,b.jsonl"), (std::vector<std::string>{"a.jsonl", "b.jsonl"}));
   EXPECT_EQ(split_paths("a.jsonl"), (std::vector<std::string>{"a.jsonl"}));

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/cli_test_util.h"
 #include "test_env.h"
 
 namespace fish {
@@ -246,6 +247,25 @@ TEST(ExperimentSchema, ChecksSyntheticModelEntries) {
   ASSERT_TRUE(s.ok() && s.value().has_value());
   EXPECT_EQ(s.value()->file_name(), "llama-8b-q4_k_m-s7.gguf");
   EXPECT_FALSE(parse_synthetic_model("models/x.gguf").value().has_value());
+}
+
+TEST(ExperimentSchema, MeasureOrderIsFixedShuffleOrInterleaveWithASeedOnlyForShuffle) {
+  auto def = parse_experiment(exp_text(""), "e.json");
+  ASSERT_TRUE(def.ok()) << def.error().message;
+  EXPECT_EQ(def.value().measure.order, MeasureSpec{}.order);
+  auto sh = parse_experiment(exp_text(R"("measure": {"order": "shuffle", "seed": 7})"), "e.json");
+  ASSERT_TRUE(sh.ok()) << sh.error().message;
+  EXPECT_EQ(sh.value().measure.order, "shuffle");
+  EXPECT_EQ(sh.value().measure.seed, 7);
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "random"})")),
+              HasSubstr("e.json: measure.order: "));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "random"})")),
+              HasSubstr("fixed, shuffle, interleave"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": 3})")), HasSubstr("e.json: measure.order"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "fixed", "seed": 3})")),
+              HasSubstr("e.json: measure.seed: only used by order shuffle (order is fixed)"));
+  EXPECT_THAT(error_of(exp_text(R"("measure": {"order": "shuffle", "seed": -1})")),
+              HasSubstr("e.json: measure.seed"));
 }
 
 TEST(ExperimentRange, ExpandsArithmeticAndGeometricRanges) {
@@ -495,17 +515,11 @@ TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {
 }
 
 TEST(ExperimentHelp, DocsSectionIsTheGeneratedHelp) {
-  std::ifstream in(test::source_dir() + "/docs/experiments.md");
-  ASSERT_TRUE(in) << "docs/experiments.md not found under " << test::source_dir();
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string readme = ss.str();
-  const std::string begin = "<!-- fish run --help-fields -->\n";
-  const std::string end = "<!-- end fish run --help-fields -->";
-  const size_t b = readme.find(begin), e = readme.find(end);
-  ASSERT_NE(b, std::string::npos);
-  ASSERT_NE(e, std::string::npos);
-  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), experiment_format_help())
+  const std::optional<std::string> section = test::doc_section(
+      "docs/experiments.md", "<!-- fish run --help-fields -->", "<!-- end fish run --help-fields -->");
+  ASSERT_TRUE(section.has_value()) << "docs/experiments.md or its markers not found under "
+                                   << test::source_dir();
+  EXPECT_EQ(*section, experiment_format_help())
       << "regenerate the docs/experiments.md section with: fish run --help-fields";
 }
 

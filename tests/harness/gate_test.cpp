@@ -291,5 +291,48 @@ TEST(Gate, CommandExitsThreeOnARegressionAndZeroOtherwise) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(Gate, JsonCarriesEveryCheckWithItsVerdictAndTheOutcome) {
+  Runs runs;
+  runs.set(decode(jittered(100, 8)), decode(jittered(50, 8)));
+  const GateResult r = runs.gate(rules());
+  const json j = gate_json(r, rules());
+  EXPECT_EQ(j["schema"], "fish-gate/1");
+  EXPECT_EQ(j["passed"], false);
+  EXPECT_EQ(j["n_failing"], 1);
+  ASSERT_EQ(j["checks"].size(), 1u);
+  const json& c = j["checks"][0];
+  EXPECT_EQ(c["metric"], "decode_tok_s");
+  EXPECT_EQ(c["verdict"], "REGRESSION");
+  EXPECT_EQ(c["fails"], true);
+  EXPECT_NEAR(c["p"].get<double>(), 2.0 / 12870.0, 1e-15);
+  EXPECT_EQ(c["interval_kind"], "ci95");
+  // An underpowered check fails only while the rules say so, and the JSON says which.
+  runs.set(decode({100, 101, 99}), decode({50, 51, 49}));
+  GateRules lenient = rules();
+  lenient.underpowered_fails = false;
+  const json k = gate_json(runs.gate(lenient), lenient);
+  EXPECT_EQ(k["passed"], true);
+  EXPECT_EQ(k["checks"][0]["verdict"], "UNDERPOWERED");
+  EXPECT_EQ(k["checks"][0]["fails"], false);
+}
+
+TEST(Gate, CommandPrintsJsonWithTheSameExitCode) {
+  const std::string fish = test::binary_dir() + "/fish";
+  ASSERT_TRUE(std::filesystem::exists(fish)) << fish << " not built";
+  Runs runs;
+  std::ofstream(runs.dir.file("rules.json")) << kRules;
+  runs.set(decode({100, 97, 103, 99, 101}), decode({80, 78, 82, 79, 81}));
+  const std::string cmd = fish + " gate " + runs.dir.file("base.jsonl") + " " +
+                          runs.dir.file("new.jsonl") + " --rules " + runs.dir.file("rules.json") +
+                          " --json > " + runs.dir.file("out.json") + " 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  std::ifstream in(runs.dir.file("out.json"));
+  const json j = json::parse(in);  // the whole of stdout is one JSON document
+  EXPECT_EQ(j["passed"], false);
+  EXPECT_EQ(j["checks"][0]["verdict"], "REGRESSION");
+}
+
 }  // namespace
 }  // namespace fish

@@ -375,6 +375,38 @@ TEST_F(PeerRun, FieldsLlamaCppCannotExpressAreErrorRowsWithTheReason) {
   EXPECT_EQ(n_ok, 3);
 }
 
+// measure.order seen from outside: a fake llama-bench logs the n_batch of every call. Two FISH
+// cells, each with its llama.cpp twin taking one repetition per call (peer_block 1): interleave
+// visits the cells round-robin (every cell's repetition r before any r + 1), fixed measures
+// one cell's repetitions back to back, then the next.
+TEST_F(PeerRun, InterleaveVisitsTheCellsRoundRobinAndFixedOneAfterTheOther) {
+  const std::string log = dir_.file("calls.log");
+  const std::string logging = write_script(
+      dir_, "logging.sh",
+      "for a in \"$@\"; do [ \"$prev\" = -b ] && echo \"$a\" >> " + log +
+          "; prev=$a; done\n" + kFakeGood);
+  auto calls_for = [&](const std::string& order) {
+    std::string exp = experiment(R"(, "llama_bench": ")" + logging + "\"",
+                                 R"("sweep": {"n_batch": [1, 2], "engine": ["fish", "llama.cpp"]})");
+    std::string text = test::file_text(exp);
+    text.replace(text.find("\"stream_MiB\""), 0,
+                 "\"peer_block\": 1, \"order\": \"" + order + "\", ");
+    std::ofstream(exp) << text;
+    std::filesystem::remove_all(dir_.file("out"));
+    std::filesystem::remove(log);
+    const std::vector<json> rows = run(exp, kExitOk);
+    EXPECT_EQ(rows.size(), 4u);
+    for (const json& r : rows) EXPECT_EQ(r["status"], "ok") << r.dump();
+    std::string calls;
+    for (char c : test::file_text(log))
+      if (c != '\n') calls += c;
+    return calls;
+  };
+  // One block per repetition, each a prefill and a decode call; 3 repetitions a cell.
+  EXPECT_EQ(calls_for("interleave"), "112211221122");
+  EXPECT_EQ(calls_for("fixed"), "111111222222");
+}
+
 TEST(ImportLlamaBench, RecordedTestsBecomeRowsThatReportAndCompareRead) {
   test::TempDir dir;
   for (const char* name : {"llama_bench_smollm2_cpu.jsonl", "llama_bench_smollm2_cpu.json"}) {

@@ -259,6 +259,47 @@ TEST(Report, AContextWithoutGitStateRendersAsUnknownNotDirty) {
   EXPECT_THAT(files->markdown, Not(HasSubstr("(dirty)")));
 }
 
+// Rows of two versions of one experiment file are two sections, the newest run's first, each
+// with the command that reproduces it: the knobs that change results (not where files are).
+TEST(Report, EachVersionOfAnExperimentFileIsItsOwnSectionWithItsCommand) {
+  test::TempDir dir;
+  std::vector<nlohmann::json> lines;
+  nlohmann::json old_ctx = test::make_context("r_old", "exp", 1);
+  old_ctx["experiment_file"] = "experiments/exp.json";
+  old_ctx["experiment_sha256"] = std::string(64, 'a');
+  old_ctx["started_utc"] = "2026-01-01T00:00:00Z";
+  old_ctx.erase("env");
+  nlohmann::json new_ctx = old_ctx;
+  new_ctx["run_id"] = "r_new";
+  new_ctx["experiment_sha256"] = std::string(64, 'b');
+  new_ctx["started_utc"] = "2026-02-01T00:00:00Z";
+  new_ctx["env"] = {{"FISH_VK_ATTN_SPLIT", "0"}, {"FISH_SYNTHETIC_DIR", "/tmp/syn"}};
+  lines.push_back(old_ctx);
+  lines.push_back(test::make_row("r_old", 0, "cpu", {{"n_threads", 1}},
+                                 {{"decode_tok_s", test::speed_metric({1, 2, 3})}}));
+  lines.push_back(new_ctx);
+  lines.push_back(test::make_row("r_new", 0, "cpu", {{"n_threads", 2}},
+                                 {{"decode_tok_s", test::speed_metric({4, 5, 6})}}));
+  const std::string path = dir.file("exp.jsonl");
+  test::write_jsonl(path, lines);
+  auto files = render_report({path}, {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  const std::string& md = files->markdown;
+  const size_t newer = md.find("### exp, file version bbbbbbbbbbbb\n");
+  const size_t older = md.find("### exp, file version aaaaaaaaaaaa\n");
+  ASSERT_NE(newer, std::string::npos) << md;
+  ASSERT_NE(older, std::string::npos) << md;
+  EXPECT_LT(newer, older);
+  const std::string new_section = md.substr(newer, older - newer);
+  const std::string old_section = md.substr(older);
+  EXPECT_THAT(new_section, HasSubstr("Reproduce: `FISH_VK_ATTN_SPLIT=0 fish run "
+                                     "experiments/exp.json` with the file of sha256 bbbbbbbbbbbb"));
+  EXPECT_THAT(new_section, Not(HasSubstr("FISH_SYNTHETIC_DIR=")));
+  EXPECT_THAT(new_section, Not(HasSubstr("r_old")));
+  EXPECT_THAT(old_section, HasSubstr("the run's FISH_* knobs were not recorded"));
+  EXPECT_THAT(old_section, Not(HasSubstr("r_new")));
+}
+
 TEST(Report, ShortNumbersKeepFourSignificantDigits) {
   EXPECT_EQ(short_number(28629), "28629");
   EXPECT_EQ(short_number(1234.56), "1235");

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -95,7 +96,8 @@ TEST_F(RunCommand, AFailingCellWritesAnErrorRowAndTheSweepGoesOn) {
     "model": [")" + model_ + R"(", "/nonexistent/missing.gguf"],
     "sweep": {"n_ctx": [8, 64]}, "defaults": {"n_threads": 1},
     "workload": {"n_prompt": 16, "n_gen": 4},
-    "measure": {"warmup": 0, "repetitions": 2, "stream_MiB": 4, "stream_passes": 2}})");
+    "measure": {"warmup": 0, "repetitions": 2, "stream_MiB": 4, "stream_passes": 2,
+                "order": "fixed"}})");
   const std::string out = dir_.file("out");
   EXPECT_EQ(run_shell(fish_run(exp + " --out " + out), dir_.file("log")), kExitCellsFailed);
   const std::vector<json> rows = rows_of(out + "/e.jsonl");
@@ -511,7 +513,7 @@ TEST_F(RunCommand, ASweepKilledMidRunAndResumedLosesNoRowAndDuplicatesNone) {
   const std::string exp = write_exp(R"({"schema_version": 1, "name": "k", "model": ")" + model_ +
                                     R"(", "defaults": {"n_ctx": 128, "n_threads": 1},
     "sweep": {"n_batch": "1-24"}, "workload": {"n_prompt": 48, "n_gen": 16},
-    "measure": {"warmup": 1, "repetitions": 30, "stream_MiB": 4}})");
+    "measure": {"warmup": 1, "repetitions": 30, "stream_MiB": 4, "order": "fixed"}})");
   const std::string out = dir_.file("out");
   const std::string results = out + "/k.jsonl";
 
@@ -575,6 +577,111 @@ TEST_F(RunCommand, ASweepKilledMidRunAndResumedLosesNoRowAndDuplicatesNone) {
             kExitOk);
   EXPECT_EQ(slurp(results), after);
   EXPECT_THAT(slurp(dir_.file("resume2.log")), HasSubstr("nothing to run"));
+}
+
+TEST_F(RunCommand, DryRunListsAShuffledRunInItsSeedsOrder) {
+  auto listing = [&](const std::string& measure) {
+    const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": ")" + model_ +
+                                      R"(", "sweep": {"n_batch": "1-12"}, "measure": )" + measure +
+                                      "}");
+    EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
+              kExitOk)
+        << slurp(dir_.file("log"));
+    std::vector<int> indices;
+    std::istringstream in(slurp(dir_.file("log")));
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("  #", 0) == 0) indices.push_back(std::stoi(line.substr(3)));
+    return indices;
+  };
+  const std::vector<int> fixed = listing(R"({"order": "fixed"})");
+  EXPECT_EQ(fixed, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(listing(R"({"order": "interleave"})"), fixed);
+  const std::vector<int> a = listing(R"({"order": "shuffle", "seed": 3})");
+  EXPECT_EQ(a, listing(R"({"order": "shuffle", "seed": 3})"));
+  EXPECT_NE(a, listing(R"({"order": "shuffle", "seed": 4})"));
+  EXPECT_NE(a, fixed);
+  std::vector<int> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, fixed);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("order shuffle (seed 4)"));
+}
+
+TEST_F(RunCommand, AnInterleavedRunMeasuresEveryRepetitionOfEveryCellAndRecordsItsOrder) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "il", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"n_batch": [1, 2, 3]}, "workload": {"n_prompt": 8, "n_gen": 4},
+    "measure": {"warmup": 1, "repetitions": 3, "stream_MiB": 4, "order": "interleave"}})");
+  const std::string out = dir_.file("out");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + out), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("order interleave (3 rounds)"));
+  const std::vector<json> lines = lines_of(out + "/il.jsonl");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0]["order"], "interleave");
+  EXPECT_TRUE(lines[0]["order_seed"].is_null());
+  const std::vector<json> rows = rows_of(out + "/il.jsonl");
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<int64_t> indices;
+  for (const json& r : rows) {
+    EXPECT_EQ(r["status"], "ok") << r.dump();
+    EXPECT_EQ(r["metrics"]["decode_tok_s"]["samples"].size(), 3u);
+    EXPECT_EQ(r["metrics"]["prefill_tok_s"]["samples"].size(), 3u);
+    indices.insert(r["cell_index"].get<int64_t>());
+  }
+  EXPECT_EQ(indices, (std::set<int64_t>{0, 1, 2}));
+}
+
+TEST_F(RunCommand, AShuffledRunRecordsItsSeed) {
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "sh", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"n_batch": [1, 2, 3]}, "workload": {"n_prompt": 8, "n_gen": 4},
+    "measure": {"warmup": 0, "repetitions": 2, "stream_MiB": 4, "order": "shuffle", "seed": 9}})");
+  const std::string out = dir_.file("out");
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + out), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  const std::vector<json> lines = lines_of(out + "/sh.jsonl");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0]["order"], "shuffle");
+  EXPECT_EQ(lines[0]["order_seed"], 9);
+  EXPECT_EQ(rows_of(out + "/sh.jsonl").size(), 3u);
+}
+
+// A run killed in its last round leaves the rows of the cells that round finished: a resume runs
+// the others (all their rounds again) and keeps the finished rows as they are.
+TEST_F(RunCommand, AnInterleavedRunCutAfterItsFirstRowsResumesTheRest) {
+  constexpr int kCells = 4;
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "ir", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"n_batch": "1-4"}, "workload": {"n_prompt": 8, "n_gen": 4},
+    "measure": {"warmup": 1, "repetitions": 2, "stream_MiB": 4}})");
+  const std::string out = dir_.file("out");
+  const std::string results = out + "/ir.jsonl";
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + out), dir_.file("log")), kExitOk)
+      << slurp(dir_.file("log"));
+  // What a kill in the last round leaves: the context, two finished rows, half a third line.
+  const std::vector<json> full = lines_of(results);
+  ASSERT_EQ(full.size(), size_t(1 + kCells));
+  std::string cut;
+  for (size_t k = 0; k < 3; ++k) cut += full[k].dump() + "\n";
+  const std::string kept = cut;
+  cut += full[3].dump().substr(0, 20);
+  std::ofstream(results, std::ios::trunc | std::ios::binary) << cut;
+
+  ASSERT_EQ(run_shell(fish_run(exp + " --out " + out + " --resume"), dir_.file("resume.log")),
+            kExitOk)
+      << slurp(dir_.file("resume.log"));
+  EXPECT_THAT(slurp(dir_.file("resume.log")), HasSubstr("2 to run (resume)"));
+  const std::string after = slurp(results);
+  EXPECT_EQ(after.substr(0, kept.size()), kept);  // the finished rows stay as they were
+  std::map<std::string, int> count;
+  for (const json& r : rows_of(results)) {
+    EXPECT_EQ(r["status"], "ok");
+    EXPECT_EQ(r["metrics"]["decode_tok_s"]["samples"].size(), 2u);
+    ++count[r["cell_id"].get<std::string>()];
+  }
+  EXPECT_EQ(count.size(), size_t(kCells));
+  for (const auto& [id, n] : count) EXPECT_EQ(n, 1) << id;
 }
 
 }  // namespace
