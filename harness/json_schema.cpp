@@ -132,6 +132,12 @@ nlohmann::json experiment_json_schema() {
   quality["properties"]["reference"] = config;
   quality["properties"]["reference"]["description"] =
       "the reference configuration: defaults + these Config fields";
+  quality["properties"]["reference"]["properties"]["model"] = {
+      {"description",
+       "another model of the same vocabulary to score against (a GGUF path or "
+       "synthetic:SHAPE:TYPE, e.g. a q8_0 copy from fish requant --to q8_0)"},
+      {"type", "string"},
+      {"minLength", 1}};
   json props = json::object();
   props["schema_version"] = {{"description", top_doc("schema_version")}, {"enum", {1}}};
   props["name"] = {
