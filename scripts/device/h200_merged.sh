@@ -15,7 +15,8 @@
 # Carry [".devcarry", ".gl"]: .devcarry/{bin,lib,commit} from scripts/device/gpu_prefill.sh pack
 # plus bin/{fish_test_kernels,fish_test_engine} (pack_merged below), .devcarry/peer from
 # scripts/device/peer_gpu.sh PHASE=pack. Each step leaves one $OUT/h200-stepN.tar.gz and prints
-# its summary last. Here (the dev machine), after building BUILD:
+# its summary last (the step packs $OUT itself: append nothing that writes $OUT/h200-stepN.tar.gz).
+# Here (the dev machine), after building BUILD:
 #   bash scripts/device/h200_merged.sh pack BUILD
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,6 +58,8 @@ gtest_summary() {  # gtest_summary FILE...: pass / fail counts and the failed te
   for f in "$@"; do
     echo "$(basename $f): $(grep -c '^\[       OK \]' $f) ok, $(grep -c '^\[  FAILED  \] [A-Za-z].*(' $f) failed; $(tail -n 1 $f)"
     grep '^\[  FAILED  \] [A-Za-z].*(' $f | head -5
+    # The first failure's own lines: the summary is often all that comes back.
+    grep -m1 -B12 '^\[  FAILED  \] [A-Za-z].*(' $f | grep -v '^\[       OK \]' | cut -c1-240
   done
 }
 scripts/context.sh > $W/context.txt 2>&1

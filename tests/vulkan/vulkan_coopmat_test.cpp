@@ -193,6 +193,10 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (!opt.ok()) return nullptr;
   opt->coopmat_tile = tile;
+  // Token counts up to FISH_MATVEC_MAX_TOK run the decode kernels: the f32 ones, whatever
+  // FISH_VK_MATVEC or the device's auto rule says, because the bound here is f32 arithmetic's
+  // (the integer-dot kernels round x to q8_1 and have their own: vulkan_matvec_idot_test.cpp).
+  opt->matvec = vk::MatvecMode::fast;
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
   EXPECT_TRUE(s.ok()) << s.error().message;
