@@ -147,6 +147,24 @@ std::span<const FieldSpec<Config>> config_fields() {
   return table;
 }
 
+std::span<const ValueName> config_value_names(std::string_view name) {
+  // The requant modes as the field docs above describe them.
+  static const ValueName kRequant[] = {
+      {0, "0 off"}, {1, "1 all->fq3"}, {2, "2 q6_k->q4_k"}, {3, "3 q4_k->fq3+q6_k->q4_k"}};
+  static const ValueName kGpuRequant[] = {{-1, "FISH_GPU_REQUANT", true},
+                                          {0, "0 off"},
+                                          {1, "1 all->fq3"},
+                                          {2, "2 q6_k->q4_k"},
+                                          {3, "3 q4_k->fq3+q6_k->q4_k"}};
+  static const ValueName kGpuLayers[] = {{-1, "all that fit", true}};
+  static const ValueName kVramBudget[] = {{0, "backend's (unset)", true}};
+  if (name == "requant") return kRequant;
+  if (name == "gpu_requant") return kGpuRequant;
+  if (name == "gpu_layers") return kGpuLayers;
+  if (name == "vram_budget_mb") return kVramBudget;
+  return {};
+}
+
 const FieldSpec<Config>* find_config_field(std::string_view name) {
   return find_field(config_fields(), name);
 }

@@ -69,6 +69,15 @@ struct Config {
 enum class FieldType { integer, number, boolean, string, string_list };
 std::string_view field_type_name(FieldType t);  // "integer", "number", ... as in messages/docs
 
+// A value of an integer field that names something rather than measures it: a mode (requant 2 =
+// "q6_k->q4_k") or a sentinel (vram_budget_mb 0 = the backend's budget). Reports draw a field
+// with names on a categorical axis: the numbers in order, then the sentinels marked `last`.
+struct ValueName {
+  int64_t value = 0;
+  std::string_view name;
+  bool last = false;  // placed after every other value (0 = no limit of the field's own)
+};
+
 template <typename T>
 struct FieldSpec {
   using Member = std::variant<int64_t T::*, double T::*, bool T::*, std::string T::*,
@@ -86,6 +95,8 @@ struct FieldSpec {
 
 // The Config table, in column order.
 std::span<const FieldSpec<Config>> config_fields();
+// The values of Config field `name` that name something (ValueName; empty for most fields).
+std::span<const ValueName> config_value_names(std::string_view name);
 // nullptr when `name` is not a Config field.
 const FieldSpec<Config>* find_config_field(std::string_view name);
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/env_knobs.h"
+#include "engine/config.h"
 #include "harness/interval_label.h"
 #include "harness/metrics.h"
 #include "harness/report_gbench.h"
@@ -54,7 +55,8 @@ struct MetricColumn {
 std::vector<MetricColumn> metric_columns(bool samples) {
   std::vector<MetricColumn> v;
   for (const MetricField& f : metric_fields())
-    if (f.report && f.samples() == samples) v.push_back({std::string(f.name), std::string(f.title)});
+    if (f.report && f.samples() == samples)
+      v.push_back({std::string(f.name), std::string(f.title)});
   return v;
 }
 std::vector<MetricColumn> quality_plot_metrics() {
@@ -107,6 +109,62 @@ std::string context_text(const ResultContext& c) {
   return md_escape(out);
 }
 
+// How a varying parameter is drawn on an x axis: numbers on a numeric axis, or, for a Config
+// field whose values name things (config_value_names: requant modes, the vram_budget_mb 0 of
+// "the backend's budget"), one evenly spaced category per value, the numbers in order and the
+// sentinels after them. Empty `categories`: numeric (or not plottable when !numeric).
+struct XAxis {
+  bool numeric = true;                  // every row has a number for it
+  std::vector<double> values;           // distinct, in axis order
+  std::vector<std::string> categories;  // labels of values (categorical axes only)
+  double position(double v) const {     // where v goes: itself, or its category's index
+    if (categories.empty()) return v;
+    return double(std::find(values.begin(), values.end(), v) - values.begin());
+  }
+};
+
+const ValueName* value_name(const std::string& field, double v) {
+  for (const ValueName& n : config_value_names(field))
+    if (double(n.value) == v) return &n;
+  return nullptr;
+}
+
+XAxis x_axis_of(const std::string& name, const std::vector<std::map<std::string, json>>& axes) {
+  XAxis a;
+  std::set<double> xs;
+  for (const auto& m : axes) {
+    auto it = m.find(name);
+    if (it == m.end() || !it->second.is_number()) {
+      a.numeric = false;
+      return a;
+    }
+    xs.insert(it->second.get<double>());
+  }
+  const bool named =
+      std::any_of(xs.begin(), xs.end(), [&](double v) { return value_name(name, v) != nullptr; });
+  for (int pass = 0; pass < 2; ++pass)  // the numbers (and plain names), then the sentinels
+    for (double v : xs) {
+      const ValueName* n = named ? value_name(name, v) : nullptr;
+      if ((n && n->last) != (pass == 1)) continue;
+      a.values.push_back(v);
+      if (named) a.categories.push_back(n ? std::string(n->name) : short_number(v));
+    }
+  return a;
+}
+
+// A varying parameter's value as a point label or series name: its value name where the Config
+// table has one, a model by its file name without .gguf, else the value's text.
+std::string axis_value_text(const std::string& name, const json& v) {
+  if (v.is_number())
+    if (const ValueName* n = value_name(name, v.get<double>())) return std::string(n->name);
+  std::string t = json_value_text(v);
+  if (name == "model") {
+    t = fs::path(t).filename().string();
+    if (t.ends_with(".gguf")) t.resize(t.size() - 5);
+  }
+  return t;
+}
+
 // Speed metric against one numeric parameter, one series per combination of the other varying
 // parameters.
 void add_speed_plots(const std::string& experiment, const std::vector<const ResultRow*>& rows,
@@ -115,17 +173,8 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
                      const ReportOptions& options, std::string* md,
                      std::vector<std::pair<std::string, std::string>>* plots) {
   for (const std::string& x_axis : varying) {
-    std::set<double> xs;
-    bool numeric = true;
-    for (const auto& a : axes) {
-      auto it = a.find(x_axis);
-      if (it == a.end() || !it->second.is_number()) {
-        numeric = false;
-        break;
-      }
-      xs.insert(it->second.get<double>());
-    }
-    if (!numeric || xs.size() < 3) continue;
+    const XAxis ax = x_axis_of(x_axis, axes);
+    if (!ax.numeric || ax.values.size() < 3) continue;
     for (const MetricColumn& metric : metric_columns(true)) {
       std::map<std::string, PlotSeries> series;  // by name: deterministic legend order
       IntervalMix mix;
@@ -137,12 +186,12 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
         std::string name;
         for (const std::string& v : varying)
           if (v != x_axis)
-            name +=
-                fmt::format("{}{}={}", name.empty() ? "" : ", ", v, json_value_text(axes[i].at(v)));
+            name += fmt::format("{}{}={}", name.empty() ? "" : ", ", v,
+                                axis_value_text(v, axes[i].at(v)));
         PlotSeries& s = series[name.empty() ? metric.title : name];
         s.name = name.empty() ? metric.title : name;
-        s.points.push_back(
-            {axes[i].at(x_axis).get<double>(), m->median, m->interval.lo, m->interval.hi, ""});
+        s.points.push_back({ax.position(axes[i].at(x_axis).get<double>()), m->median,
+                            m->interval.lo, m->interval.hi, ""});
       }
       size_t longest = 0;
       for (const auto& [n, s] : series) longest = std::max(longest, s.points.size());
@@ -151,7 +200,9 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
       p.title = fmt::format("{}: {} vs {}", experiment, metric.title, x_axis);
       p.x_label = x_axis;
       p.y_label = plot_interval_label(metric.title, mix);
-      p.x_log2 = *xs.begin() > 0 && *xs.rbegin() / *xs.begin() >= 8;
+      p.x_categories = ax.categories;
+      p.x_log2 = ax.categories.empty() && ax.values.front() > 0 &&
+                 ax.values.back() / ax.values.front() >= 8;
       for (auto& [n, s] : series) {
         std::sort(s.points.begin(), s.points.end(),
                   [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
@@ -163,6 +214,44 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
       *md += fmt::format("![{}]({}/{})\n\n", p.title, options.plots_link, file);
     }
   }
+}
+
+// Points of one series at the same place (requant modes that change nothing: same bits, same
+// top-1) drawn once with one label ("requant 0, 2, 3"), so no label is printed over another.
+PlotSeries merge_coincident(PlotSeries s) {
+  std::vector<PlotPoint> out;
+  std::map<size_t, int> same_count;  // points merged into out[i]
+  for (PlotPoint& p : s.points) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const PlotPoint& q) {
+      return short_number(q.x) == short_number(p.x) && short_number(q.y) == short_number(p.y);
+    });
+    if (same == out.end()) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    same->label += "; " + p.label;
+    ++same_count[size_t(same - out.begin())];
+  }
+  // "requant 0 off; requant 2 q6_k->q4_k" -> "requant 0, 2": where every joined label is
+  // "FIELD VALUE ...", the field once and the values' first words (the names are on the speed
+  // plots' axes and in the tables).
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (same_count[i] == 0) continue;
+    std::string field, values;
+    bool one_field = true;
+    std::istringstream parts(out[i].label);
+    for (std::string part; std::getline(parts, part, ';');) {
+      std::istringstream words(part);
+      std::string f, v;
+      words >> f >> v;
+      if (field.empty()) field = f;
+      one_field = one_field && f == field && !v.empty();
+      values += (values.empty() ? "" : ", ") + v;
+    }
+    if (one_field) out[i].label = field + " " + values;
+  }
+  s.points = std::move(out);
+  return s;
 }
 
 // Quality metrics against bits per weight (or weight MB per token), one series per path, points
@@ -195,12 +284,21 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
       const ResultRow& r = *rows[i];
       const std::optional<double> x = x_of(r), y = r.number(metric.key);
       if (r.status != "ok" || !x || !y) continue;
-      std::string label;
-      for (const std::string& v : varying)
-        if (v != "path" && !axes[i].at(v).is_number())
-          label += (label.empty() ? "" : ", ") + json_value_text(axes[i].at(v));
-      PlotSeries& s = series[r.path];
-      s.name = r.path;
+      // Series: the path, and the model where models vary; labels: the other varying
+      // parameters that name something (strings, named values such as requant modes).
+      std::string label, name = r.path;
+      for (const std::string& v : varying) {
+        if (v == "path") continue;
+        const json& val = axes[i].at(v);
+        if (v == "model") {
+          name += " " + axis_value_text(v, val);
+        } else if (!val.is_number() || value_name(v, val.get<double>())) {
+          label += (label.empty() ? "" : ", ") + (val.is_number() ? v + " " : std::string()) +
+                   axis_value_text(v, val);
+        }
+      }
+      PlotSeries& s = series[name];
+      s.name = name;
       s.points.push_back({*x, *y, *y, *y, label});
       ++n_points;
     }
@@ -214,7 +312,7 @@ void add_quality_plots(const std::string& experiment, const std::vector<const Re
     for (auto& [n, s] : series) {
       std::sort(s.points.begin(), s.points.end(),
                 [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
-      p.series.push_back(std::move(s));
+      p.series.push_back(merge_coincident(std::move(s)));
     }
     const std::string file = file_safe(
         fmt::format("{}-{}-vs-{}.svg", experiment, metric.key, have_bpw ? "bpw" : "weight_MB"));
@@ -315,10 +413,9 @@ std::string render_experiment_section(const ResultSet& set,
   auto in_section = [&](const ResultContext& c) {
     return c.experiment == name && (version_sha.empty() || c.experiment_sha256 == version_sha);
   };
-  std::string md =
-      version_sha.empty()
-          ? fmt::format("### {}\n\n", md_escape(name))
-          : fmt::format("### {}, file version {}\n\n", md_escape(name), version_sha.substr(0, 12));
+  std::string md = version_sha.empty() ? fmt::format("### {}\n\n", md_escape(name))
+                                       : fmt::format("### {}, file version {}\n\n", md_escape(name),
+                                                     version_sha.substr(0, 12));
 
   // Contexts of this experiment: identical descriptions merged, runs listed.
   std::vector<std::string> descs;
@@ -533,10 +630,9 @@ Result<ReportFiles> render_report(const std::vector<std::string>& inputs,
     } else {
       std::vector<std::string> versions;
       for (const auto& [v, rs] : by_version) versions.push_back(v);
-      std::stable_sort(versions.begin(), versions.end(), [&](const std::string& a,
-                                                            const std::string& b) {
-        return newest[a] > newest[b];
-      });
+      std::stable_sort(
+          versions.begin(), versions.end(),
+          [&](const std::string& a, const std::string& b) { return newest[a] > newest[b]; });
       for (const std::string& v : versions)
         out.markdown += render_experiment_section(set, by_version[v], options, &out.plots, v);
     }

@@ -13,6 +13,7 @@ namespace {
 constexpr double kPlotWidth = 400, kHeight = 400;      // px; the width grows with the legend
 constexpr double kLeft = 70, kTop = 36, kBottom = 50;  // margins; the legend is at the right
 constexpr double kCharWidth = 7;  // px per legend character at font-size 12 (generous)
+constexpr double kTickGap = 6;    // px kept free between two x tick labels
 // Colour-blind-safe palette (Okabe & Ito 2008), cycled per series.
 constexpr const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
                                     "#E69F00", "#56B4E9", "#000000", "#F0E442"};
@@ -88,16 +89,29 @@ std::string render_svg(const Plot& plot) {
       xs.insert(p.x);
     }
   assert(!xs.empty());
-  const bool log_x = plot.x_log2 && x_min > 0;
+  const std::vector<std::string>& cats = plot.x_categories;
+  const bool log_x = cats.empty() && plot.x_log2 && x_min > 0;
   auto tx = [&](double x) { return log_x ? std::log2(x) : x; };
   double ax_lo = tx(x_min), ax_hi = tx(x_max);
-  if (ax_hi == ax_lo) {
-    ax_lo -= 1;
-    ax_hi += 1;
+  if (!cats.empty()) {  // every category has its slot, points or not
+    ax_lo = -0.5;
+    ax_hi = double(cats.size()) - 0.5;
+  } else {
+    if (ax_hi == ax_lo) {
+      ax_lo -= 1;
+      ax_hi += 1;
+    }
+    const double pad_x = (ax_hi - ax_lo) * 0.05;
+    ax_lo -= pad_x;
+    ax_hi += pad_x;
   }
-  const double pad_x = (ax_hi - ax_lo) * 0.05;
-  ax_lo -= pad_x;
-  ax_hi += pad_x;
+  // Category labels wider than their slot go in two staggered rows, which the bottom margin
+  // makes room for.
+  bool stagger = false;
+  for (const std::string& c : cats)
+    stagger =
+        stagger || kCharWidth * double(c.size()) + kTickGap > kPlotWidth / double(cats.size());
+  const double bottom = stagger ? kBottom + 13 : kBottom;
   if (plot.y_from_zero) y_min = std::min(0.0, y_min);
   std::vector<double> y_ticks = nice_ticks(y_min, y_max);
   const double ay_lo = std::min(y_ticks.front(), y_min), ay_hi = std::max(y_ticks.back(), y_max);
@@ -105,7 +119,7 @@ std::string render_svg(const Plot& plot) {
   for (const PlotSeries& ser : plot.series) longest_name = std::max(longest_name, ser.name.size());
   const double right = std::max(170.0, 50 + kCharWidth * static_cast<double>(longest_name));
   const double width = kLeft + kPlotWidth + right;
-  const double pw = kPlotWidth, ph = kHeight - kTop - kBottom;
+  const double pw = kPlotWidth, ph = kHeight - kTop - bottom;
   auto px = [&](double x) { return kLeft + (tx(x) - ax_lo) / (ax_hi - ax_lo) * pw; };
   auto py = [&](double y) {
     return kTop + ph - (ay_hi == ay_lo ? 0.5 : (y - ay_lo) / (ay_hi - ay_lo)) * ph;
@@ -129,7 +143,9 @@ std::string render_svg(const Plot& plot) {
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(kLeft - 6),
                      num(py(y) + 4), short_number(y));
   std::vector<double> x_ticks;
-  if (plot.x_ticks_at_data && xs.size() <= 12) {
+  if (!cats.empty()) {
+    for (size_t i = 0; i < cats.size(); ++i) x_ticks.push_back(double(i));
+  } else if (plot.x_ticks_at_data && xs.size() <= 12) {
     x_ticks.assign(xs.begin(), xs.end());
   } else if (log_x) {
     for (double v = std::exp2(std::floor(std::log2(x_min))); v <= x_max * 1.0001; v *= 2)
@@ -137,12 +153,21 @@ std::string render_svg(const Plot& plot) {
   } else {
     x_ticks = nice_ticks(x_min, x_max);
   }
-  for (double x : x_ticks) {
+  double last_right = -INFINITY;  // right edge of the last numeric tick label drawn
+  for (size_t k = 0; k < x_ticks.size(); ++k) {
+    const double x = x_ticks[k];
     if (tx(x) < ax_lo || tx(x) > ax_hi) continue;
-    s += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n"
-        "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
-        num(px(x)), num(kTop + ph), num(kTop + ph + 5), num(kTop + ph + 18), short_number(x));
+    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n",
+                     num(px(x)), num(kTop + ph), num(kTop + ph + 5));
+    const std::string label = cats.empty() ? short_number(x) : cats[k];
+    const double half = kCharWidth * double(label.size()) / 2;
+    if (cats.empty()) {  // a label that would overlap the previous one is left out
+      if (px(x) - half < last_right + kTickGap) continue;
+      last_right = px(x) + half;
+    }
+    const double row = stagger && k % 2 == 1 ? 31 : 18;
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(px(x)),
+                     num(kTop + ph + row), escape_xml(label));
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}{}</text>\n",
                    num(kLeft + pw / 2), num(kHeight - 10), escape_xml(plot.x_label),
@@ -151,6 +176,35 @@ std::string render_svg(const Plot& plot) {
       "<text x=\"16\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {0})\">{1}"
       "</text>\n",
       num(kTop + ph / 2), escape_xml(plot.y_label));
+
+  // Point labels: right of the point, or left of it in the right part of the plot (the legend
+  // is there); above it, or below near the top edge (the title is there); then moved down a line
+  // at a time while they overlap a label placed before them.
+  struct LabelBox {
+    double x, y, lo, hi;  // text position; horizontal extent
+    bool end;             // anchored at its end
+  };
+  std::vector<LabelBox> placed;
+  std::vector<std::vector<LabelBox>> boxes(plot.series.size());
+  for (size_t i = 0; i < plot.series.size(); ++i)
+    for (const PlotPoint& p : plot.series[i].points) {
+      const bool end = px(p.x) > kLeft + 0.6 * pw;
+      const double w = kCharWidth * 0.85 * double(p.label.size());
+      LabelBox b{px(p.x) + (end ? -6 : 6), py(p.y) - 6 < kTop + 12 ? py(p.y) + 16 : py(p.y) - 6, 0,
+                 0, end};
+      b.lo = end ? b.x - w : b.x;
+      b.hi = end ? b.x : b.x + w;
+      auto overlaps = [&](const LabelBox& o) {
+        return b.lo < o.hi && o.lo < b.hi && std::fabs(b.y - o.y) < 13;
+      };
+      if (!p.label.empty()) {
+        for (int tries = 0; tries < 8 && std::any_of(placed.begin(), placed.end(), overlaps);
+             ++tries)
+          b.y += 13;
+        placed.push_back(b);
+      }
+      boxes[i].push_back(b);
+    }
 
   // Series: error bars, line, markers, labels; legend entry.
   for (size_t i = 0; i < plot.series.size(); ++i) {
@@ -168,11 +222,13 @@ std::string render_svg(const Plot& plot) {
         d += fmt::format("{}{} {}", d.empty() ? "M" : "L", num(px(p.x)), num(py(p.y)));
       s += fmt::format("<path d=\"{}\" fill=\"none\" stroke-width=\"2\"/>\n", d);
     }
-    for (const PlotPoint& p : ser.points) {
+    for (size_t k = 0; k < ser.points.size(); ++k) {
+      const PlotPoint& p = ser.points[k];
+      const LabelBox& b = boxes[i][k];
       s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\"/>\n", num(px(p.x)), num(py(p.y)));
       if (!p.label.empty())
-        s += fmt::format("<text x=\"{}\" y=\"{}\" stroke=\"none\">{}</text>\n", num(px(p.x) + 6),
-                         num(py(p.y) - 6), escape_xml(p.label));
+        s += fmt::format("<text x=\"{}\" y=\"{}\" stroke=\"none\"{}>{}</text>\n", num(b.x),
+                         num(b.y), b.end ? " text-anchor=\"end\"" : "", escape_xml(p.label));
     }
     const double ly = kTop + 10 + 18 * static_cast<double>(i);
     s += fmt::format(

@@ -27,6 +27,10 @@ struct Plot {
   bool y_from_zero = true;      // the y axis starts at 0 (rates); false: fits the data
   bool x_log2 = false;          // log2 x axis (thread counts, context sizes spanning >= 8x)
   bool x_ticks_at_data = true;  // x ticks at the distinct data x values (else evenly spaced)
+  // A categorical x axis: point x values are indices into it, ticks are these labels (staggered
+  // in two rows where neighbours would overlap). Empty: a numeric axis, whose tick labels skip
+  // a tick where the label would overlap the one before.
+  std::vector<std::string> x_categories;
 };
 
 // Renders `plot` as a standalone SVG document (400 px high; 640 px wide, more when a legend entry

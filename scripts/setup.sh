@@ -33,6 +33,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libvulkan-dev libvulkan-volk-dev glslang-tools mesa-vulkan-drivers
   slurm-wlm  # scripts/slurm_array.sh; tests/harness/slurm_array_test.sh starts a loopback cluster
+  librsvg2-bin  # rsvg-convert: tests/harness/plots_render_test.sh renders every committed plot
 )
 missing=()
 for p in "${packages[@]}"; do

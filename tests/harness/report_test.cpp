@@ -175,6 +175,76 @@ TEST(Report, QualityIsPlottedAgainstWeightBytesPerTokenWithoutBitsPerWeight) {
   EXPECT_THAT(svg, HasSubstr(">q8_0</text>"));  // points labelled with their type
 }
 
+// Modes and sentinels are categories, named as the Config table names them: requant 0..3 evenly
+// spaced with their names, vram_budget_mb 0 ("the backend's budget") after every number instead
+// of at x = 0; two points at one place (modes that change nothing) get one label.
+TEST(Report, ModesAndSentinelsArePlottedAsNamedCategories) {
+  test::TempDir dir;
+  const std::string run = "cdcdcdcdcdcdcdcd";
+  std::vector<nlohmann::json> lines = {test::make_context(run, "cat", 8)};
+  for (int mode = 0; mode < 4; ++mode)
+    lines.push_back(test::make_row(run, mode, "cpu", {{"requant", mode}},
+                                   {{"decode_tok_s", test::speed_metric({10.0 + mode, 11.0})},
+                                    {"bits_per_weight", mode == 1 ? 5.5 : 4.5},
+                                    {"top1", mode == 1 ? 0.6 : 1.0}}));
+  test::write_jsonl(dir.file("cat.jsonl"), lines);
+  const std::string run2 = "efefefefefefefef";
+  std::vector<nlohmann::json> budget_lines = {test::make_context(run2, "bud", 4)};
+  int i = 0;
+  for (int budget : {4096, 0, 2048, 8192})
+    budget_lines.push_back(test::make_row(run2, i++, "gpu", {{"vram_budget_mb", budget}},
+                                          {{"decode_tok_s", test::speed_metric({20, 21})}}));
+  test::write_jsonl(dir.file("bud.jsonl"), budget_lines);
+  auto files = render_report({dir.file("cat.jsonl"), dir.file("bud.jsonl")}, {"p", "p"});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  auto plot = [&](const std::string& name) -> std::string {
+    for (const auto& [file, svg] : files->plots)
+      if (file == name) return svg;
+    std::string have;
+    for (const auto& [file, svg] : files->plots) have += " " + file;
+    ADD_FAILURE() << "no plot " << name << "; plots:" << have;
+    return "";
+  };
+  // The x tick labels in drawing order.
+  auto ticks = [](const std::string& svg) {
+    std::vector<std::string> out;
+    for (size_t p = svg.find("text-anchor=\"middle\">"); p != std::string::npos;
+         p = svg.find("text-anchor=\"middle\">", p + 1)) {
+      const size_t b = svg.find('>', p) + 1;
+      out.push_back(svg.substr(b, svg.find('<', b) - b));
+    }
+    return out;
+  };
+  const std::vector<std::string> modes = ticks(plot("cat-decode_tok_s-vs-requant.svg"));
+  EXPECT_THAT(modes, ::testing::IsSupersetOf({"0 off", "1 all-&gt;fq3", "2 q6_k-&gt;q4_k",
+                                              "3 q4_k-&gt;fq3+q6_k-&gt;q4_k"}));
+  const std::vector<std::string> budgets = ticks(plot("bud-decode_tok_s-vs-vram_budget_mb.svg"));
+  const auto at = [&](const std::string& t) {
+    return std::find(budgets.begin(), budgets.end(), t) - budgets.begin();
+  };
+  EXPECT_LT(at("2048"), at("4096"));
+  EXPECT_LT(at("4096"), at("8192"));
+  EXPECT_LT(at("8192"), at("backend's (unset)"));
+  EXPECT_EQ(std::count(budgets.begin(), budgets.end(), "0"), 0);
+  // Modes 0, 2 and 3 sit at (4.5 bits, top-1 1): one label for the three.
+  const std::string top1 = plot("cat-top1-vs-bpw.svg");
+  EXPECT_THAT(top1, HasSubstr(">requant 0, 2, 3</text>"));
+  EXPECT_THAT(top1, HasSubstr(">requant 1 all-&gt;fq3</text>"));
+}
+
+TEST(ReportSvg, NumericTickLabelsThatWouldOverlapAreLeftOut) {
+  Plot p;
+  p.title = "t";
+  PlotSeries s;
+  s.name = "s";
+  for (double x : {5.441, 7.13, 7.174, 7.262, 7.353}) s.points.push_back({x, 1, 1, 1, ""});
+  p.series.push_back(s);
+  const std::string svg = render_svg(p);
+  EXPECT_THAT(svg, HasSubstr(">5.441</text>"));
+  EXPECT_THAT(svg, HasSubstr(">7.13</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr(">7.174</text>")));  // 3 px from 7.13 at this scale
+}
+
 TEST(Report, CheckTellsStaleFromFresh) {
   test::TempDir dir;
   const ReportOptions opt{dir.file("R_plots"), "R_plots"};
