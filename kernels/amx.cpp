@@ -3,6 +3,7 @@
 #include "kernels/amx.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu_features.h"
@@ -21,6 +22,8 @@ std::string probe_amx() {
 #ifndef FISH_AMX_PROBE
   return "not built (FISH_SCALAR_ONLY or not x86-64 Linux)";
 #else
+  if (const char* env = std::getenv("FISH_AMX"); env != nullptr && std::strcmp(env, "0") == 0)
+    return "off (FISH_AMX=0)";
   const CpuFeatures& f = cpu_features();
   if (!f.amx_tile || !f.amx_int8) return "CPU or XCR0 lacks AMX-TILE/AMX-INT8";
   unsigned a = 0, b = 0, c = 0, d = 0;

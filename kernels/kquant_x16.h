@@ -63,8 +63,18 @@ using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void*
                         int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
 
 // Kernel for `t` at the highest ISA level <= isa the CPU supports (scalar, avx2, avx512 = AVX-512
-// VNNI: kquant_x16_avx512.cpp). *got (if given) receives the level.
-Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr);
+// VNNI: kquant_x16_avx512.cpp). *got (if given) receives the level. At avx512, where
+// kx16_amx_usable() and allow_amx, it is the AMX variant (kquant_x16_amx.cpp: prefill on AMX tiles,
+// the AVX-512 kernel below kKx16AmxMinTokens tokens); *got_amx (if given) says which.
+Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr, bool allow_amx = true,
+                   bool* got_amx = nullptr);
+
+// The x16 AMX kernels may run: amx_int8_usable() (kernels/amx.h: CPU, OS state, this process's
+// tile permission; false when FISH_AMX=0 or under FISH_SCALAR_ONLY).
+bool kx16_amx_usable();
+// Calls of the AMX variants with fewer tokens run the AVX-512 kernel instead; from this many on,
+// the full blocks of 16 tokens run on tiles (docs/cpu-kernels.md: where the crossover measured).
+constexpr int64_t kKx16AmxMinTokens = 16;
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);
@@ -86,6 +96,15 @@ void kx16_q6_k_avx512(const void* w, int64_t nb, int64_t np, const void* x, size
                       float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                       float* y, int64_t ldy, int64_t rows);
+// AMX-INT8 variants (kquant_x16_amx.cpp). Precondition: kx16_amx_usable().
+void kx16_q4_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
