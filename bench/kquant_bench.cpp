@@ -9,8 +9,8 @@
 //                                512 MiB are cycled); bytes/s of the impl's own weight bytes
 //                                (x16 Q4_K / Q5_K read 2.8% / 2.3% more bytes than GGUF), plus a
 //                                rows_per_s counter (the same work in both)
-//   prefill/<type>/<impl>        16 or 64 tokens (tok:N) on one cache-warm matrix: tokens/s and
-//                                GOP/s
+//   prefill/<type>/<impl>        8, 12, 16 or 64 tokens (tok:N) on one cache-warm matrix:
+//                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
 // impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX) or amx (x16 with its AMX
 // tiles for the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its
 // activations as the engine does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N
@@ -203,7 +203,7 @@ int register_all() {
     }
     for (Impl impl : prefill_impls) {
       for (int64_t th : thread_counts())
-        for (int64_t tok : {16, 64})
+        for (int64_t tok : {8, 12, 16, 64})
           benchmark::RegisterBenchmark(
               ("prefill/" + std::string(type_name(t)) + "/" + impl_name(impl)).c_str(), BM_prefill,
               t, impl)

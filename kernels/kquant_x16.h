@@ -73,9 +73,10 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr, bool allow_amx = tru
 // The x16 AMX kernels may run: amx_int8_usable() (kernels/amx.h: CPU, OS state, this process's
 // tile permission; false when FISH_AMX=0 or under FISH_SCALAR_ONLY).
 bool kx16_amx_usable();
-// Calls of the AMX variants with fewer tokens run the AVX-512 kernel instead; from this many on,
-// the full blocks of 16 tokens run on tiles (docs/cpu-kernels.md: where the crossover measured).
-constexpr int64_t kKx16AmxMinTokens = 16;
+// The AMX variants run every block of 16 tokens on tiles, and the last partial block too when it
+// has at least this many tokens (zero-padded); a smaller one, and so decode, runs the AVX-512
+// kernel. The crossover measured: docs/cpu-kernels.md.
+constexpr int64_t kKx16AmxMinTokens = 12;
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);

@@ -17,11 +17,11 @@
 //
 // Loop order: panel, super-block (its folded codes written once to an L1 buffer of B tiles),
 // 16-token block; the f32 sums of a panel live in a per-thread scratch of n_tok x 16 floats.
-// Tokens past the last full block of 16, and calls with n_tok < kKx16AmxMinTokens, run the
-// AVX-512 VNNI kernel (bitwise the same results). The tile configurations are constants in
-// read-only memory with every byte set (a half-initialised one on the stack faults in ldtilecfg),
-// loaded on entry (so on every thread that calls) and released on exit.
-// GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized in callers (GCC bug 105593).
+// A last partial block of at least kKx16AmxMinTokens tokens is zero-padded to 16 rows; a smaller
+// one runs the AVX-512 VNNI kernel (bitwise the same results). The tile configurations are
+// constants in read-only memory with every byte set (a half-initialised one on the stack faults in
+// ldtilecfg), loaded on entry (so on every thread that calls) and released on exit. GCC 12's
+// avx512fintrin.h trips -Wmaybe-uninitialized in callers (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
@@ -221,7 +221,7 @@ inline void digit_tile(const uint8_t* b) {
 
 template <typename P, size_t kBytes>
 void folded_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, size_t xs,
-                   int64_t n16, float* y, int64_t ldy, int64_t rows) {
+                   int64_t n16, int64_t n_store, float* y, int64_t ldy, int64_t rows) {
   constexpr int kD = P::kDigits;
   static_assert(kD >= 2 && kD <= 4);
   const Tiles tiles(kConfigFolded);
@@ -266,7 +266,7 @@ void folded_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, 
         }
       }
     }
-    for (int64_t t = 0; t < n16; ++t)
+    for (int64_t t = 0; t < n_store; ++t)
       store_rows(_mm512_loadu_ps(acc + t * R), y + t * ldy + p * R, valid);
   }
 }
@@ -274,7 +274,7 @@ void folded_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, 
 // Full 16-token blocks of Q8_0 x Q8_0: per 32-weight block the reference's sum += float(sumi) *
 // (dw * dx), the f32 sums of a token block in registers.
 void q8_0_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, size_t xs,
-                 int64_t n16, float* y, int64_t ldy, int64_t rows) {
+                 int64_t n16, int64_t n_store, float* y, int64_t ldy, int64_t rows) {
   constexpr size_t kBytes = 544;
   const Tiles tiles(kConfigK32);
   alignas(64) int32_t c[kTok * R];
@@ -303,21 +303,34 @@ void q8_0_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, si
               acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + t * R)), dd));
         }
       }
-      for (int t = 0; t < kTok; ++t) store_rows(acc[t], y + (m0 + t) * ldy + p * R, valid);
+      for (int t = 0; t < kTok && m0 + t < n_store; ++t)
+        store_rows(acc[t], y + (m0 + t) * ldy + p * R, valid);
     }
   }
 }
 
-using BlocksFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, size_t, int64_t, float*,
-                          int64_t, int64_t);
+// The blocks kernels: x holds n16 token rows (a multiple of 16), outputs for the first n_store.
+using BlocksFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, size_t, int64_t,
+                          int64_t, float*, int64_t, int64_t);
 
-// AMX for the full 16-token blocks, the AVX-512 kernel for the rest.
+// AMX for every block of 16 tokens and for a last partial block of at least kKx16AmxMinTokens
+// (its rows copied into a zero-padded 16-row buffer: an all-zero Q8_K / Q8_0 row has d = 0 and
+// adds nothing), the AVX-512 kernel for a smaller last block.
 void run(BlocksFn blocks, Kx16Fn vnni, const void* w, int64_t nb, int64_t np, const void* x,
          size_t xs, int64_t nt, float* y, int64_t ldy, int64_t rows) {
-  const int64_t n16 = nt < kKx16AmxMinTokens ? 0 : nt / kTok * kTok;
+  const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
-  if (n16 > 0) blocks(static_cast<const uint8_t*>(w), nb, np, xb, xs, n16, y, ldy, rows);
-  if (n16 < nt) vnni(w, nb, np, xb + size_t(n16) * xs, xs, nt - n16, y + n16 * ldy, ldy, rows);
+  const int64_t n16 = nt / kTok * kTok, tail = nt - n16;
+  if (n16 > 0) blocks(wb, nb, np, xb, xs, n16, n16, y, ldy, rows);
+  if (tail == 0) return;
+  if (tail < kKx16AmxMinTokens) {
+    vnni(w, nb, np, xb + size_t(n16) * xs, xs, tail, y + n16 * ldy, ldy, rows);
+    return;
+  }
+  thread_local std::vector<uint8_t> pad;
+  pad.assign(size_t(kTok) * xs, 0);
+  std::memcpy(pad.data(), xb + size_t(n16) * xs, size_t(tail) * xs);
+  blocks(wb, nb, np, pad.data(), xs, kTok, tail, y + n16 * ldy, ldy, rows);
 }
 
 }  // namespace

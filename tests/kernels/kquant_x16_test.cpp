@@ -1,7 +1,7 @@
 // x16 K-quant / Q8_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile
-// kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal to the scalar
-// per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that are
-// not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
+// kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal to the
+// scalar per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that
+// are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -77,8 +77,8 @@ Kx16Fn kernel_of(GgmlType t, Variant v) {
 
 // The tile kernel of `v` on the whole packed matrix against the per-row reference, bitwise; ldy
 // wider than n_out, so writes past a token's rows would show (the sentinels must stay).
-void expect_tiles_equal_reference(GgmlType t, Variant v, int64_t n_out, int64_t n_in,
-                                  int64_t n_tok, test::Fill fill, std::mt19937& rng) {
+void expect_tiles_equal_reference(GgmlType t, Variant v, int64_t n_out, int64_t n_in, int64_t n_tok,
+                                  test::Fill fill, std::mt19937& rng) {
   const std::vector<uint8_t> w = test::make_weights(t, n_out, n_in, fill, rng);
   const std::vector<uint8_t> p = pack_all(t, w, n_out, n_in);
   const Bytes x = activations(t, n_tok, n_in, rng);
@@ -92,8 +92,8 @@ void expect_tiles_equal_reference(GgmlType t, Variant v, int64_t n_out, int64_t 
     for (int64_t r = 0; r < n_out; ++r) {
       const float a = y[size_t(tok * ldy + r)], b = want[size_t(tok * n_out + r)];
       ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
-          << type_name(t) << " " << v.name() << " N=" << n_out << " K=" << n_in
-          << " M=" << n_tok << " tok " << tok << " row " << r << ": " << a << " vs " << b;
+          << type_name(t) << " " << v.name() << " N=" << n_out << " K=" << n_in << " M=" << n_tok
+          << " tok " << tok << " row " << r << ": " << a << " vs " << b;
     }
     for (int64_t r = n_out; r < ldy; ++r) ASSERT_EQ(y[size_t(tok * ldy + r)], -7.0f);
   }
@@ -154,22 +154,28 @@ TEST(Kx16, TileKernelsEqualTheScalarReferenceBitwise) {
   }
 }
 
-// The AMX variants: full blocks of 16 tokens on tiles, the remaining tokens (and calls with fewer
-// than kKx16AmxMinTokens) on the AVX-512 kernel; both bitwise the reference, with odd row counts
-// (a padded tail panel), odd super-block counts and token counts around the 16-token blocks.
+// The AMX variants: blocks of 16 tokens on tiles, a last partial block of kKx16AmxMinTokens or
+// more zero-padded on tiles, a smaller one on the AVX-512 kernel; all bitwise the reference, with
+// odd row counts (a padded tail panel), odd super-block counts and token counts on both sides of
+// the threshold and of the 16-token blocks.
 TEST(Kx16, AmxTilesEqualTheScalarReferenceBitwise) {
   if (!kx16_amx_usable()) GTEST_SKIP() << "AMX-INT8 not usable here: " << amx_status();
   std::mt19937 rng(15);
   struct Shape {
     int64_t n_out, n_in, n_tok;
   };
-  const Shape shapes[] = {{16, 1, 16}, {1, 1, 16}, {37, 3, 17}, {33, 5, 31}, {50, 2, 32},
-                          {17, 7, 33}, {64, 1, 15}, {9, 4, 53},  {31, 20, 16}};
+  static_assert(kKx16AmxMinTokens > 1 && kKx16AmxMinTokens < 16);
+  constexpr int64_t kMin = kKx16AmxMinTokens;
+  const Shape shapes[] = {{16, 1, 16},           {1, 1, 16},        {37, 3, 17},
+                          {33, 5, 31},           {50, 2, 32},       {17, 7, 33},
+                          {64, 1, 15},           {9, 4, 53},        {31, 20, 16},
+                          {19, 2, kMin},         {21, 3, kMin - 1}, {35, 2, 16 + kMin},
+                          {3, 1, 32 + kMin - 1}, {40, 2, 1}};
   for (GgmlType t : kTypes) {
     for (test::Fill fill : {test::Fill::kQuantised, test::Fill::kRandomBits}) {
       for (Shape s : shapes) {
-        expect_tiles_equal_reference(t, {Isa::avx512, true}, s.n_out,
-                                     s.n_in * kx16_block_elems(t), s.n_tok, fill, rng);
+        expect_tiles_equal_reference(t, {Isa::avx512, true}, s.n_out, s.n_in * kx16_block_elems(t),
+                                     s.n_tok, fill, rng);
         if (HasFatalFailure()) return;
       }
     }
