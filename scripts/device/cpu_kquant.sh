@@ -8,7 +8,7 @@
 # Writes to $OUT/cpu-kquant/: machine.txt, context.txt, tests-kernels.txt (Kx16*, VecDot*,
 # Registry*: the AMX kernels' bitwise test runs where the host grants tile data), tests-engine.txt
 # (KquantRepack*), TESTS_PASSED or TESTS_FAILED, bench/kquant_bench-<host>.json (stream,
-# decode gguf vs x16, prefill gguf vs x16 vs amx at 16 and 64 tokens, per type, 1/2/16 threads),
+# decode gguf vs x16, prefill gguf vs x16 vs amx at 8/12/16/64 tokens, per type, 1/2/16 threads),
 # runs/ (fish run of experiments/cpu_kquant_repack_host16.json: synthetic 1B and 8B Q4_K_M,
 # pp512/tg128, 16 threads, kquant_repack off vs on: on = x16 VNNI decode + AMX prefill) and
 # run.log; PART=amx (not in all): the same experiment with FISH_AMX=0 into runs-noamx/, the
@@ -37,7 +37,7 @@ fi
 if [ $PART = bench ] || [ $PART = all ]; then
   stamp bench
   mkdir -p build/bench && cp $B/fish_kquant_bench build/bench/
-  FISH_RESULTS=$W/bench FISH_BENCH_REPS=3 timeout 360 scripts/run_bench.sh kquant_bench build \
+  FISH_RESULTS=$W/bench FISH_BENCH_REPS=3 timeout 480 scripts/run_bench.sh kquant_bench build \
     -- --benchmark_enable_random_interleaving=true > $W/bench.log 2>&1
   tail -n 2 $W/bench.log
 fi
