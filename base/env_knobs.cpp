@@ -57,6 +57,8 @@ std::span<const EnvKnob> env_knobs() {
   const char* vk_options = "engine/vulkan/vulkan_options.cpp";
   // name, scope, effect, words, min, max, read by, doc[, own check]. Sorted by name.
   static const std::vector<EnvKnob> table = {
+      {"FISH_AMX", S::all, E::results, switch_words(), 0, -1, "kernels/amx.cpp",
+       "0/off/false/no: no AMX tiles (W4A8 and x16 K-quant prefill use their AVX-512 kernels)"},
       {"FISH_CACHE",
        S::harness,
        E::location,

@@ -9,9 +9,11 @@
 //                                512 MiB are cycled); bytes/s of the impl's own weight bytes
 //                                (x16 Q4_K / Q5_K read 2.8% / 2.3% more bytes than GGUF), plus a
 //                                rows_per_s counter (the same work in both)
-//   prefill/<type>/<impl>        64 tokens on one cache-warm matrix: tokens/s and GOP/s
-// impl: gguf (old) or x16 (new). Every iteration quantises its activations (Q8_K) as the engine
-// does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N
+//   prefill/<type>/<impl>        8, 12, 16 or 64 tokens (tok:N) on one cache-warm matrix:
+//                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
+// impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX) or amx (x16 with its AMX
+// tiles for the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its
+// activations as the engine does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N
 // --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 
@@ -39,7 +41,6 @@ namespace {
 constexpr int64_t kNIn = 2048;
 constexpr int64_t kNOut = 8192;
 constexpr size_t kColdBytes = size_t(512) << 20;
-constexpr int64_t kPrefillTok = 64;
 
 std::vector<uint8_t> random_matrix(GgmlType t) {
   std::vector<uint8_t> m(row_bytes(t, kNIn) * size_t(kNOut));
@@ -99,23 +100,31 @@ std::vector<float> activations(int64_t n) {
   return x;
 }
 
-// y = W x for n_tok tokens on `w` (GGUF bytes, or x16 bytes when x16).
-void run_matmul(GgmlType t, bool x16, const uint8_t* w, const float* x, int64_t n_tok, float* y,
+enum class Impl { gguf, x16, amx };
+const char* impl_name(Impl i) {
+  return i == Impl::gguf ? "gguf" : i == Impl::x16 ? "x16" : "amx";
+}
+
+// y = W x for n_tok tokens on `w` (GGUF bytes, or x16 bytes for x16 / amx).
+void run_matmul(GgmlType t, Impl impl, const uint8_t* w, const float* x, int64_t n_tok, float* y,
                 std::vector<uint8_t>& xq, ThreadPool& pool) {
   const MatvecKernel& k = matvec_kernel(t);
   quantize_activations(k, x, n_tok, kNIn, xq.data(), pool);
-  if (x16) {
-    kx16_matmul(kx16_kernel(t, best_isa()), t, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
-  } else {
+  if (impl == Impl::gguf) {
     matmul_preq(k, w, kNOut, kNIn, xq.data(), n_tok, y, pool);
+  } else {
+    kx16_matmul(kx16_kernel(t, best_isa(), nullptr, impl == Impl::amx), t, w, kNOut, kNIn,
+                xq.data(), n_tok, y, pool);
   }
 }
 
-std::string label(GgmlType t, bool x16) {
+std::string label(GgmlType t, Impl impl) {
   Isa got = Isa::scalar;
-  if (x16) kx16_kernel(t, best_isa(), &got);
-  const Isa isa = x16 ? got : matvec_kernel(t).isa;
-  return std::string(type_name(t)) + (x16 ? " x16 " : " gguf ") + std::string(isa_name(isa));
+  bool amx = false;
+  if (impl != Impl::gguf) kx16_kernel(t, best_isa(), &got, impl == Impl::amx, &amx);
+  const Isa isa = impl != Impl::gguf ? got : matvec_kernel(t).isa;
+  return std::string(type_name(t)) + " " + impl_name(impl) + " " + std::string(isa_name(isa)) +
+         (amx ? "+amx" : "");
 }
 
 void BM_stream(benchmark::State& state) {
@@ -125,40 +134,41 @@ void BM_stream(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(buf.n_bytes()));
 }
 
-void BM_decode(benchmark::State& state, GgmlType t, bool x16) {
+void BM_decode(benchmark::State& state, GgmlType t, Impl impl) {
   ThreadPool pool(int(state.range(0)));
-  const ColdSet& s = cold_set(t, x16);
+  const ColdSet& s = cold_set(t, impl != Impl::gguf);
   const std::vector<float> x = activations(kNIn);
   std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn));
   std::vector<float> y(static_cast<size_t>(kNOut));
   int64_t c = 0;
   for (auto _ : state) {
-    run_matmul(t, x16, s.data.get() + size_t(c) * s.bytes, x.data(), 1, y.data(), xq, pool);
+    run_matmul(t, impl, s.data.get() + size_t(c) * s.bytes, x.data(), 1, y.data(), xq, pool);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % s.copies;
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(s.bytes));
   state.counters["rows_per_s"] =
       benchmark::Counter(double(state.iterations()) * double(kNOut), benchmark::Counter::kIsRate);
-  state.SetLabel(label(t, x16));
+  state.SetLabel(label(t, impl));
 }
 
-void BM_prefill(benchmark::State& state, GgmlType t, bool x16) {
+void BM_prefill(benchmark::State& state, GgmlType t, Impl impl) {
   ThreadPool pool(int(state.range(0)));
+  const int64_t n_tok = state.range(1);
   const std::vector<uint8_t> g = random_matrix(t);
-  const std::vector<uint8_t> w = x16 ? packed(t, g) : g;
-  const std::vector<float> x = activations(kNIn * kPrefillTok);
-  std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn) * size_t(kPrefillTok));
-  std::vector<float> y(size_t(kNOut * kPrefillTok));
+  const std::vector<uint8_t> w = impl != Impl::gguf ? packed(t, g) : g;
+  const std::vector<float> x = activations(kNIn * n_tok);
+  std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn) * size_t(n_tok));
+  std::vector<float> y(size_t(kNOut * n_tok));
   for (auto _ : state) {
-    run_matmul(t, x16, w.data(), x.data(), kPrefillTok, y.data(), xq, pool);
+    run_matmul(t, impl, w.data(), x.data(), n_tok, y.data(), xq, pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetItemsProcessed(int64_t(state.iterations()) * kPrefillTok);
-  state.counters["GOPs"] = benchmark::Counter(
-      double(state.iterations()) * 2.0 * double(kNOut * kNIn * kPrefillTok) / 1e9,
-      benchmark::Counter::kIsRate);
-  state.SetLabel(label(t, x16));
+  state.SetItemsProcessed(int64_t(state.iterations()) * n_tok);
+  state.counters["GOPs"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * double(kNOut * kNIn * n_tok) / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(label(t, impl));
 }
 
 std::vector<int64_t> thread_counts() {
@@ -177,26 +187,30 @@ int register_all() {
         ->ArgName("threads")
         ->UseRealTime()
         ->MinTime(0.5);
+  std::vector<Impl> prefill_impls = {Impl::gguf, Impl::x16};
+  if (kx16_amx_usable()) prefill_impls.push_back(Impl::amx);
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0}) {
-    for (bool x16 : {false, true}) {
-      const std::string impl = x16 ? "x16" : "gguf";
+    // Decode: one token never reaches the AMX tiles (kKx16AmxMinTokens), so no amx row.
+    for (Impl impl : {Impl::gguf, Impl::x16}) {
       for (int64_t th : thread_counts())
-        benchmark::RegisterBenchmark(("decode/" + std::string(type_name(t)) + "/" + impl).c_str(),
-                                     BM_decode, t, x16)
+        benchmark::RegisterBenchmark(
+            ("decode/" + std::string(type_name(t)) + "/" + impl_name(impl)).c_str(), BM_decode, t,
+            impl)
             ->Arg(th)
             ->ArgName("threads")
             ->UseRealTime()
             ->MinTime(0.3);
     }
-    for (bool x16 : {false, true}) {
-      const std::string impl = x16 ? "x16" : "gguf";
+    for (Impl impl : prefill_impls) {
       for (int64_t th : thread_counts())
-        benchmark::RegisterBenchmark(("prefill/" + std::string(type_name(t)) + "/" + impl).c_str(),
-                                     BM_prefill, t, x16)
-            ->Arg(th)
-            ->ArgName("threads")
-            ->UseRealTime()
-            ->MinTime(0.3);
+        for (int64_t tok : {8, 12, 16, 64})
+          benchmark::RegisterBenchmark(
+              ("prefill/" + std::string(type_name(t)) + "/" + impl_name(impl)).c_str(), BM_prefill,
+              t, impl)
+              ->Args({th, tok})
+              ->ArgNames({"threads", "tok"})
+              ->UseRealTime()
+              ->MinTime(0.3);
     }
   }
   return 0;

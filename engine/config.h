@@ -108,8 +108,8 @@ Result<SessionOptions> session_options(const Config& c);
 // Config -> the model load options (requant; kquant_repack; n_threads for the conversion). Cells
 // whose load options differ need their own model load. Errors: requant outside 0..3, a
 // kquant_repack outside the table's values. kquant_repack auto is on where the kernels' ISA
-// (Config isa, FISH_ISA) is avx2 and weight_path is auto or gguf: the AVX-512 machines keep
-// their per-row AVX-512 kernels until scripts/device/cpu_kquant.sh has A/B'd x16 there.
+// (Config isa, FISH_ISA) is avx2 or avx512 and weight_path is auto or gguf; at avx512 it leaves
+// Q8_0 matrices on their per-row kernels (faster decode there: docs/cpu-kernels.md).
 Result<ModelLoadOptions> model_load_options(const Config& c);
 
 // --- Field-table machinery (templates: the experiment sections use it too) ---

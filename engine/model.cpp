@@ -313,6 +313,7 @@ void Model::repack_kquants(const ModelLoadOptions& opt) {
   std::unordered_map<const void*, const void*> done;
   auto repack = [&](MatrixView& mv) {
     if (!kx16_supported(mv.type) || mv.n_in % kx16_block_elems(mv.type) != 0) return;
+    if (mv.type == GgmlType::q8_0 && !opt.repack_q8_0) return;
     if (auto it = done.find(mv.data); it != done.end()) {
       mv.x16 = it->second;
       return;

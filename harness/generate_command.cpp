@@ -136,8 +136,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
        "fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k (CPU and GPU copies)"},
       {"--kquant-repack", "kquant_repack",
        "Q4_K/Q5_K/Q6_K/Q8_0 matrices repacked at load into the x16 interleaved layout: auto (on "
-       "where "
-       "the kernel ISA is avx2), on, off, keep (on, GGUF pages kept resident)"},
+       "where the kernel ISA is avx2 or avx512; at avx512 Q8_0 stays GGUF), on, off, keep (on, "
+       "GGUF pages kept resident)"},
       {"--gpu-requant", "gpu_requant",
        "The GPU gets a re-quantised copy of the weights it holds (more layers fit; the CPU copy "
        "is untouched): 0 off, 1 every quantised weight -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 and "

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/env_knobs.h"
 #include "kernels/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(FISH_SCALAR_ONLY)
@@ -21,6 +22,9 @@ std::string probe_amx() {
 #ifndef FISH_AMX_PROBE
   return "not built (FISH_SCALAR_ONLY or not x86-64 Linux)";
 #else
+  // Through the knob table (commands refuse a bad value before they start: base/env_knobs.h).
+  if (const Result<bool> on = env_switch("FISH_AMX", true); !on.ok() || !on.value())
+    return on.ok() ? "off (FISH_AMX)" : "off (" + on.error().message + ")";
   const CpuFeatures& f = cpu_features();
   if (!f.amx_tile || !f.amx_int8) return "CPU or XCR0 lacks AMX-TILE/AMX-INT8";
   unsigned a = 0, b = 0, c = 0, d = 0;

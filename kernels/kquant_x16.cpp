@@ -7,6 +7,7 @@
 #include <cassert>
 #include <cstring>
 
+#include "kernels/amx.h"
 #include "quant/f16.h"
 #include "quant/k_quants.h"
 #include "quant/q4_k.h"
@@ -322,27 +323,34 @@ void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, 
   }
 }
 
-Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got) {
+bool kx16_amx_usable() {
+  return isa_supported(Isa::avx512) && amx_int8_usable();
+}
+
+Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx) {
   Isa level = Isa::scalar;
   if (isa >= Isa::avx512 && isa_supported(Isa::avx512)) {
     level = Isa::avx512;
   } else if (isa >= Isa::avx2 && isa_supported(Isa::avx2)) {
     level = Isa::avx2;
   }
+  const bool amx = level == Isa::avx512 && allow_amx && kx16_amx_usable();
   if (got != nullptr) *got = level;
-  // One row per type: scalar, avx2, avx512.
+  if (got_amx != nullptr) *got_amx = amx;
+  // One row per type: scalar, avx2, avx512, then the AMX variant (an avx512 one).
   struct Variants {
     GgmlType type;
     Kx16Fn fn[kIsaCount];
+    Kx16Fn amx;
   };
   static constexpr Variants kTable[] = {
-      {GgmlType::q4_k, {kx16_q4_k_ref, kx16_q4_k_avx2, kx16_q4_k_avx512}},
-      {GgmlType::q5_k, {kx16_q5_k_ref, kx16_q5_k_avx2, kx16_q5_k_avx512}},
-      {GgmlType::q6_k, {kx16_q6_k_ref, kx16_q6_k_avx2, kx16_q6_k_avx512}},
-      {GgmlType::q8_0, {kx16_q8_0_ref, kx16_q8_0_avx2, kx16_q8_0_avx512}},
+      {GgmlType::q4_k, {kx16_q4_k_ref, kx16_q4_k_avx2, kx16_q4_k_avx512}, kx16_q4_k_amx},
+      {GgmlType::q5_k, {kx16_q5_k_ref, kx16_q5_k_avx2, kx16_q5_k_avx512}, kx16_q5_k_amx},
+      {GgmlType::q6_k, {kx16_q6_k_ref, kx16_q6_k_avx2, kx16_q6_k_avx512}, kx16_q6_k_amx},
+      {GgmlType::q8_0, {kx16_q8_0_ref, kx16_q8_0_avx2, kx16_q8_0_avx512}, kx16_q8_0_amx},
   };
   for (const Variants& v : kTable)
-    if (v.type == t) return v.fn[int(level)];
+    if (v.type == t) return amx ? v.amx : v.fn[int(level)];
   return nullptr;
 }
 

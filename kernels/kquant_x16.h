@@ -1,6 +1,7 @@
 // Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0) matrices repacked at load so that one
 // pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM of
-// 8 rows x up to 4 tokens per tile runs on the same bytes (prefill). docs/cpu-kernels.md has the
+// 8 rows x up to 4 tokens per tile runs on the same bytes (prefill; 16 rows x 16 tokens on AMX
+// tiles where the CPU has them: kquant_x16_amx.cpp). docs/cpu-kernels.md has the
 // diagram; in short, a matrix becomes ceil(n_out / 16) panels of 16 rows, each panel the n_in /
 // 256 super-blocks of its rows one after another, and one panel super-block holds the 16 rows'
 // fields side by side with every 32-bit lane = 4 consecutive weights of one row:
@@ -63,8 +64,19 @@ using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void*
                         int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
 
 // Kernel for `t` at the highest ISA level <= isa the CPU supports (scalar, avx2, avx512 = AVX-512
-// VNNI: kquant_x16_avx512.cpp). *got (if given) receives the level.
-Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr);
+// VNNI: kquant_x16_avx512.cpp). *got (if given) receives the level. At avx512, where
+// kx16_amx_usable() and allow_amx, it is the AMX variant (kquant_x16_amx.cpp: prefill on AMX tiles,
+// the AVX-512 kernel below kKx16AmxMinTokens tokens); *got_amx (if given) says which.
+Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got = nullptr, bool allow_amx = true,
+                   bool* got_amx = nullptr);
+
+// The x16 AMX kernels may run: amx_int8_usable() (kernels/amx.h: CPU, OS state, this process's
+// tile permission; false when FISH_AMX=0 or under FISH_SCALAR_ONLY).
+bool kx16_amx_usable();
+// The AMX variants run every block of 16 tokens on tiles, and the last partial block too when it
+// has at least this many tokens (zero-padded); a smaller one, and so decode, runs the AVX-512
+// kernel. The crossover measured: docs/cpu-kernels.md.
+constexpr int64_t kKx16AmxMinTokens = 12;
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);
@@ -86,6 +98,15 @@ void kx16_q6_k_avx512(const void* w, int64_t nb, int64_t np, const void* x, size
                       float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_avx512(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                       float* y, int64_t ldy, int64_t rows);
+// AMX-INT8 variants (kquant_x16_amx.cpp). Precondition: kx16_amx_usable().
+void kx16_q4_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q5_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q6_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
+void kx16_q8_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows);
 void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The x16 K-quant kernels (kernels/kquant_x16.h, issue 15) on the H200's 16-thread Sapphire
-# Rapids host: the tests there, then old-vs-new benches and a fish run A/B.
+# The x16 K-quant kernels (kernels/kquant_x16.h; docs/cpu-kernels.md) on the H200's 16-thread
+# Sapphire Rapids host: the tests there, then old-vs-new benches and fish run A/Bs.
 # Carried (built on the dev machine, as for cpu_benches.sh): .devcarry/bin/{fish,
 # fish_test_kernels,fish_test_engine,fish_kquant_bench}, .devcarry/lib (libfmt, libbenchmark, any
 # shared gtest), .devcarry/commit. Run from the repo root there:
-#   PART=tests|bench|run|all bash scripts/device/cpu_kquant.sh          (default all)
+#   PART=tests|bench|run|amx|all bash scripts/device/cpu_kquant.sh          (default all)
 # Writes to $OUT/cpu-kquant/: machine.txt, context.txt, tests-kernels.txt (Kx16*, VecDot*,
-# Registry*), tests-engine.txt (KquantRepack*), TESTS_PASSED or TESTS_FAILED, bench/kquant_bench-
-# <host>.json (stream, decode/prefill gguf vs x16 per type, 1/2/16 threads), runs/ (fish run of
-# experiments/cpu_kquant_repack_host16.json: synthetic 1B and 8B Q4_K_M, pp512/tg128, 16 threads,
-# kquant_repack off vs on) and run.log. PART=all needs ~8 min (the 8B is made first: ~1 min).
-# The x16 kernels are AVX2 only; kquant_repack auto stays off on AVX-512 CPUs until these tests
-# pass there AND the run shows x16 ahead: then the auto rule in engine/config.cpp can include
-# avx512 (change it and its test together).
+# Registry*: the AMX kernels' bitwise test runs where the host grants tile data), tests-engine.txt
+# (KquantRepack*), TESTS_PASSED or TESTS_FAILED, bench/kquant_bench-<host>.json (stream,
+# decode gguf vs x16, prefill gguf vs x16 vs amx at 8/12/16/64 tokens, per type, 1/2/16 threads),
+# runs/ (fish run of experiments/cpu_kquant_repack_host16.json: synthetic 1B and 8B Q4_K_M,
+# pp512/tg128, 16 threads, kquant_repack off vs on: on = x16 VNNI decode + AMX prefill) and
+# run.log; PART=amx (not in all): the same experiment with FISH_AMX=0 into runs-noamx/, the
+# AMX-off leg of the prefill A/B. PART=all needs ~10 min (the 8B is made first: ~1 min).
 set -uo pipefail
 PART=${PART:-all}
 D=$PWD/.devcarry
@@ -37,18 +37,25 @@ fi
 if [ $PART = bench ] || [ $PART = all ]; then
   stamp bench
   mkdir -p build/bench && cp $B/fish_kquant_bench build/bench/
-  FISH_RESULTS=$W/bench FISH_BENCH_REPS=3 timeout 240 scripts/run_bench.sh kquant_bench build \
-    > $W/bench.log 2>&1
+  FISH_RESULTS=$W/bench FISH_BENCH_REPS=3 timeout 480 scripts/run_bench.sh kquant_bench build \
+    -- --benchmark_enable_random_interleaving=true > $W/bench.log 2>&1
   tail -n 2 $W/bench.log
 fi
-if [ $PART = run ] || [ $PART = all ]; then
+if [ $PART = run ] || [ $PART = amx ] || [ $PART = all ]; then
   for s in llama-1b llama-8b; do  # the files fish run would make (seed 1), made at 16 threads
     f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
     [ -f $f ] || { stamp "make-model $s"; $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 16 --out $f > /dev/null; }
   done
-  stamp "fish run cpu_kquant_repack_host16"
-  timeout 420 $B/fish run experiments/cpu_kquant_repack_host16.json --out $W/runs > $W/run.log 2>&1
-  tail -n 20 $W/run.log
+  if [ $PART = amx ]; then
+    stamp "fish run cpu_kquant_repack_host16, FISH_AMX=0"
+    FISH_AMX=0 timeout 420 $B/fish run experiments/cpu_kquant_repack_host16.json \
+      --out $W/runs-noamx > $W/run-noamx.log 2>&1
+    tail -n 20 $W/run-noamx.log
+  else
+    stamp "fish run cpu_kquant_repack_host16"
+    timeout 420 $B/fish run experiments/cpu_kquant_repack_host16.json --out $W/runs > $W/run.log 2>&1
+    tail -n 20 $W/run.log
+  fi
 fi
 stamp done
-ls -la $W $W/bench $W/runs 2>/dev/null
+ls -la $W $W/bench $W/runs $W/runs-noamx 2>/dev/null

@@ -84,6 +84,30 @@ TEST_F(KquantRepackTest, EveryKQuantMatrixGetsACopyAndItsPagesAreReleased) {
   EXPECT_EQ(keep->kquant_repack().released_bytes, 0u);
 }
 
+TEST(KquantRepackQ8_0, Q8_0MatricesStayGgufRowsWhenRepackQ8_0IsOff) {
+  const std::string path = (test::temp_dir() / "fish_kquant_repack_tiny_q8_0.gguf").string();
+  auto ft = parse_file_type("q8_0");
+  ASSERT_TRUE(ft.ok());
+  ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {9, 1}, path).ok());
+  ModelLoadOptions o;
+  o.kquant_repack = true;
+  auto all = Model::load(path, o);
+  o.repack_q8_0 = false;
+  auto kq = Model::load(path, o);
+  ASSERT_TRUE(all.ok() && kq.ok());
+  int q8 = 0;
+  for (const LayerWeights& L : kq.value()->layers())
+    for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
+      if (mv->type != GgmlType::q8_0) continue;
+      ++q8;
+      EXPECT_EQ(mv->x16, nullptr) << mv->name;
+    }
+  ASSERT_GT(q8, 0) << "the q8_0 file has no q8_0 layer matrix: the test checks nothing";
+  EXPECT_GE(all.value()->kquant_repack().matrices, q8);
+  EXPECT_EQ(all.value()->kquant_repack().matrices - kq.value()->kquant_repack().matrices, q8 +
+            (kq.value()->output().type == GgmlType::q8_0 ? 1 : 0));
+}
+
 TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {
   auto off = load(false);
   auto on = load(true);
@@ -140,7 +164,15 @@ TEST(KquantRepackConfig, AutoFollowsTheIsaAndWeightPathAndBadValuesAreErrors) {
   c.kquant_repack = "auto";
   c.isa = "avx2";
   EXPECT_EQ(model_load_options(c).value().kquant_repack, isa_supported(Isa::avx2));
+  EXPECT_TRUE(model_load_options(c).value().repack_q8_0);
+  // AVX-512: the K-quants are repacked, Q8_0 keeps its per-row kernel (its faster decode there).
   c.isa = "avx512";
+  EXPECT_EQ(model_load_options(c).value().kquant_repack, isa_supported(Isa::avx512));
+  EXPECT_FALSE(model_load_options(c).value().repack_q8_0);
+  c.kquant_repack = "on";
+  EXPECT_TRUE(model_load_options(c).value().repack_q8_0);
+  c.kquant_repack = "auto";
+  c.isa = "scalar";
   EXPECT_FALSE(model_load_options(c).value().kquant_repack);
   c.isa = "avx2";
   c.weight_path = "w4a16";

@@ -1,7 +1,7 @@
 // x16 K-quant / Q8_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile
-// kernel (scalar and AVX2, any token count, any thread count) is bitwise equal to the scalar
-// per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that are
-// not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
+// kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal to the
+// scalar per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that
+// are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/amx.h"
 #include "kernels/kquant_x16.h"
 #include "kernels/registry.h"
 #include "kernels/thread_pool.h"
@@ -52,11 +53,50 @@ std::vector<float> reference(GgmlType t, const Bytes& w, int64_t n_out, int64_t 
   return y;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::scalar};
-  if (isa_supported(Isa::avx2)) v.push_back(Isa::avx2);
-  if (isa_supported(Isa::avx512)) v.push_back(Isa::avx512);
+// The kernel variants this CPU runs: each ISA level, and avx512 with AMX tiles where usable.
+struct Variant {
+  Isa isa;
+  bool amx;
+  std::string name() const { return std::string(isa_name(isa)) + (amx ? "+amx" : ""); }
+};
+std::vector<Variant> variants() {
+  std::vector<Variant> v{{Isa::scalar, false}};
+  if (isa_supported(Isa::avx2)) v.push_back({Isa::avx2, false});
+  if (isa_supported(Isa::avx512)) v.push_back({Isa::avx512, false});
+  if (kx16_amx_usable()) v.push_back({Isa::avx512, true});
   return v;
+}
+Kx16Fn kernel_of(GgmlType t, Variant v) {
+  Isa got;
+  bool got_amx;
+  const Kx16Fn k = kx16_kernel(t, v.isa, &got, v.amx, &got_amx);
+  EXPECT_EQ(got, v.isa);
+  EXPECT_EQ(got_amx, v.amx);
+  return k;
+}
+
+// The tile kernel of `v` on the whole packed matrix against the per-row reference, bitwise; ldy
+// wider than n_out, so writes past a token's rows would show (the sentinels must stay).
+void expect_tiles_equal_reference(GgmlType t, Variant v, int64_t n_out, int64_t n_in, int64_t n_tok,
+                                  test::Fill fill, std::mt19937& rng) {
+  const std::vector<uint8_t> w = test::make_weights(t, n_out, n_in, fill, rng);
+  const std::vector<uint8_t> p = pack_all(t, w, n_out, n_in);
+  const Bytes x = activations(t, n_tok, n_in, rng);
+  const std::vector<float> want = reference(t, w, n_out, n_in, x, n_tok);
+  const Kx16Fn k = kernel_of(t, v);
+  const int64_t ldy = n_out + 3;
+  std::vector<float> y(size_t(n_tok * ldy), -7.0f);
+  k(p.data(), n_in / kx16_block_elems(t), (n_out + 15) / 16, x.data(), x.size() / size_t(n_tok),
+    n_tok, y.data(), ldy, n_out);
+  for (int64_t tok = 0; tok < n_tok; ++tok) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float a = y[size_t(tok * ldy + r)], b = want[size_t(tok * n_out + r)];
+      ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
+          << type_name(t) << " " << v.name() << " N=" << n_out << " K=" << n_in << " M=" << n_tok
+          << " tok " << tok << " row " << r << ": " << a << " vs " << b;
+    }
+    for (int64_t r = n_out; r < ldy; ++r) ASSERT_EQ(y[size_t(tok * ldy + r)], -7.0f);
+  }
 }
 
 TEST(Kx16, LayoutSizes) {
@@ -104,33 +144,52 @@ TEST(Kx16, TileKernelsEqualTheScalarReferenceBitwise) {
   for (GgmlType t : kTypes) {
     for (test::Fill fill : {test::Fill::kQuantised, test::Fill::kRandomBits}) {
       for (Shape s : shapes) {
-        s.n_in *= kx16_block_elems(t);
-        const std::vector<uint8_t> w = test::make_weights(t, s.n_out, s.n_in, fill, rng);
-        const std::vector<uint8_t> p = pack_all(t, w, s.n_out, s.n_in);
-        const Bytes x = activations(t, s.n_tok, s.n_in, rng);
-        const std::vector<float> want = reference(t, w, s.n_out, s.n_in, x, s.n_tok);
-        for (Isa isa : isas()) {
-          Isa got;
-          const Kx16Fn k = kx16_kernel(t, isa, &got);
-          ASSERT_EQ(got, isa);
-          // ldy wider than n_out: the kernel writes only its rows (sentinels stay).
-          const int64_t ldy = s.n_out + 3;
-          std::vector<float> y(size_t(s.n_tok * ldy), -7.0f);
-          k(p.data(), s.n_in / kx16_block_elems(t), (s.n_out + 15) / 16, x.data(),
-            x.size() / size_t(s.n_tok), s.n_tok, y.data(), ldy, s.n_out);
-          for (int64_t tok = 0; tok < s.n_tok; ++tok) {
-            for (int64_t r = 0; r < s.n_out; ++r) {
-              const float a = y[size_t(tok * ldy + r)], b = want[size_t(tok * s.n_out + r)];
-              ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
-                  << type_name(t) << " " << isa_name(isa) << " N=" << s.n_out << " K=" << s.n_in
-                  << " M=" << s.n_tok << " tok " << tok << " row " << r << ": " << a << " vs " << b;
-            }
-            for (int64_t r = s.n_out; r < ldy; ++r) ASSERT_EQ(y[size_t(tok * ldy + r)], -7.0f);
-          }
+        for (Variant v : variants()) {
+          expect_tiles_equal_reference(t, v, s.n_out, s.n_in * kx16_block_elems(t), s.n_tok, fill,
+                                       rng);
+          if (HasFatalFailure()) return;
         }
       }
     }
   }
+}
+
+// The AMX variants: blocks of 16 tokens on tiles, a last partial block of kKx16AmxMinTokens or
+// more zero-padded on tiles, a smaller one on the AVX-512 kernel; all bitwise the reference, with
+// odd row counts (a padded tail panel), odd super-block counts and token counts on both sides of
+// the threshold and of the 16-token blocks.
+TEST(Kx16, AmxTilesEqualTheScalarReferenceBitwise) {
+  if (!kx16_amx_usable()) GTEST_SKIP() << "AMX-INT8 not usable here: " << amx_status();
+  std::mt19937 rng(15);
+  struct Shape {
+    int64_t n_out, n_in, n_tok;
+  };
+  static_assert(kKx16AmxMinTokens > 1 && kKx16AmxMinTokens < 16);
+  constexpr int64_t kMin = kKx16AmxMinTokens;
+  const Shape shapes[] = {{16, 1, 16},           {1, 1, 16},        {37, 3, 17},
+                          {33, 5, 31},           {50, 2, 32},       {17, 7, 33},
+                          {64, 1, 15},           {9, 4, 53},        {31, 20, 16},
+                          {19, 2, kMin},         {21, 3, kMin - 1}, {35, 2, 16 + kMin},
+                          {3, 1, 32 + kMin - 1}, {40, 2, 1}};
+  for (GgmlType t : kTypes) {
+    for (test::Fill fill : {test::Fill::kQuantised, test::Fill::kRandomBits}) {
+      for (Shape s : shapes) {
+        expect_tiles_equal_reference(t, {Isa::avx512, true}, s.n_out, s.n_in * kx16_block_elems(t),
+                                     s.n_tok, fill, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(Kx16, AmxIsUsedExactlyWhereUsableAndAllowed) {
+  bool got_amx = true;
+  kx16_kernel(GgmlType::q4_k, Isa::avx512, nullptr, true, &got_amx);
+  EXPECT_EQ(got_amx, kx16_amx_usable()) << amx_status();
+  kx16_kernel(GgmlType::q4_k, Isa::avx512, nullptr, false, &got_amx);
+  EXPECT_FALSE(got_amx);
+  kx16_kernel(GgmlType::q4_k, Isa::avx2, nullptr, true, &got_amx);
+  EXPECT_FALSE(got_amx) << "an avx2 request must not run AVX-512 / AMX code";
 }
 
 TEST(Kx16, ThreadedMatmulEqualsTheReferenceForAnyThreadCount) {
@@ -142,14 +201,13 @@ TEST(Kx16, ThreadedMatmulEqualsTheReferenceForAnyThreadCount) {
     for (int64_t n_tok : {1, 2, 6, 33}) {
       const Bytes x = activations(t, n_tok, n_in, rng);
       const std::vector<float> want = reference(t, w, n_out, n_in, x, n_tok);
-      for (Isa isa : isas()) {
+      for (Variant v : variants()) {
         for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(size_t(n_tok * n_out), -1.0f);
-          kx16_matmul(kx16_kernel(t, isa), t, p.data(), n_out, n_in, x.data(), n_tok, y.data(),
-                      pool);
+          kx16_matmul(kernel_of(t, v), t, p.data(), n_out, n_in, x.data(), n_tok, y.data(), pool);
           ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
-              << type_name(t) << " " << isa_name(isa) << " M=" << n_tok << " T=" << threads;
+              << type_name(t) << " " << v.name() << " M=" << n_tok << " T=" << threads;
         }
       }
     }
