@@ -1,14 +1,17 @@
-// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention}.comp.glsl) against
+// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention,argmax}.comp.glsl) against
 // its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
 // (VulkanBackend::run_span_op) on lavapipe.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/sampling.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_span.h"
@@ -422,6 +425,59 @@ TEST(VulkanSpanOps, AttentionSplitRule) {
   EXPECT_EQ(vk::attention_splits(1, 32, 64, 64, cap32), 1u);     // forced 1: split path, S = 1
   EXPECT_EQ(vk::attention_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
   EXPECT_EQ(vk::attention_splits(5, 32, 1, 4096, 31), 0u);       // no split fits
+}
+
+// span_argmax (the output head's greedy token) against engine/sampling's greedy_token: random
+// logits of sizes below, at and above the workgroup (a real vocabulary's 49152 + 3), the largest
+// value repeated at several indices (the lowest wins, across threads and within one thread's
+// stride), all equal, -inf everywhere, and NaN at index 0 and elsewhere (greedy_token's ranking).
+TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    uint32_t n;
+    const char* what;
+  };
+  int seed = 0;
+  for (const Case& k : {Case{1, "one value"}, Case{7, "short"}, Case{FISH_SPAN_ARGMAX_WG, "wg"},
+                        Case{FISH_SPAN_ARGMAX_WG * 3 + 5, "3 wg + 5"}, Case{49155, "vocab"}}) {
+    for (int variant = 0; variant < 7; ++variant) {
+      std::mt19937 rng(uint32_t(k.n * 7 + variant + seed++));
+      std::vector<float> lg = randn(k.n, rng, 3.0f);
+      std::uniform_int_distribution<uint32_t> pick(0, k.n - 1);
+      std::string what = std::string(k.what) + " variant " + std::to_string(variant);
+      if (variant == 1) {  // ties: the max at up to 5 random indices, one of them a stride apart
+        const uint32_t a = pick(rng);
+        for (uint32_t i : {a, pick(rng), pick(rng), pick(rng), a + FISH_SPAN_ARGMAX_WG})
+          if (i < k.n) lg[i] = 50.0f;
+      } else if (variant == 2) {
+        std::fill(lg.begin(), lg.end(), 1.5f);  // all equal: 0
+      } else if (variant == 3) {
+        std::fill(lg.begin(), lg.end(), -inf);  // no finite value: 0
+      } else if (variant == 4) {
+        lg[0] = nan;  // greedy_token keeps 0
+      } else if (variant == 5) {
+        for (int j = 0; j < 4; ++j) lg[pick(rng)] = nan;  // NaN elsewhere never wins
+      } else if (variant == 6) {
+        lg[pick(rng)] = inf;  // +inf twice: the lower index
+        lg[pick(rng)] = inf;
+      }
+      const uint32_t a_off = 37, c_off = a_off + k.n + 3;
+      std::vector<float> arena(c_off + 4, -1.0f);
+      std::copy(lg.begin(), lg.end(), arena.begin() + a_off);
+      const std::vector<float> params(4);
+      std::vector<uint32_t> kv(4);
+      vk::SpanPush pc{};
+      pc.n = k.n;
+      pc.a_off = a_off;
+      pc.c_off = c_off;
+      ASSERT_TRUE(backend().run_span_op("span_argmax", pc, 1, 1, arena, params, kv).ok()) << what;
+      uint32_t got = 0;
+      std::memcpy(&got, &arena[c_off], 4);
+      EXPECT_EQ(int32_t(got), greedy_token(lg)) << what;
+      EXPECT_EQ(arena[c_off + 1], -1.0f) << what << ": wrote past its word";
+    }
+  }
 }
 
 }  // namespace
