@@ -75,6 +75,9 @@ struct SpanOps {
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
   Pipeline rmsnorm_q8, add_rmsnorm_q8;
+  // span_swiglu_q8 / span_geglu_q8: act*mul also writes its row as q8_1 for an idot down matvec
+  // (loaded with the norms' q8 variants when n_ff is a multiple of 32).
+  Pipeline act_q8;
 };
 
 class VulkanSpan final : public LayerSpan {

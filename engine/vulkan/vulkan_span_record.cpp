@@ -1,7 +1,8 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
 // rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
 // split-K + combine; flash for prefill chunks) -> wo -> (post norm) -> residual add + rmsnorm ->
-// gate/up -> act*mul -> down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute
+// gate/up -> act*mul (+ its product's q8_1 copy for an idot down) -> down -> (post norm) ->
+// residual add (+ the next layer's rmsnorm; the output head after the last layer), a compute
 // barrier after each step that the next reads.
 #include <algorithm>
 
@@ -212,6 +213,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   if (L.has_post) post_norm(L.post_attn);
   const bool gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   matmuls(L.gate_up, n, gu_q8);
+  bool down_q8 = false;
   barrier();
   stage_done(kMatvec);
   bind_ops();
@@ -222,11 +224,13 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     pc.a_off = off_gu_;
     pc.b_off = off_gu_ + F;
     pc.a_stride = pc.b_stride = 2 * F;
-    op(ops_.act, pc, groups(F), n);
+    // With an idot down matvec the product's q8_1 copy comes from this op (no quant_q8_1).
+    down_q8 = ops_.act_q8.pipe && fuse_q8(L.down, n, &pc);
+    op(down_q8 ? ops_.act_q8 : ops_.act, pc, groups(down_q8 ? F / 4 : F), n);
     barrier();
     stage_done(kActMul);
   }
-  matmuls(L.down, n);
+  matmuls(L.down, n, down_q8);
   barrier();
   stage_done(kMatvec);
   bind_ops();

@@ -243,11 +243,33 @@ TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
   parts.release(h.value());
 }
 
+// Errors of token t's q8_1 copy at ARENA float q8_off (K = n) of the f32 row c: per 32-value
+// block d = amax(c) / 127 (f32 division slack), every code within d / 2 of c / d's value (q =
+// round(c / d); a tie may go either way) and s = d * sum q of the written codes.
+int q8_copy_errors(const std::vector<float>& arena, uint32_t q8_off, uint32_t n, uint32_t t,
+                   const float* c) {
+  const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
+  int bad = 0;
+  for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
+    const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
+    float amax = 0;
+    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) amax = std::max(amax, std::fabs(c[32 * b + k]));
+    bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
+    int sum = 0;
+    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
+      const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
+      sum += q;
+      bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
+    }
+    bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
+  }
+  return bad;
+}
+
 // span_rmsnorm_q8 / span_add_rmsnorm_q8 (the norm writes its row's q8_1 copy for the idot
-// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]), and per 32-value
-// block d = amax(C) / 127 (f32 division slack), every code within d / 2 of C / d's value (q =
-// round(C / d); a tie may go either way) and s = d * sum q of the written codes. Rows of a
-// register-held length and of one longer than the register cache (the loop pass), 3 tokens.
+// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]) and its q8_1 copy as
+// q8_copy_errors checks it. Rows of a register-held length and of one longer than the register
+// cache (the loop pass), 3 tokens.
 TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
   for (const bool fuse_add : {false, true})
     for (const uint32_t n : {2080u, uint32_t(FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 64)}) {
@@ -271,29 +293,54 @@ TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
       pc.q8_off = q8_off;
       const char* op = fuse_add ? "span_add_rmsnorm_q8" : "span_rmsnorm_q8";
       ASSERT_TRUE(backend_->run_span_op(op, pc, rows, 1, arena, params, kv).ok()) << op;
-      const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
       int bad = 0;
       for (uint32_t t = 0; t < rows; ++t) {
         std::vector<float> c(n);
         rmsnorm_ref(x.data() + t * n, params.data(), c.data(), n, 1e-5f);
         for (uint32_t k = 0; k < n; ++k)
           bad += !(std::fabs(arena[c_off + t * n + k] - c[k]) <= 1e-5f * (1 + std::fabs(c[k])));
-        for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
-          const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
-          float amax = 0;
-          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k)
-            amax = std::max(amax, std::fabs(c[32 * b + k]));
-          bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
-          int sum = 0;
-          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
-            const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
-            sum += q;
-            bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
-          }
-          bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
-        }
+        bad += q8_copy_errors(arena, q8_off, n, t, c.data());
       }
       EXPECT_EQ(bad, 0) << op << " n " << n;
+    }
+}
+
+// span_swiglu_q8 / span_geglu_q8 (act*mul writes its product's q8_1 copy for an idot down
+// matvec) against silu_mul_ref / gelu_tanh_mul_ref (kernels/ops.h) and q8_copy_errors: gate and
+// up interleaved per token as the span's gate|up rows (stride 2n), 1 and FISH_Q8_MAX_TOK tokens,
+// n not a multiple of the workgroup's 4 x FISH_SPAN_WG values.
+TEST_F(VulkanMatvecIdot, ActMulWritesItsQ81Copy) {
+  for (const bool gelu : {false, true})
+    for (const uint32_t rows : {1u, uint32_t(FISH_Q8_MAX_TOK)}) {
+      const uint32_t n = 4 * FISH_SPAN_WG * 3 + 96, a_off = 8, q8_off = a_off + rows * 2 * n + 4;
+      std::mt19937 rng(n + rows + gelu);
+      std::vector<float> arena = test::random_input(q8_off + FISH_Q8_BYTES(n) / 4 + 4, rng);
+      for (float& v : arena) v *= 4.0f;  // gelu's and silu's tails too
+      const std::vector<float> gu(arena.begin() + a_off, arena.begin() + a_off + rows * 2 * n);
+      const std::vector<float> params(4);
+      std::vector<uint32_t> kv(4);
+      vk::SpanPush pc{};
+      pc.n = n;
+      pc.rows = rows;
+      pc.a_off = a_off;
+      pc.b_off = a_off + n;
+      pc.a_stride = pc.b_stride = 2 * n;
+      pc.q8_off = q8_off;
+      const char* op = gelu ? "span_geglu_q8" : "span_swiglu_q8";
+      const uint32_t groups = (n / 4 + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+      ASSERT_TRUE(backend_->run_span_op(op, pc, groups, rows, arena, params, kv).ok()) << op;
+      int bad = 0;
+      for (uint32_t t = 0; t < rows; ++t) {
+        std::vector<float> c(n);
+        const float* g = gu.data() + t * 2 * n;
+        (gelu ? gelu_tanh_mul_ref : silu_mul_ref)(g, g + n, c.data(), n);
+        for (uint32_t k = 0; k < n; ++k)
+          bad += !(std::fabs(arena[a_off + t * 2 * n + k] - c[k]) <= 1e-4f * (1 + std::fabs(c[k])));
+        for (uint32_t k = 0; k < n; ++k)  // up stays
+          bad += arena[a_off + t * 2 * n + n + k] != g[n + k];
+        bad += q8_copy_errors(arena, q8_off, n, t, c.data());
+      }
+      EXPECT_EQ(bad, 0) << op << " rows " << rows;
     }
 }
 
