@@ -339,6 +339,11 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
     FISH_ASSIGN_OR_RETURN(ops_.add_rmsnorm_q8, ctx_.pipeline("span_add_rmsnorm_q8"));
+    if (p_.head_dim % FISH_Q8_BLOCK == 0) {
+      FISH_ASSIGN_OR_RETURN(ops_.attention_q8, ctx_.pipeline("span_attention_q8"));
+      FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8,
+                            ctx_.pipeline("span_attention_combine_q8"));
+    }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
       FISH_ASSIGN_OR_RETURN(ops_.act_q8, ctx_.pipeline(p_.arch == Arch::gemma3 ? "span_geglu_q8"
                                                                                : "span_swiglu_q8"));

@@ -78,6 +78,9 @@ struct SpanOps {
   // span_swiglu_q8 / span_geglu_q8: act*mul also writes its row as q8_1 for an idot down matvec
   // (loaded with the norms' q8 variants when n_ff is a multiple of 32).
   Pipeline act_q8;
+  // span_attention_q8 / span_attention_combine_q8: decode attention also writes its output row as
+  // q8_1 for an idot wo matvec (loaded with the norms' q8 variants when head_dim % 32 == 0).
+  Pipeline attention_q8, attention_combine_q8;
 };
 
 class VulkanSpan final : public LayerSpan {
@@ -180,6 +183,7 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
   bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  bool wo_q8_ = false;        // recording: attention wrote the wo input's q8_1 copy
   Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
   // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.

@@ -171,11 +171,15 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
   pc.split =
       attention_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
+  // With an idot wo matvec the output's q8_1 copy comes from the attention epilogue.
+  wo_q8_ = ops_.attention_q8.pipe && fuse_q8(L.wo, n, &pc);
   if (pc.split > 0) {
     pc.b_off = off_parts_;
     op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
     barrier();
-    op(ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+    op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  } else if (wo_q8_) {  // decode: n <= FISH_Q8_MAX_TOK < FISH_SPAN_FLASH_MIN_TOK
+    op(ops_.attention_q8, pc, uint32_t(p_.n_head), n);
   } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
     op(ops_.attention_flash, pc, uint32_t(p_.n_head),
        (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK);
@@ -206,7 +210,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     barrier();
     stage_done(kRmsnorm);
   };
-  matmuls(L.wo, n);
+  matmuls(L.wo, n, wo_q8_);
   barrier();
   stage_done(kMatvec);
   bind_ops();

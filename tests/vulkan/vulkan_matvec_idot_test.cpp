@@ -243,29 +243,6 @@ TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
   parts.release(h.value());
 }
 
-// Errors of token t's q8_1 copy at ARENA float q8_off (K = n) of the f32 row c: per 32-value
-// block d = amax(c) / 127 (f32 division slack), every code within d / 2 of c / d's value (q =
-// round(c / d); a tie may go either way) and s = d * sum q of the written codes.
-int q8_copy_errors(const std::vector<float>& arena, uint32_t q8_off, uint32_t n, uint32_t t,
-                   const float* c) {
-  const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
-  int bad = 0;
-  for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
-    const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
-    float amax = 0;
-    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) amax = std::max(amax, std::fabs(c[32 * b + k]));
-    bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
-    int sum = 0;
-    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
-      const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
-      sum += q;
-      bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
-    }
-    bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
-  }
-  return bad;
-}
-
 // span_rmsnorm_q8 / span_add_rmsnorm_q8 (the norm writes its row's q8_1 copy for the idot
 // matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]) and its q8_1 copy as
 // q8_copy_errors checks it. Rows of a register-held length and of one longer than the register
@@ -299,7 +276,7 @@ TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
         rmsnorm_ref(x.data() + t * n, params.data(), c.data(), n, 1e-5f);
         for (uint32_t k = 0; k < n; ++k)
           bad += !(std::fabs(arena[c_off + t * n + k] - c[k]) <= 1e-5f * (1 + std::fabs(c[k])));
-        bad += q8_copy_errors(arena, q8_off, n, t, c.data());
+        bad += test::q8_copy_errors(arena, q8_off, n, t, c.data());
       }
       EXPECT_EQ(bad, 0) << op << " n " << n;
     }
@@ -338,7 +315,7 @@ TEST_F(VulkanMatvecIdot, ActMulWritesItsQ81Copy) {
           bad += !(std::fabs(arena[a_off + t * 2 * n + k] - c[k]) <= 1e-4f * (1 + std::fabs(c[k])));
         for (uint32_t k = 0; k < n; ++k)  // up stays
           bad += arena[a_off + t * 2 * n + n + k] != g[n + k];
-        bad += q8_copy_errors(arena, q8_off, n, t, c.data());
+        bad += test::q8_copy_errors(arena, q8_off, n, t, c.data());
       }
       EXPECT_EQ(bad, 0) << op << " rows " << rows;
     }

@@ -17,6 +17,7 @@
 #include "fish_vk_span.h"
 #include "kernels/ops.h"
 #include "quant/f16.h"
+#include "vulkan_test_util.h"
 
 namespace fish {
 namespace {
@@ -399,6 +400,53 @@ TEST(VulkanSpanOps, SplitKAttentionMatchesCpu) {
                                   "splits",
                                   c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, splits));
     }
+}
+
+// The attention epilogues that write the wo input's q8_1 copy (span_attention_q8, and
+// span_attention_combine_q8 after split-K) write the same f32 output as the plain kernels and
+// its q8_1 copy by quant_q8_1's rule (test::q8_copy_errors on that output): decode and
+// FISH_Q8_MAX_TOK tokens, head_dim 64 / 128 / 256 (two dims a thread), GQA, a window.
+TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window, splits;
+  };
+  const Case cases[] = {{64, 6, 2, 1, 0, 0, 0},     {128, 8, 2, FISH_Q8_MAX_TOK, 297, 0, 0},
+                        {256, 4, 1, 2, 40, 16, 0},  {128, 8, 2, 1, 297, 0, 5},
+                        {64, 6, 3, FISH_Q8_MAX_TOK, 90, 50, 3}};
+  for (const Case& c : cases) {
+    std::mt19937 rng(c.hd * 7 + c.tok + c.splits);
+    const uint32_t K = c.n_head * c.hd;
+    const uint32_t part_floats = c.tok * c.n_head * std::max(c.splits, 1u) * (c.hd + 2);
+    const uint32_t q8_floats = FISH_Q8_BYTES(K) / 4;
+    AttnProblem p = attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window,
+                                      part_floats + q8_floats, rng);
+    p.pc.split = c.splits;
+    p.pc.b_off = p.out_off + p.out_floats;
+    p.pc.q8_off = p.pc.b_off + part_floats;
+    const std::vector<float> params(4, 0.0f);
+    std::vector<float> plain = p.arena, q8 = p.arena;
+    std::vector<uint32_t> kv = p.kv;
+    auto dispatches = [&](bool fused) -> std::vector<vk::SpanDispatch> {
+      if (c.splits == 0)
+        return {{fused ? "span_attention_q8" : "span_attention", p.pc, c.n_head, c.tok, 1}};
+      return {{"span_attention_split", p.pc, c.n_head, c.tok, c.splits},
+              {fused ? "span_attention_combine_q8" : "span_attention_combine", p.pc, c.n_head,
+               c.tok, 1}};
+    };
+    ASSERT_TRUE(backend().run_span_ops(dispatches(false), 1, plain, params, kv).ok());
+    ASSERT_TRUE(backend().run_span_ops(dispatches(true), 1, q8, params, kv).ok());
+    const std::string what = fmt::format("head_dim {} heads {}:{} tokens {} at {}, {} splits",
+                                         c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.splits);
+    const std::vector<float> out(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats);
+    EXPECT_EQ(out, std::vector<float>(plain.begin() + p.out_off,
+                                      plain.begin() + p.out_off + p.out_floats))
+        << what;
+    expect_near_all(out, p.want, 1e-4, what);
+    int bad = 0;
+    for (uint32_t t = 0; t < c.tok; ++t)
+      bad += test::q8_copy_errors(q8, p.pc.q8_off, K, t, out.data() + t * K);
+    EXPECT_EQ(bad, 0) << what;
+  }
 }
 
 // The split rule (vulkan_span.h attention_splits): auto fills the grid up to
