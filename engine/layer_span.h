@@ -78,7 +78,8 @@ class LayerSpan {
   virtual uint64_t kv_bytes() const = 0;  // device bytes of the KV cache
   virtual uint64_t bytes() const = 0;     // device bytes of KV, arena, params
   // FISH_GPU_PROFILE=2: per-stage GPU time summed over the forwards so far, e.g.
-  // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6%, ..."; empty when not profiling.
+  // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6% (84 steps), ..." (a step: the
+  // dispatches between two timestamps); empty when not profiling.
   virtual std::string profile() const = 0;
 };
 

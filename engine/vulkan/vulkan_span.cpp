@@ -470,8 +470,10 @@ void VulkanSpan::read_profile() {
           ctx_.handle(), queries_, 0, used_queries_, ts.size() * 8, ts.data(), 8,
           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
     return;
-  for (uint32_t i = 1; i < used_queries_; ++i)
+  for (uint32_t i = 1; i < used_queries_; ++i) {
     stage_ms_[stage_of_[i - 1]] += double(ts[i] - ts[i - 1]) * ctx_.features().timestamp_ns * 1e-6;
+    ++stage_steps_[stage_of_[i - 1]];
+  }
   ++n_profiled_;
 }
 
@@ -483,8 +485,9 @@ std::string VulkanSpan::profile() const {
   for (double v : stage_ms_) total += v;
   std::string s = fmt::format("span profile: {} forwards, {:.2f} ms GPU", n_profiled_, total);
   for (int i = 0; i < kNumStages; ++i)
-    s += fmt::format("{} {} {:.2f} ms {:.1f}%", i == 0 ? ":" : ",", kStageNames[i], stage_ms_[i],
-                     total > 0 ? 100.0 * stage_ms_[i] / total : 0.0);
+    s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
+                     stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0,
+                     stage_steps_[i]);
   return s;
 }
 

@@ -191,6 +191,7 @@ class VulkanSpan final : public LayerSpan {
   uint32_t n_queries_ = 0, used_queries_ = 0;
   std::vector<Stage> stage_of_;
   std::array<double, kNumStages> stage_ms_{};
+  std::array<int64_t, kNumStages> stage_steps_{};  // timed steps per stage
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;
 };

@@ -17,6 +17,7 @@
 #include <random>
 
 #include "engine/gpu_placement.h"
+#include "engine/sampling.h"
 #include "engine/session.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
@@ -388,6 +389,64 @@ TEST_F(VulkanMatvecIdot, DescribeNamesTheDecodeKernel) {
             std::string::npos)
       << backend_->describe();
   backend_->release(h.value());
+}
+
+// An idot span decode (the same 3-layer llama shape: head_dim, n_embd and n_ff multiples of 32)
+// runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
+// the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
+// steps run the output head's argmax once per forward, the ids equal to greedy_token of the same
+// span's logits.
+TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
+  const ModelShape shape{"test-idot-span-fused", "llama", "3-layer idot span llama", 3, 512, 1024,
+                         8, 2, 64, 2048, false, 512, 10000.0f, 1e-5f, 0};
+  auto model = test::synthetic_q4_k_m(shape, {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::idot;
+  opt->profile = true;
+  opt->head = true;
+  vk::VulkanBackend b(opt);
+  ASSERT_TRUE(b.open().ok());
+  const std::vector<int32_t> prompt = {7, 48};
+  constexpr int kSteps = 6;
+  std::vector<int32_t> greedy, from_logits;
+  std::string profile;
+  {
+    auto pl = GpuPlacement::place_layers(*model, b, -1, SpanRequest{64, 64, 8});
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    ASSERT_TRUE(pl->span()->has_head());
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_batch = 64;  // <= the span's max_tok
+    so.act = ActMode::f32;
+    so.gpu = pl;
+    auto s = Session::create(model, so);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE(s.value()->span_active());
+    auto id = s.value()->forward_greedy(prompt, 0);
+    for (int i = 0; id.ok() && i < kSteps; ++i) {
+      greedy.push_back(id.value());
+      id = s.value()->append_greedy(std::span<const int32_t>(&greedy.back(), 1));
+    }
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    profile = pl->span()->profile();
+    auto lg = s.value()->forward(prompt, 0);
+    for (int i = 0; lg.ok() && i < kSteps; ++i) {
+      from_logits.push_back(greedy_token(lg.value()));
+      lg = s.value()->append(std::span<const int32_t>(&from_logits.back(), 1));
+    }
+    ASSERT_TRUE(lg.ok());
+    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+  }
+  EXPECT_EQ(greedy, from_logits);
+  if (profile.find("no timestamp support") != std::string::npos) GTEST_SKIP() << profile;
+  EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("{} forwards", kSteps + 1)), std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("% ({} steps)", kSteps + 1)), std::string::npos) << profile;
+  const size_t a = profile.find("argmax");
+  ASSERT_NE(a, std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos) << profile;
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
