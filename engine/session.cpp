@@ -258,9 +258,8 @@ Result<int32_t> Session::forward_greedy(std::span<const int32_t> tokens, int64_t
   return id;
 }
 
-Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> tokens,
-                                                     int64_t pos0, LogitsMode mode,
-                                                     int32_t* token) {
+Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> tokens, int64_t pos0,
+                                                     LogitsMode mode, int32_t* token) {
   const ModelParams& p = model_->params();
   const int64_t n = int64_t(tokens.size());
   if (n == 0) return make_error("session: forward called with no tokens");
@@ -287,8 +286,8 @@ Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> to
   for (int64_t b = 0; b < n; b += opt_.n_batch) {
     const int64_t nb = std::min(opt_.n_batch, n - b);
     const bool last = b + nb == n;
-    float* out = all ? logits_.data() + size_t(b) * size_t(p.n_vocab)
-                     : (last ? logits_.data() : nullptr);
+    float* out =
+        all ? logits_.data() + size_t(b) * size_t(p.n_vocab) : (last ? logits_.data() : nullptr);
     int32_t* id = last ? token : nullptr;
     if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id)) {
       span_fallback(pos0 + b);

@@ -143,8 +143,8 @@ class Session {
   // Returns false when the span forward failed (nothing of this batch is then trusted).
   // token (last-row logits only): also its greedy id; with a span head that runs it the logits
   // are then not computed (logits is left as is).
-  bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
-                     float* logits, int32_t* token = nullptr);
+  bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits, float* logits,
+                     int32_t* token = nullptr);
   // forward() and forward_greedy(): token null, or the greedy id of the last row.
   Result<std::span<const float>> forward_impl(std::span<const int32_t> tokens, int64_t pos0,
                                               LogitsMode mode, int32_t* token);

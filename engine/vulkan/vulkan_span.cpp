@@ -306,8 +306,8 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   }
   has_head_ = wants_head();
   if (has_head_ && int64_t(d_.output_norm->size()) != E)
-    return make_error("span: output norm of {} values, expected n_embd {}",
-                      d_.output_norm->size(), E);
+    return make_error("span: output norm of {} values, expected n_embd {}", d_.output_norm->size(),
+                      E);
   layout_arena();
   const std::vector<float> prm = build_params();
   const uint64_t range = ctx_.max_binding_bytes();
@@ -327,9 +327,9 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                           VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                           Memory::host, true, "span x staging"));
   if (has_head_) {
-    FISH_ASSIGN_OR_RETURN(head_host_, ctx_.alloc(uint64_t(p_.n_vocab + 1) * 4,
-                                                 VK_BUFFER_USAGE_TRANSFER_DST_BIT, Memory::host,
-                                                 true, "span head staging"));
+    FISH_ASSIGN_OR_RETURN(head_host_,
+                          ctx_.alloc(uint64_t(p_.n_vocab + 1) * 4, VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                     Memory::host, true, "span head staging"));
   }
   FISH_ASSIGN_OR_RETURN(cmds_, Commands::create(ctx_));
   FISH_TRY(upload_params(prm));
@@ -341,12 +341,11 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
     FISH_ASSIGN_OR_RETURN(ops_.add_rmsnorm_q8, ctx_.pipeline("span_add_rmsnorm_q8"));
     if (p_.head_dim % FISH_Q8_BLOCK == 0) {
       FISH_ASSIGN_OR_RETURN(ops_.attention_q8, ctx_.pipeline("span_attention_q8"));
-      FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8,
-                            ctx_.pipeline("span_attention_combine_q8"));
+      FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8, ctx_.pipeline("span_attention_combine_q8"));
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
-      FISH_ASSIGN_OR_RETURN(ops_.act_q8, ctx_.pipeline(p_.arch == Arch::gemma3 ? "span_geglu_q8"
-                                                                               : "span_swiglu_q8"));
+      FISH_ASSIGN_OR_RETURN(
+          ops_.act_q8, ctx_.pipeline(p_.arch == Arch::gemma3 ? "span_geglu_q8" : "span_swiglu_q8"));
     }
   }
   FISH_ASSIGN_OR_RETURN(
@@ -486,8 +485,7 @@ std::string VulkanSpan::profile() const {
   std::string s = fmt::format("span profile: {} forwards, {:.2f} ms GPU", n_profiled_, total);
   for (int i = 0; i < kNumStages; ++i)
     s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
-                     stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0,
-                     stage_steps_[i]);
+                     stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);
   return s;
 }
 

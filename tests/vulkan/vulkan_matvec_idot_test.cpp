@@ -391,15 +391,34 @@ TEST_F(VulkanMatvecIdot, DescribeNamesTheDecodeKernel) {
   backend_->release(h.value());
 }
 
-// An idot span decode (the same 3-layer llama shape: head_dim, n_embd and n_ff multiples of 32)
+// The idot span tests' 3-layer llama (8:2 heads of head_dim 64, n_embd 512, n_ff 1024: every
+// q8_1 input of a layer fusable).
+ModelShape idot_span_shape() {
+  return ModelShape{"test-idot-span",
+                    "llama",
+                    "3-layer idot span llama",
+                    3,
+                    512,
+                    1024,
+                    8,
+                    2,
+                    64,
+                    2048,
+                    false,
+                    512,
+                    10000.0f,
+                    1e-5f,
+                    0};
+}
+
+// An idot span decode (idot_span_shape: head_dim, n_embd and n_ff multiples of 32)
 // runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
 // the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
 // steps run the output head's argmax once per forward, the ids equal to greedy_token of the same
 // span's logits.
 TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
-  const ModelShape shape{"test-idot-span-fused", "llama", "3-layer idot span llama", 3, 512, 1024,
-                         8, 2, 64, 2048, false, 512, 10000.0f, 1e-5f, 0};
-  auto model = test::synthetic_q4_k_m(shape, {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
   auto opt = vk::VulkanOptions::from_env();
   ASSERT_TRUE(opt.ok());
@@ -454,22 +473,7 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
 // own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
 // 3-layer Q4_K_M llama (q4_k and q6_k matrices), 2 prefill tokens then 10 decode steps.
 TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
-  const ModelShape shape{"test-idot-span",
-                         "llama",
-                         "3-layer idot span llama",
-                         3,
-                         512,
-                         1024,
-                         8,
-                         2,
-                         64,
-                         2048,
-                         false,
-                         512,
-                         10000.0f,
-                         1e-5f,
-                         0};
-  auto model = test::synthetic_q4_k_m(shape, {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
+  auto model = test::synthetic_q4_k_m(idot_span_shape(), {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 12; ++i) tokens.push_back(int32_t((i * 41 + 7) % 2048));

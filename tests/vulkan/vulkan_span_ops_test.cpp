@@ -1,5 +1,5 @@
-// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention,argmax}.comp.glsl) against
-// its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
+// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention,argmax}.comp.glsl)
+// against its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
 // (VulkanBackend::run_span_op) on lavapipe.
 #include <gtest/gtest.h>
 
@@ -410,8 +410,10 @@ TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
   struct Case {
     uint32_t hd, n_head, n_kv, tok, pos0, window, splits;
   };
-  const Case cases[] = {{64, 6, 2, 1, 0, 0, 0},     {128, 8, 2, FISH_Q8_MAX_TOK, 297, 0, 0},
-                        {256, 4, 1, 2, 40, 16, 0},  {128, 8, 2, 1, 297, 0, 5},
+  const Case cases[] = {{64, 6, 2, 1, 0, 0, 0},
+                        {128, 8, 2, FISH_Q8_MAX_TOK, 297, 0, 0},
+                        {256, 4, 1, 2, 40, 16, 0},
+                        {128, 8, 2, 1, 297, 0, 5},
                         {64, 6, 3, FISH_Q8_MAX_TOK, 90, 50, 3}};
   for (const Case& c : cases) {
     std::mt19937 rng(c.hd * 7 + c.tok + c.splits);
@@ -435,8 +437,8 @@ TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
     };
     ASSERT_TRUE(backend().run_span_ops(dispatches(false), 1, plain, params, kv).ok());
     ASSERT_TRUE(backend().run_span_ops(dispatches(true), 1, q8, params, kv).ok());
-    const std::string what = fmt::format("head_dim {} heads {}:{} tokens {} at {}, {} splits",
-                                         c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.splits);
+    const std::string what = fmt::format("head_dim {} heads {}:{} tokens {} at {}, {} splits", c.hd,
+                                         c.n_head, c.n_kv, c.tok, c.pos0, c.splits);
     const std::vector<float> out(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats);
     EXPECT_EQ(out, std::vector<float>(plain.begin() + p.out_off,
                                       plain.begin() + p.out_off + p.out_floats))

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engine/model.h"
-#include "fish_vk_q8.h"
 #include "engine/synthetic_model.h"
+#include "fish_vk_q8.h"
 #include "quant/types.h"
 #include "test_env.h"
 
@@ -132,11 +132,12 @@ inline void expect_close(const Reference& ref, const std::vector<float>& y, int6
   EXPECT_EQ(failures, 0) << what << ": worst error / bound " << worst;
 }
 
-// Errors of token t's q8_1 copy (shaders/fish_vk_q8.h, quant_q8_1's rule) at ARENA float q8_off (K = n) of the f32 row c: per 32-value
-// block d = amax(c) / 127 (f32 division slack), every code within d / 2 of c / d's value (q =
-// round(c / d); a tie may go either way) and s = d * sum q of the written codes.
+// Errors of token t's q8_1 copy (shaders/fish_vk_q8.h, quant_q8_1's rule) at ARENA float q8_off (K
+// = n) of the f32 row c: per 32-value block d = amax(c) / 127 (f32 division slack), every code
+// within d / 2 of c / d's value (q = round(c / d); a tie may go either way) and s = d * sum q of
+// the written codes.
 inline int q8_copy_errors(const std::vector<float>& arena, uint32_t q8_off, uint32_t n, uint32_t t,
-                   const float* c) {
+                          const float* c) {
   const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
   int bad = 0;
   for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
