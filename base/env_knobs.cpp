@@ -229,6 +229,9 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "tests only: lost:N or timeout:N, the N-th compute submit fails (a device-fault drill)",
        &check_device_fault_spec},
+      {"FISH_VK_HEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1 (default): a layer span that holds the last layer runs the final norm, the output matrix "
+       "and greedy decoding's argmax; 0: x comes back and the head runs outside (A/B)"},
       {"FISH_VK_IDOT_ROWS",
        S::gpu,
        E::results,

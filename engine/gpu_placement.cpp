@@ -30,6 +30,10 @@ SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
   d.n_ctx = req.n_ctx;
   d.kv_reserve = std::min(req.kv_reserve, req.n_ctx);
   d.max_tok = req.max_tok;
+  if (pl.output_on_gpu()) {  // the span runs the output head too (layer_span.h forward_head)
+    d.output = pl.handle(&model.output());
+    d.output_norm = &model.output_norm();
+  }
   return d;
 }
 

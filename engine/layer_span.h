@@ -32,6 +32,11 @@ struct SpanDesc {
   int64_t n_ctx = 0;       // positions the device KV may grow to
   int64_t kv_reserve = 0;  // positions allocated at creation (0: n_ctx); grows by kv_reserve()
   int64_t max_tok = 256;   // tokens per forward (the arena holds this many residual rows)
+  // The output head (only for a span ending at the model's last layer): the final norm's weight
+  // and the output matrix's handle; 0 / null: no head (forward_head then errs). A backend may
+  // still decline the head (has_head(); Vulkan: FISH_VK_HEAD=0).
+  WeightHandle output = 0;
+  const std::vector<float>* output_norm = nullptr;
 };
 
 class LayerSpan {
@@ -46,6 +51,19 @@ class LayerSpan {
   // Errors (x untouched): n_tok outside [1, max_tok], pos0 > kv_length() (a gap), pos0 + n_tok >
   // n_ctx, the KV cannot grow (budget), a device error.
   virtual Status forward(float* x, int64_t n_tok, int64_t pos0) = 0;
+  // As forward, then the output head over the last row in the same submit: rmsnorm with the
+  // final norm weight and the output matrix, and the argmax of those logits (ties to the lower
+  // id, NaN as engine/sampling's greedy_token ranks it) into *token. When `logits` is not null
+  // the n_vocab logits come back into it too; x does not come back (only the id, or the id and
+  // the logits, cross the bus). Errors: as forward; no head (has_head() false).
+  virtual Status forward_head(const float* x, int64_t n_tok, int64_t pos0, float* logits,
+                              int32_t* token) {
+    (void)x, (void)n_tok, (void)pos0, (void)logits, (void)token;
+    return make_error("span: no output head");
+  }
+  // Whether forward_head runs (the span holds the last layer, its desc named the output head and
+  // the backend took it).
+  virtual bool has_head() const { return false; }
   // Keeps positions < n valid (n >= kv_length() changes nothing).
   virtual void kv_truncate(int64_t n) = 0;
   // Makes room for n positions (<= n_ctx) on the device, keeping the valid ones.
@@ -60,7 +78,8 @@ class LayerSpan {
   virtual uint64_t kv_bytes() const = 0;  // device bytes of the KV cache
   virtual uint64_t bytes() const = 0;     // device bytes of KV, arena, params
   // FISH_GPU_PROFILE=2: per-stage GPU time summed over the forwards so far, e.g.
-  // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6%, ..."; empty when not profiling.
+  // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6% (84 steps), ..." (a step: the
+  // dispatches between two timestamps); empty when not profiling.
   virtual std::string profile() const = 0;
 };
 

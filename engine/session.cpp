@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/fault_injection.h"
+#include "engine/sampling.h"
 #include "kernels/kquant_x16.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -248,6 +249,17 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
 
 Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens, int64_t pos0,
                                                 LogitsMode mode) {
+  return forward_impl(tokens, pos0, mode, nullptr);
+}
+
+Result<int32_t> Session::forward_greedy(std::span<const int32_t> tokens, int64_t pos0) {
+  int32_t id = 0;
+  FISH_TRY(forward_impl(tokens, pos0, LogitsMode::last, &id));
+  return id;
+}
+
+Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> tokens, int64_t pos0,
+                                                     LogitsMode mode, int32_t* token) {
   const ModelParams& p = model_->params();
   const int64_t n = int64_t(tokens.size());
   if (n == 0) return make_error("session: forward called with no tokens");
@@ -273,11 +285,13 @@ Result<std::span<const float>> Session::forward(std::span<const int32_t> tokens,
   if (logits_.size() < need) logits_.resize(need);  // only LogitsMode::all grows it
   for (int64_t b = 0; b < n; b += opt_.n_batch) {
     const int64_t nb = std::min(opt_.n_batch, n - b);
-    float* out = all ? logits_.data() + size_t(b) * size_t(p.n_vocab)
-                     : (b + nb == n ? logits_.data() : nullptr);
-    if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out)) {
+    const bool last = b + nb == n;
+    float* out =
+        all ? logits_.data() + size_t(b) * size_t(p.n_vocab) : (last ? logits_.data() : nullptr);
+    int32_t* id = last ? token : nullptr;
+    if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id)) {
       span_fallback(pos0 + b);
-      forward_batch(tokens.data() + b, nb, pos0 + b, all, out);
+      forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id);
     }
     kv_.set_n_past(pos0 + b + nb);
   }
@@ -428,7 +442,7 @@ void Session::matmul_f32(const MatrixView& w, const float* x, int64_t n, float* 
 }
 
 bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
-                            float* logits) {
+                            float* logits, int32_t* token) {
   const ModelParams& p = model_->params();
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff, hd = p.head_dim;
   const float eps = p.norm_eps;
@@ -517,6 +531,14 @@ bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
     });
   }
 
+  // The span's output head (last-row logits): the logits, or for a greedy step only the id, come
+  // back instead of x.
+  if (span_ != nullptr && span_->has_head() && !all_logits && logits != nullptr) {
+    int32_t id = 0;
+    if (!span_->forward_head(x_.data(), n, pos0, token ? nullptr : logits, &id).ok()) return false;
+    if (token) *token = id;
+    return true;
+  }
   if (span_ != nullptr && !span_->forward(x_.data(), n, pos0).ok()) return false;  // x untouched
 
   if (logits == nullptr) return true;  // a middle chunk of a last-logits forward
@@ -527,6 +549,7 @@ bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
   });
   invalidate_act();
   matmul(model_->output(), xn_.data(), rows, logits);
+  if (token) *token = greedy_token(std::span<const float>(logits, size_t(p.n_vocab)));
   return true;
 }
 

@@ -86,6 +86,15 @@ class Session {
     return forward(tokens, n_past(), mode);
   }
 
+  // Greedy decoding's step: as forward(tokens, pos0) and greedy_token of the last row's logits,
+  // without the logits where a GPU layer span runs the output head (layer_span.h forward_head:
+  // only the id crosses the bus). Same errors as forward; the id equals greedy_token of the
+  // logits forward() returns on the same path (the span's argmax keeps greedy_token's ties).
+  Result<int32_t> forward_greedy(std::span<const int32_t> tokens, int64_t pos0);
+  Result<int32_t> append_greedy(std::span<const int32_t> tokens) {
+    return forward_greedy(tokens, n_past());
+  }
+
   // Teacher forcing: resets, feeds `tokens` in chunks of `chunk` and calls fn(t, logits) for
   // every position t (logits = the distribution over the token after tokens[0..t]).
   Status teacher_force(std::span<const int32_t> tokens,
@@ -132,8 +141,13 @@ class Session {
   // One batch of n <= n_batch tokens at positions [pos0, pos0 + n); logits rows go to `logits`
   // (n rows for all, 1 for last).
   // Returns false when the span forward failed (nothing of this batch is then trusted).
-  bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
-                     float* logits);
+  // token (last-row logits only): also its greedy id; with a span head that runs it the logits
+  // are then not computed (logits is left as is).
+  bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits, float* logits,
+                     int32_t* token = nullptr);
+  // forward() and forward_greedy(): token null, or the greedy id of the last row.
+  Result<std::span<const float>> forward_impl(std::span<const int32_t> tokens, int64_t pos0,
+                                              LogitsMode mode, int32_t* token);
   // After a failed span forward: CPU (or stage 1) for the span's layers from now on, with KV
   // for every layer rebuilt by replaying tokens [0, n_valid) of history_.
   void span_fallback(int64_t n_valid);

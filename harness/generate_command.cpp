@@ -241,10 +241,19 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     Streamer out(tok);
 
     const auto t0 = Clock::now();
-    auto lg = s.append(prompt);
-    if (!lg.ok()) return fail(lg.error());
+    // Greedy (temperature <= 0): the session's greedy step, which a GPU span with the output
+    // head answers with the token id alone; sampling needs the logits.
+    const bool greedy = sampler.params().temperature <= 0.0f;
+    auto step = [&](std::span<const int32_t> toks) -> Result<int32_t> {
+      if (greedy) return s.append_greedy(toks);
+      auto lg = s.append(toks);
+      if (!lg.ok()) return lg.take_error();
+      return sampler.sample(lg.value());
+    };
+    auto first = step(prompt);
+    if (!first.ok()) return fail(first.error());
     const double t_prefill = seconds_since(t0);
-    int32_t next = sampler.sample(lg.value());
+    int32_t next = first.value();
 
     int n_decoded = 0;
     const auto t1 = Clock::now();
@@ -252,10 +261,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       if (!a->ignore_eos && tok.is_eog(next)) break;
       out.push(next);
       if (i + 1 == a->gen.n_predict) break;
-      lg = s.append(std::span<const int32_t>(&next, 1));
-      if (!lg.ok()) return fail(lg.error());
+      auto got = step(std::span<const int32_t>(&next, 1));
+      if (!got.ok()) return fail(got.error());
       ++n_decoded;
-      next = sampler.sample(lg.value());
+      next = got.value();
     }
     const double t_decode = seconds_since(t1);
     out.finish();

@@ -48,9 +48,7 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
   auto fill = [&]() -> Result<int32_t> {
     s.reset();
     if (prefix.empty()) return prompt[0];
-    auto lg = s.forward(prefix, 0);
-    if (!lg.ok()) return lg.take_error();
-    return greedy_token(lg.value());
+    return s.forward_greedy(prefix, 0);
   };
   if (depth >= 0) {
     auto filled = fill();
@@ -60,10 +58,11 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
   }
   const int64_t pos0 = std::max<int64_t>(depth, 0);
   const auto t0 = Clock::now();
-  auto lg = s.forward(prompt, pos0);
-  if (!lg.ok()) return lg.take_error();
+  // Greedy steps (forward_greedy): a GPU span with the output head returns only the token id.
+  auto first_tok = s.forward_greedy(prompt, pos0);
+  if (!first_tok.ok()) return first_tok.take_error();
   const double t_prefill = seconds_since(t0);
-  int32_t next = greedy_token(lg.value());
+  int32_t next = first_tok.value();
   if (depth >= 0) {
     auto first = fill();
     if (!first.ok()) return first.take_error();
@@ -71,9 +70,9 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
   }
   const auto t1 = Clock::now();
   for (int64_t i = 0; i < n_gen; ++i) {
-    lg = s.append(std::span<const int32_t>(&next, 1));
-    if (!lg.ok()) return lg.take_error();
-    next = greedy_token(lg.value());
+    auto tok = s.append_greedy(std::span<const int32_t>(&next, 1));
+    if (!tok.ok()) return tok.take_error();
+    next = tok.value();
   }
   const double t_decode = seconds_since(t1);
   return RepSample{double(n_prompt) / t_prefill, double(n_gen) / t_decode};

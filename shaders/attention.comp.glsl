@@ -22,6 +22,11 @@
 // sum e^(m_s - M) l_s, in split order (deterministic). Two passes rather than a last-workgroup
 // atomic: no cross-workgroup memory ordering (not guaranteed without the Vulkan memory model)
 // and no counter state; the cost is one small dispatch and barrier per layer.
+// Q8 (span_attention_q8, span_attention_combine_q8): the output row is also written as q8_1
+// (fish_vk_q8.h, K = heads x n, at ARENA float q8_off) for an integer-dot wo matvec, quant_q8_1's
+// rule on the f32 values written (d = amax / 127, q = round(c / d), s = d sum q): the head's n
+// values (a multiple of 32: whole blocks) through shared memory, one thread a block, so the span
+// needs no quant_q8_1 dispatch and barrier for wo. Needs rows <= FISH_Q8_MAX_TOK.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -34,6 +39,38 @@ layout(local_size_x = WG) in;
 uint partial_at(uint t, uint h, uint s, uint n) {
   return pc.b_off + ((t * gl_NumWorkGroups.x + h) * pc.split + s) * (n + 2u);
 }
+
+#ifdef Q8
+#include "fish_vk_q8.h"
+layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint arenau[]; };
+shared float o_s[FISH_SPAN_MAX_HEAD];
+// Head h of token t's output (dims tid: o0, tid + WG: o1) into the row's q8_1 copy; every
+// invocation of the workgroup calls it (a barrier).
+void q8_head(uint t, uint h, uint n, uint tid, float o0, float o1) {
+  if (tid < n) o_s[tid] = o0;
+  if (tid + WG < n) o_s[tid + WG] = o1;
+  barrier();
+  if (tid >= n / 32u) return;
+  const uint K = gl_NumWorkGroups.x * n, blk = h * (n / 32u) + tid;
+  float amax = 0.0;
+  for (uint k = 0u; k < 32u; ++k) amax = max(amax, abs(o_s[32u * tid + k]));
+  const float id = amax > 0.0 ? 127.0 / amax : 0.0;
+  const uint w0 = pc.q8_off + (FISH_Q8_CODES(K) + t * K) / 4u + blk * 8u;
+  int sum = 0;
+  for (uint w = 0u; w < 8u; ++w) {
+    const ivec4 q = clamp(ivec4(round(vec4(o_s[32u * tid + 4u * w], o_s[32u * tid + 4u * w + 1u],
+                                           o_s[32u * tid + 4u * w + 2u],
+                                           o_s[32u * tid + 4u * w + 3u]) * id)),
+                          ivec4(-127), ivec4(127));
+    sum += q.x + q.y + q.z + q.w;
+    arenau[w0 + w] = uint(q.x & 255) | (uint(q.y & 255) << 8u) | (uint(q.z & 255) << 16u) |
+                     (uint(q.w & 255) << 24u);
+  }
+  const uint ds = pc.q8_off + 2u * (t * FISH_Q8_DS_STRIDE(K) + blk);
+  arena[ds] = amax / 127.0;
+  arena[ds + 1u] = amax / 127.0 * float(sum);
+}
+#endif
 
 #ifdef COMBINE
 void main() {
@@ -52,6 +89,9 @@ void main() {
   const uint oc = pc.c_off + t * pc.c_stride + h * n;
   if (d0 < n) arena[oc + d0] = acc0 / l;
   if (d1 < n) arena[oc + d1] = acc1 / l;
+#ifdef Q8
+  q8_head(t, h, n, tid, acc0 / l, acc1 / l);
+#endif
 }
 #else
 #define TPK (WG / FISH_SPAN_ATTN_TILE)  // threads per key when scoring
@@ -155,6 +195,9 @@ void main() {
   const uint oc = pc.c_off + t * pc.c_stride + h * n;
   if (d0 < n) arena[oc + d0] = acc0 / l;
   if (d1 < n) arena[oc + d1] = acc1 / l;
+#ifdef Q8
+  q8_head(t, h, n, tid, acc0 / l, acc1 / l);
+#endif
 #endif
 }
 #endif  // COMBINE

@@ -33,6 +33,7 @@
 #define FISH_SPAN_FLASH_TOK 8
 #define FISH_SPAN_FLASH_KEYS 16
 #define FISH_SPAN_FLASH_MIN_TOK 16
+#define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): one workgroup over the logits
 #define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512  // ... where prefill matmuls run on cooperative matrices
 

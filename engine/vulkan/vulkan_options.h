@@ -16,6 +16,9 @@
 //                             matvec_<type>; generic (1 too) the reference matvec1_<type>
 //   FISH_VK_IDOT_ROWS=1|2|4|8|16  rows per workgroup of matvec_idot_<type> (its specialisation
 //                             constant; default FISH_MATVEC_ROWS = 4): a tuning knob
+//   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
+//                             (final rmsnorm, output matrix; argmax when the caller decodes
+//                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
 //   FISH_VK_ATTN_SPLIT=auto|0|N  span attention in KV splits (split-K): auto (default)
 //                             attention_splits' rule for short query batches (vulkan_span.h); 0
 //                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
@@ -63,6 +66,7 @@ struct VulkanOptions {
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 4;  // FISH_VK_IDOT_ROWS (FISH_MATVEC_ROWS)
+  bool head = true;        // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   char coopmat_tile = 0;   // FISH_VK_COOPMAT_TILE: 'l', 'm', 's', 'L' (lp), 'M' (mp); 0 the rule

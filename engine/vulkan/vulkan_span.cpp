@@ -38,7 +38,7 @@ void VulkanSpan::release() {
   if (queries_) ctx_.vk().vkDestroyQueryPool(ctx_.handle(), queries_, nullptr);
   cmds_ = Commands{};
   pool_ = DescriptorPool{};
-  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_}) ctx_.free(*b);
+  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_}) ctx_.free(*b);
 }
 
 Status VulkanSpan::check_shapes() const {
@@ -86,6 +86,10 @@ void VulkanSpan::layout_arena() {
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
+  if (has_head_) {
+    off_logits_ = region(uint64_t(p_.n_vocab));
+    off_tok_ = region(1);
+  }
   arena_bytes_ = cur * 4 + 16;
 }
 
@@ -124,6 +128,7 @@ std::vector<float> VulkanSpan::build_params() {
     }
     s.window = L.swa ? uint32_t(p_.sliding_window) : 0;
   }
+  if (has_head_) out_norm_ = put(*d_.output_norm);
   const int n_var = p_.sliding_window > 0 ? 2 : 1;
   uint32_t table[2] = {0, 0};
   for (int v = 0; v < n_var; ++v) {
@@ -221,6 +226,11 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
     }
   n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
+  if (has_head_) {
+    auto it = weights.find(d_.output);
+    if (it == weights.end()) return make_error("span: the output matrix is not resident");
+    n_sets += 2 * uint32_t(it->second.parts.size()) + 1;
+  }
   FISH_ASSIGN_OR_RETURN(pool_, DescriptorPool::create(ctx_, n_sets, 3 * n_sets));
   for (size_t i = 0; i < d_.layers.size(); ++i) {
     const SpanDesc::Layer& l = d_.layers[i];
@@ -234,6 +244,10 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up));
     FISH_TRY(build_matmul(weights, l.up, F, E, off_xn_, e, off_gu_ + uint32_t(F), f2, &s.gate_up));
     FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down));
+  }
+  if (has_head_) {  // logits of one row (the last token's) from xn row 0
+    const uint32_t V = uint32_t(p_.n_vocab);
+    FISH_TRY(build_matmul(weights, d_.output, V, E, off_xn_, uint32_t(E), off_logits_, V, &head_));
   }
   return Status::success();
 }
@@ -261,7 +275,15 @@ Status VulkanSpan::load_ops() {
   for (const Entry& e : table) {
     FISH_ASSIGN_OR_RETURN(*e.p, ctx_.pipeline(e.module));
   }
+  if (has_head_) {
+    FISH_ASSIGN_OR_RETURN(ops_.argmax, ctx_.pipeline("span_argmax"));
+  }
   return Status::success();
+}
+
+bool VulkanSpan::wants_head() const {
+  return ctx_.options().head && d_.output != 0 && d_.output_norm != nullptr &&
+         d_.first_layer + int64_t(d_.layers.size()) == p_.n_layer;
 }
 
 Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
@@ -282,6 +304,10 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                           int64_t(L.bv.size()) != KV))
       return make_error("span: layer {}: bias sizes", il);
   }
+  has_head_ = wants_head();
+  if (has_head_ && int64_t(d_.output_norm->size()) != E)
+    return make_error("span: output norm of {} values, expected n_embd {}", d_.output_norm->size(),
+                      E);
   layout_arena();
   const std::vector<float> prm = build_params();
   const uint64_t range = ctx_.max_binding_bytes();
@@ -300,6 +326,11 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       x_host_, ctx_.alloc(uint64_t(d_.max_tok * E) * 4,
                           VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                           Memory::host, true, "span x staging"));
+  if (has_head_) {
+    FISH_ASSIGN_OR_RETURN(head_host_,
+                          ctx_.alloc(uint64_t(p_.n_vocab + 1) * 4, VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                     Memory::host, true, "span head staging"));
+  }
   FISH_ASSIGN_OR_RETURN(cmds_, Commands::create(ctx_));
   FISH_TRY(upload_params(prm));
   FISH_TRY(load_ops());
@@ -308,13 +339,22 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
     FISH_ASSIGN_OR_RETURN(ops_.add_rmsnorm_q8, ctx_.pipeline("span_add_rmsnorm_q8"));
+    if (p_.head_dim % FISH_Q8_BLOCK == 0) {
+      FISH_ASSIGN_OR_RETURN(ops_.attention_q8, ctx_.pipeline("span_attention_q8"));
+      FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8, ctx_.pipeline("span_attention_combine_q8"));
+    }
+    if (p_.n_ff % FISH_Q8_BLOCK == 0) {
+      FISH_ASSIGN_OR_RETURN(
+          ops_.act_q8, ctx_.pipeline(p_.arch == Arch::gemma3 ? "span_geglu_q8" : "span_swiglu_q8"));
+    }
   }
   FISH_ASSIGN_OR_RETURN(
       ops_set_, pool_.allocate(ops_.rmsnorm, std::vector<BufferRange>{
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
     const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
-    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2);  // <= 19 stages a layer
+    // <= 19 stages a layer, the head's 3 (+ its quant_q8_1)
+    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4);
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));
@@ -356,7 +396,15 @@ Status VulkanSpan::reserve_locked(int64_t n) {
   return Status::success();
 }
 
-Status VulkanSpan::forward(float* x, int64_t n_tok, int64_t pos0) {
+Status VulkanSpan::forward_head(const float* x, int64_t n_tok, int64_t pos0, float* logits,
+                                int32_t* token) {
+  if (!has_head_) return make_error("span: no output head (FISH_VK_HEAD=0, or no output matrix)");
+  if (token == nullptr) return make_error("span: forward_head needs somewhere to put the token");
+  return run(x, n_tok, pos0, nullptr, logits, token);
+}
+
+Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
+                       int32_t* token) {
   std::lock_guard lock(ctx_.mutex());
   if (ctx_.lost())
     return make_error("span: the device is lost ({}); the engine runs on the CPU",
@@ -387,13 +435,28 @@ Status VulkanSpan::forward(float* x, int64_t n_tok, int64_t pos0) {
   // Chunks in order: a chunk's attention reads the KV the earlier chunks wrote (causal).
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_)
     record_chunk(t0, std::min(chunk_, n_tok - t0), pos0 + t0);
+  const uint64_t V = uint64_t(p_.n_vocab);
+  if (token != nullptr) record_head(n_tok - 1);
   cmds_.barrier(Sync::compute, Sync::transfer);
-  cmds_.copy(arena_, uint64_t(off_x_) * 4, x_host_, 0, x_bytes);
+  if (token != nullptr) {  // the id, and the logits when asked; x stays on the device
+    cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, 4);
+    if (logits != nullptr) cmds_.copy(arena_, uint64_t(off_logits_) * 4, head_host_, 0, V * 4);
+  } else {
+    cmds_.copy(arena_, uint64_t(off_x_) * 4, x_host_, 0, x_bytes);
+  }
   cmds_.barrier(Sync::transfer, Sync::host);
   // On an error (the context is then lost) x is untouched and kv_len_ stays at pos0: nothing at
   // or past it is trusted.
   FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward"));
-  std::memcpy(x, x_host_.mapped, x_bytes);
+  if (token != nullptr) {
+    const auto* h = static_cast<const uint8_t*>(head_host_.mapped);
+    uint32_t id = 0;
+    std::memcpy(&id, h + V * 4, 4);
+    *token = int32_t(id);
+    if (logits != nullptr) std::memcpy(logits, h, V * 4);
+  } else {
+    std::memcpy(x_out, x_host_.mapped, x_bytes);
+  }
   kv_len_ = pos0 + n_tok;
   read_profile();
   return Status::success();
@@ -406,8 +469,10 @@ void VulkanSpan::read_profile() {
           ctx_.handle(), queries_, 0, used_queries_, ts.size() * 8, ts.data(), 8,
           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
     return;
-  for (uint32_t i = 1; i < used_queries_; ++i)
+  for (uint32_t i = 1; i < used_queries_; ++i) {
     stage_ms_[stage_of_[i - 1]] += double(ts[i] - ts[i - 1]) * ctx_.features().timestamp_ns * 1e-6;
+    ++stage_steps_[stage_of_[i - 1]];
+  }
   ++n_profiled_;
 }
 
@@ -419,8 +484,8 @@ std::string VulkanSpan::profile() const {
   for (double v : stage_ms_) total += v;
   std::string s = fmt::format("span profile: {} forwards, {:.2f} ms GPU", n_profiled_, total);
   for (int i = 0; i < kNumStages; ++i)
-    s += fmt::format("{} {} {:.2f} ms {:.1f}%", i == 0 ? ":" : ",", kStageNames[i], stage_ms_[i],
-                     total > 0 ? 100.0 * stage_ms_[i] / total : 0.0);
+    s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
+                     stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);
   return s;
 }
 

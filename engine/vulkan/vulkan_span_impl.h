@@ -19,9 +19,21 @@ namespace fish::vk {
 
 // Profile stages (FISH_GPU_PROFILE=2).
 // kQuant: quant_q8_1, the integer-dot matvecs' activation rounding (FISH_VK_MATVEC idot).
-enum Stage { kMatvec, kRmsnorm, kAttention, kActMul, kAdd, kKvStore, kRope, kQuant, kNumStages };
+// kArgmax: the output head's span_argmax (its norm and matvec count as rmsnorm and matvec).
+enum Stage {
+  kMatvec,
+  kRmsnorm,
+  kAttention,
+  kActMul,
+  kAdd,
+  kKvStore,
+  kRope,
+  kQuant,
+  kArgmax,
+  kNumStages
+};
 inline constexpr const char* kStageNames[kNumStages] = {
-    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE", "q8_1"};
+    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE", "q8_1", "argmax"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
 struct MatmulStep {
@@ -59,9 +71,16 @@ struct LayerState {
 struct SpanOps {
   Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
       attention_combine, attention_flash, add, bias, act;
+  Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
   Pipeline rmsnorm_q8, add_rmsnorm_q8;
+  // span_swiglu_q8 / span_geglu_q8: act*mul also writes its row as q8_1 for an idot down matvec
+  // (loaded with the norms' q8 variants when n_ff is a multiple of 32).
+  Pipeline act_q8;
+  // span_attention_q8 / span_attention_combine_q8: decode attention also writes its output row as
+  // q8_1 for an idot wo matvec (loaded with the norms' q8 variants when head_dim % 32 == 0).
+  Pipeline attention_q8, attention_combine_q8;
 };
 
 class VulkanSpan final : public LayerSpan {
@@ -74,7 +93,12 @@ class VulkanSpan final : public LayerSpan {
   // Frees everything (the caller holds the device mutex); the destructor then does nothing.
   void release();
 
-  Status forward(float* x, int64_t n_tok, int64_t pos0) override;
+  Status forward(float* x, int64_t n_tok, int64_t pos0) override {
+    return run(x, n_tok, pos0, x, nullptr, nullptr);
+  }
+  Status forward_head(const float* x, int64_t n_tok, int64_t pos0, float* logits,
+                      int32_t* token) override;
+  bool has_head() const override { return has_head_; }
   void kv_truncate(int64_t n) override {
     std::lock_guard lock(ctx_.mutex());
     kv_len_ = std::min(kv_len_, std::max<int64_t>(0, n));
@@ -92,11 +116,16 @@ class VulkanSpan final : public LayerSpan {
   int64_t n_ctx() const override { return d_.n_ctx; }
   uint64_t kv_bytes() const override { return kv_.alloc_bytes; }
   uint64_t bytes() const override {
-    return kv_.alloc_bytes + arena_.alloc_bytes + params_.alloc_bytes + x_host_.alloc_bytes;
+    return kv_.alloc_bytes + arena_.alloc_bytes + params_.alloc_bytes + x_host_.alloc_bytes +
+           head_host_.alloc_bytes;
   }
   std::string profile() const override;
 
  private:
+  // The forward of forward() and forward_head(): x in; then x back into x_out (head off) or, with
+  // the head (token not null), the id and, when logits is not null, the logits back.
+  Status run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
+             int32_t* token);
   // ---- creation (vulkan_span.cpp) ----
   Status check_shapes() const;
   void layout_arena();
@@ -106,12 +135,16 @@ class VulkanSpan final : public LayerSpan {
                       int64_t expect_out, int64_t expect_in, uint32_t x_region, uint32_t x_stride,
                       uint32_t y_off, uint32_t y_stride, MatmulGroup* out);
   Status build_layer_matmuls(const std::map<WeightHandle, DeviceWeight>& weights);
+  // Whether the desc names a head this span takes (FISH_VK_HEAD, the last layer).
+  bool wants_head() const;
   Status load_ops();
   Status reserve_locked(int64_t n);
   void read_profile();
 
   // ---- recording (vulkan_span_record.cpp) ----
   void record_chunk(int64_t t0, int64_t nc, int64_t pos);
+  // The output head over x's row `row`: final norm (+ q8_1 copy), output matvec, argmax.
+  void record_head(int64_t row);
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
@@ -130,6 +163,13 @@ class VulkanSpan final : public LayerSpan {
   SpanDesc d_;
   std::vector<LayerState> layers_;
   Buffer arena_, params_, kv_, x_host_;
+  // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the
+  // final norm's PARAMS offset, the argmax word's ARENA offset, and the host copy of
+  // [logits (n_vocab floats), id].
+  bool has_head_ = false;
+  MatmulGroup head_;
+  uint32_t out_norm_ = 0, off_logits_ = 0, off_tok_ = 0;
+  Buffer head_host_;
   int64_t kv_cap_ = 0, kv_len_ = 0;
   int64_t chunk_ = FISH_SPAN_CHUNK;  // layout_arena()
   // ARENA regions (floats; each starts on the storage-offset alignment).
@@ -143,6 +183,7 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
   bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  bool wo_q8_ = false;        // recording: attention wrote the wo input's q8_1 copy
   Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
   // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.
@@ -150,6 +191,7 @@ class VulkanSpan final : public LayerSpan {
   uint32_t n_queries_ = 0, used_queries_ = 0;
   std::vector<Stage> stage_of_;
   std::array<double, kNumStages> stage_ms_{};
+  std::array<int64_t, kNumStages> stage_steps_{};  // timed steps per stage
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;
 };

@@ -1,7 +1,8 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
 // rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
 // split-K + combine; flash for prefill chunks) -> wo -> (post norm) -> residual add + rmsnorm ->
-// gate/up -> act*mul -> down -> (post norm) -> residual add (+ the next layer's rmsnorm), a compute
+// gate/up -> act*mul (+ its product's q8_1 copy for an idot down) -> down -> (post norm) ->
+// residual add (+ the next layer's rmsnorm; the output head after the last layer), a compute
 // barrier after each step that the next reads.
 #include <algorithm>
 
@@ -170,11 +171,15 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
   pc.split =
       attention_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
+  // With an idot wo matvec the output's q8_1 copy comes from the attention epilogue.
+  wo_q8_ = ops_.attention_q8.pipe && fuse_q8(L.wo, n, &pc);
   if (pc.split > 0) {
     pc.b_off = off_parts_;
     op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
     barrier();
-    op(ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+    op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  } else if (wo_q8_) {  // decode: n <= FISH_Q8_MAX_TOK < FISH_SPAN_FLASH_MIN_TOK
+    op(ops_.attention_q8, pc, uint32_t(p_.n_head), n);
   } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
     op(ops_.attention_flash, pc, uint32_t(p_.n_head),
        (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK);
@@ -205,13 +210,14 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     barrier();
     stage_done(kRmsnorm);
   };
-  matmuls(L.wo, n);
+  matmuls(L.wo, n, wo_q8_);
   barrier();
   stage_done(kMatvec);
   bind_ops();
   if (L.has_post) post_norm(L.post_attn);
   const bool gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   matmuls(L.gate_up, n, gu_q8);
+  bool down_q8 = false;
   barrier();
   stage_done(kMatvec);
   bind_ops();
@@ -222,11 +228,13 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     pc.a_off = off_gu_;
     pc.b_off = off_gu_ + F;
     pc.a_stride = pc.b_stride = 2 * F;
-    op(ops_.act, pc, groups(F), n);
+    // With an idot down matvec the product's q8_1 copy comes from this op (no quant_q8_1).
+    down_q8 = ops_.act_q8.pipe && fuse_q8(L.down, n, &pc);
+    op(down_q8 ? ops_.act_q8 : ops_.act, pc, groups(down_q8 ? F / 4 : F), n);
     barrier();
     stage_done(kActMul);
   }
-  matmuls(L.down, n);
+  matmuls(L.down, n, down_q8);
   barrier();
   stage_done(kMatvec);
   bind_ops();
@@ -264,6 +272,27 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
     record_attention(L, n, pos);
     record_ffn(L, n, x_off);
   }
+}
+
+void VulkanSpan::record_head(int64_t row) {
+  const uint32_t E = uint32_t(p_.n_embd);
+  bind_ops();
+  // xn row 0 = rmsnorm(x[row]) * output_norm, with its q8_1 copy when the output matvec is idot.
+  SpanPush pc = norm_push(1, off_x_ + uint32_t(row) * E, E, off_xn_, E, out_norm_);
+  const bool q8 = fuse_q8(head_, 1, &pc);
+  op(q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, 1, 1);
+  barrier();
+  stage_done(kRmsnorm);
+  matmuls(head_, 1, q8);
+  barrier();
+  stage_done(kMatvec);
+  bind_ops();
+  SpanPush am{};
+  am.n = uint32_t(p_.n_vocab);
+  am.a_off = off_logits_;
+  am.c_off = off_tok_;
+  op(ops_.argmax, am, 1, 1);
+  stage_done(kArgmax);
 }
 
 }  // namespace fish::vk

@@ -7,9 +7,12 @@
 #      FISH_VK_MATVEC=idot, then the same suites under FISH_VK_MATVEC=fast;
 #   2. fish_vulkan_bench: BM_VulkanDeviceCopy / BM_VulkanShaderCopy, then BM_VulkanMatvec (fast vs
 #      idot vs generic at the 8B shapes, q6_k 128256 x 4096 head), weight GB/s and % of the copy;
-#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) with
-#      FISH_VK_MATVEC=idot and =fast;
-#   4. fish generate 8B and 1B with FISH_GPU_PROFILE=2, idot and fast (the span's stage times).
+#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) in three
+#      configs: idot (FISH_VK_MATVEC=idot, the output head + argmax in the span), idot-head0
+#      (the same with FISH_VK_HEAD=0: x comes back, the head runs outside; issue 14 item 3's A/B)
+#      and fast (FISH_VK_MATVEC=fast);
+#   4. fish generate 8B and 1B with FISH_GPU_PROFILE=2 in those configs (the span's stage times
+#      and steps: an idot span shows q8_1 with 0 steps, the q8_1 inputs fused into the ops).
 # The synthetic models are written in the background (12 threads) while the tests run. Steps
 # past the budget (FISH_DECODE_BUDGET_S, default 280 s) are skipped and listed in skipped.txt.
 #
@@ -19,8 +22,8 @@
 # [".devcarry", ".gl"] (.gl: the libvulkan1 + glvnd .debs, /work/.library/device/README.md):
 #   bash scripts/device/gpu_decode.sh
 # Output: ONE $OUT/gpu-decode.tar.gz of gpu-decode/{context.txt, gpu.txt, tests-{idot,fast}.txt,
-# vulkan_bench.{json,log}, run-gpu_decode-{idot,fast}.log, runs-{idot,fast}/gpu_decode.*,
-# gen-llama-{1b,8b}-{idot,fast}.txt, skipped.txt, summary.txt}; summary.txt is printed last.
+# vulkan_bench.{json,log}, run-gpu_decode-CONFIG.log, runs-CONFIG/gpu_decode.*,
+# gen-llama-{1b,8b}-CONFIG.txt, skipped.txt, summary.txt}; summary.txt is printed last.
 set -uo pipefail
 
 if [ "${1:-}" = pack ]; then
@@ -78,7 +81,7 @@ tests() {  # tests MODE TIMEOUT FILTER: fish_test_vulkan under FISH_VK_MATVEC=MO
   say "tests $mode: $(grep -E '^\[  (PASSED|FAILED) ' $out | tr '\n' ' ') $(grep -m1 'FAILED TEST' $out) $(grep -m1 'idot span:' $out)"
   grep -E "^\[  FAILED  \] [A-Z]" $out | head -10 | tee -a $W/summary.txt
 }
-suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanBackend.*'
+suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanSpan.OutputHead*:VulkanBackend.*'
 tests idot 100 "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites:-*SmolLm2*:*Gemma3*"
 left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
 
@@ -102,12 +105,19 @@ if left 70 "fish_vulkan_bench"; then
     sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
 fi
 
+# A config's knobs: idot, idot-head0 (FISH_VK_HEAD=0), fast.
+knobs() {
+  case $1 in
+    idot-head0) echo FISH_VK_MATVEC=idot FISH_VK_HEAD=0 ;;
+    *) echo FISH_VK_MATVEC=$1 ;;
+  esac
+}
 stamp "waiting for the synthetic models"
 for p in "${pids[@]}"; do wait $p; done
-for mode in idot fast; do
+for mode in idot idot-head0 fast; do
   left 45 "fish run gpu_decode ($mode)" || continue
   stamp "fish run gpu_decode ($mode)"
-  FISH_VK_MATVEC=$mode timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
+  env $(knobs $mode) timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
     > $W/run-gpu_decode-$mode.log 2>&1
   echo "rc=$?" >> $W/run-gpu_decode-$mode.log
   grep -hE "^fish run: \[|rc=" $W/run-gpu_decode-$mode.log | cut -c1-200 | sed "s/^/run $mode: /" | tee -a $W/summary.txt
@@ -115,12 +125,12 @@ done
 
 P="The quick brown fox jumps over the lazy dog and then"
 for s in llama-8b llama-1b; do
-  for mode in idot fast; do
+  for mode in idot idot-head0 fast; do
     left 20 "fish generate $s ($mode)" || continue
     stamp "generate $s $mode"
-    FISH_VK_MATVEC=$mode FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
+    env $(knobs $mode) FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
       -m $FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
       > $W/gen-$s-$mode.txt 2>&1
-    grep -h "^fish generate:" $W/gen-$s-$mode.txt | cut -c1-300 | sed "s/^/gen $s $mode: /" | tee -a $W/summary.txt
+    grep -h "^fish generate:" $W/gen-$s-$mode.txt | cut -c1-700 | sed "s/^/gen $s $mode: /" | tee -a $W/summary.txt
   done
 done

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/sampling.h"
 #include "engine/synthetic_model.h"
 #include "test_env.h"
 
@@ -189,6 +190,36 @@ TEST_F(SessionTest, Int8ActivationsStayCloseToF32) {
   }
   EXPECT_LT(std::sqrt(num / den), 0.05);  // relative RMS of the logits
   EXPECT_GT(std::sqrt(num / den), 0.0);   // int8 really quantises
+}
+
+// Greedy steps (forward_greedy / append_greedy; on the CPU path greedy_token of the logits the
+// same forward computes): a prompt over several batches (n_batch 7) then decode steps give the
+// ids of greedy_token over forward()'s logits on a twin session, the same n_past, and the same
+// errors as forward() (nothing run).
+TEST_F(SessionTest, GreedyStepsEqualGreedyTokenOfTheLogits) {
+  SessionOptions opt;
+  opt.n_batch = 7;
+  auto a = session(opt);
+  auto b = session(opt);
+  const auto prompt = tokens(17, 21);
+  auto id = a->forward_greedy(prompt, 0);
+  auto lg = b->forward(prompt, 0);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ASSERT_TRUE(lg.ok());
+    const int32_t want = greedy_token(lg.value());
+    EXPECT_EQ(id.value(), want) << "step " << i;
+    EXPECT_EQ(a->n_past(), b->n_past());
+    id = a->append_greedy(std::span<const int32_t>(&want, 1));
+    lg = b->append(std::span<const int32_t>(&want, 1));
+  }
+  const std::vector<int32_t> bad = {int32_t(model_->params().n_vocab)};
+  auto r = a->append_greedy(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("outside the vocabulary"), std::string::npos)
+      << r.error().message;
+  EXPECT_FALSE(a->forward_greedy(prompt, a->n_past() + 1).ok());
+  EXPECT_EQ(a->n_past(), b->n_past());
 }
 
 TEST_F(SessionTest, RejectsTokenOutsideTheVocabulary) {

@@ -17,6 +17,7 @@
 #include <random>
 
 #include "engine/gpu_placement.h"
+#include "engine/sampling.h"
 #include "engine/session.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
@@ -244,10 +245,9 @@ TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
 }
 
 // span_rmsnorm_q8 / span_add_rmsnorm_q8 (the norm writes its row's q8_1 copy for the idot
-// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]), and per 32-value
-// block d = amax(C) / 127 (f32 division slack), every code within d / 2 of C / d's value (q =
-// round(C / d); a tie may go either way) and s = d * sum q of the written codes. Rows of a
-// register-held length and of one longer than the register cache (the loop pass), 3 tokens.
+// matvecs) against the CPU: C as rmsnorm_ref (kernels/ops.h) of (x [+ tmp]) and its q8_1 copy as
+// q8_copy_errors checks it. Rows of a register-held length and of one longer than the register
+// cache (the loop pass), 3 tokens.
 TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
   for (const bool fuse_add : {false, true})
     for (const uint32_t n : {2080u, uint32_t(FISH_SPAN_NORM_CACHE * FISH_SPAN_NORM_WG * 4 + 64)}) {
@@ -271,29 +271,54 @@ TEST_F(VulkanMatvecIdot, NormsWriteTheirQ81Copy) {
       pc.q8_off = q8_off;
       const char* op = fuse_add ? "span_add_rmsnorm_q8" : "span_rmsnorm_q8";
       ASSERT_TRUE(backend_->run_span_op(op, pc, rows, 1, arena, params, kv).ok()) << op;
-      const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
       int bad = 0;
       for (uint32_t t = 0; t < rows; ++t) {
         std::vector<float> c(n);
         rmsnorm_ref(x.data() + t * n, params.data(), c.data(), n, 1e-5f);
         for (uint32_t k = 0; k < n; ++k)
           bad += !(std::fabs(arena[c_off + t * n + k] - c[k]) <= 1e-5f * (1 + std::fabs(c[k])));
-        for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
-          const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
-          float amax = 0;
-          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k)
-            amax = std::max(amax, std::fabs(c[32 * b + k]));
-          bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
-          int sum = 0;
-          for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
-            const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
-            sum += q;
-            bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
-          }
-          bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
-        }
+        bad += test::q8_copy_errors(arena, q8_off, n, t, c.data());
       }
       EXPECT_EQ(bad, 0) << op << " n " << n;
+    }
+}
+
+// span_swiglu_q8 / span_geglu_q8 (act*mul writes its product's q8_1 copy for an idot down
+// matvec) against silu_mul_ref / gelu_tanh_mul_ref (kernels/ops.h) and q8_copy_errors: gate and
+// up interleaved per token as the span's gate|up rows (stride 2n), 1 and FISH_Q8_MAX_TOK tokens,
+// n not a multiple of the workgroup's 4 x FISH_SPAN_WG values.
+TEST_F(VulkanMatvecIdot, ActMulWritesItsQ81Copy) {
+  for (const bool gelu : {false, true})
+    for (const uint32_t rows : {1u, uint32_t(FISH_Q8_MAX_TOK)}) {
+      const uint32_t n = 4 * FISH_SPAN_WG * 3 + 96, a_off = 8, q8_off = a_off + rows * 2 * n + 4;
+      std::mt19937 rng(n + rows + gelu);
+      std::vector<float> arena = test::random_input(q8_off + FISH_Q8_BYTES(n) / 4 + 4, rng);
+      for (float& v : arena) v *= 4.0f;  // gelu's and silu's tails too
+      const std::vector<float> gu(arena.begin() + a_off, arena.begin() + a_off + rows * 2 * n);
+      const std::vector<float> params(4);
+      std::vector<uint32_t> kv(4);
+      vk::SpanPush pc{};
+      pc.n = n;
+      pc.rows = rows;
+      pc.a_off = a_off;
+      pc.b_off = a_off + n;
+      pc.a_stride = pc.b_stride = 2 * n;
+      pc.q8_off = q8_off;
+      const char* op = gelu ? "span_geglu_q8" : "span_swiglu_q8";
+      const uint32_t groups = (n / 4 + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+      ASSERT_TRUE(backend_->run_span_op(op, pc, groups, rows, arena, params, kv).ok()) << op;
+      int bad = 0;
+      for (uint32_t t = 0; t < rows; ++t) {
+        std::vector<float> c(n);
+        const float* g = gu.data() + t * 2 * n;
+        (gelu ? gelu_tanh_mul_ref : silu_mul_ref)(g, g + n, c.data(), n);
+        for (uint32_t k = 0; k < n; ++k)
+          bad += !(std::fabs(arena[a_off + t * 2 * n + k] - c[k]) <= 1e-4f * (1 + std::fabs(c[k])));
+        for (uint32_t k = 0; k < n; ++k)  // up stays
+          bad += arena[a_off + t * 2 * n + n + k] != g[n + k];
+        bad += test::q8_copy_errors(arena, q8_off, n, t, c.data());
+      }
+      EXPECT_EQ(bad, 0) << op << " rows " << rows;
     }
 }
 
@@ -366,27 +391,89 @@ TEST_F(VulkanMatvecIdot, DescribeNamesTheDecodeKernel) {
   backend_->release(h.value());
 }
 
+// The idot span tests' 3-layer llama (8:2 heads of head_dim 64, n_embd 512, n_ff 1024: every
+// q8_1 input of a layer fusable).
+ModelShape idot_span_shape() {
+  return ModelShape{"test-idot-span",
+                    "llama",
+                    "3-layer idot span llama",
+                    3,
+                    512,
+                    1024,
+                    8,
+                    2,
+                    64,
+                    2048,
+                    false,
+                    512,
+                    10000.0f,
+                    1e-5f,
+                    0};
+}
+
+// An idot span decode (idot_span_shape: head_dim, n_embd and n_ff multiples of 32)
+// runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
+// the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
+// steps run the output head's argmax once per forward, the ids equal to greedy_token of the same
+// span's logits.
+TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::idot;
+  opt->profile = true;
+  opt->head = true;
+  vk::VulkanBackend b(opt);
+  ASSERT_TRUE(b.open().ok());
+  const std::vector<int32_t> prompt = {7, 48};
+  constexpr int kSteps = 6;
+  std::vector<int32_t> greedy, from_logits;
+  std::string profile;
+  {
+    auto pl = GpuPlacement::place_layers(*model, b, -1, SpanRequest{64, 64, 8});
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    ASSERT_TRUE(pl->span()->has_head());
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_batch = 64;  // <= the span's max_tok
+    so.act = ActMode::f32;
+    so.gpu = pl;
+    auto s = Session::create(model, so);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE(s.value()->span_active());
+    auto id = s.value()->forward_greedy(prompt, 0);
+    for (int i = 0; id.ok() && i < kSteps; ++i) {
+      greedy.push_back(id.value());
+      id = s.value()->append_greedy(std::span<const int32_t>(&greedy.back(), 1));
+    }
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    profile = pl->span()->profile();
+    auto lg = s.value()->forward(prompt, 0);
+    for (int i = 0; lg.ok() && i < kSteps; ++i) {
+      from_logits.push_back(greedy_token(lg.value()));
+      lg = s.value()->append(std::span<const int32_t>(&from_logits.back(), 1));
+    }
+    ASSERT_TRUE(lg.ok());
+    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+  }
+  EXPECT_EQ(greedy, from_logits);
+  if (profile.find("no timestamp support") != std::string::npos) GTEST_SKIP() << profile;
+  EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("{} forwards", kSteps + 1)), std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("% ({} steps)", kSteps + 1)), std::string::npos) << profile;
+  const size_t a = profile.find("argmax");
+  ASSERT_NE(a, std::string::npos) << profile;
+  EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos) << profile;
+}
+
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
 // 2%) and top-1 against the CPU engine (f32 activations; a different pick only where the CPU's
 // own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
 // 3-layer Q4_K_M llama (q4_k and q6_k matrices), 2 prefill tokens then 10 decode steps.
 TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
-  const ModelShape shape{"test-idot-span",
-                         "llama",
-                         "3-layer idot span llama",
-                         3,
-                         512,
-                         1024,
-                         8,
-                         2,
-                         64,
-                         2048,
-                         false,
-                         512,
-                         10000.0f,
-                         1e-5f,
-                         0};
-  auto model = test::synthetic_q4_k_m(shape, {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
+  auto model = test::synthetic_q4_k_m(idot_span_shape(), {17, 3}, "fish_idot_span_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 12; ++i) tokens.push_back(int32_t((i * 41 + 7) % 2048));

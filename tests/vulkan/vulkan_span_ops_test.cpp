@@ -1,19 +1,23 @@
-// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention}.comp.glsl) against
-// its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
+// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention,argmax}.comp.glsl)
+// against its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
 // (VulkanBackend::run_span_op) on lavapipe.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/sampling.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_span.h"
 #include "kernels/ops.h"
 #include "quant/f16.h"
+#include "vulkan_test_util.h"
 
 namespace fish {
 namespace {
@@ -398,6 +402,55 @@ TEST(VulkanSpanOps, SplitKAttentionMatchesCpu) {
     }
 }
 
+// The attention epilogues that write the wo input's q8_1 copy (span_attention_q8, and
+// span_attention_combine_q8 after split-K) write the same f32 output as the plain kernels and
+// its q8_1 copy by quant_q8_1's rule (test::q8_copy_errors on that output): decode and
+// FISH_Q8_MAX_TOK tokens, head_dim 64 / 128 / 256 (two dims a thread), GQA, a window.
+TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window, splits;
+  };
+  const Case cases[] = {{64, 6, 2, 1, 0, 0, 0},
+                        {128, 8, 2, FISH_Q8_MAX_TOK, 297, 0, 0},
+                        {256, 4, 1, 2, 40, 16, 0},
+                        {128, 8, 2, 1, 297, 0, 5},
+                        {64, 6, 3, FISH_Q8_MAX_TOK, 90, 50, 3}};
+  for (const Case& c : cases) {
+    std::mt19937 rng(c.hd * 7 + c.tok + c.splits);
+    const uint32_t K = c.n_head * c.hd;
+    const uint32_t part_floats = c.tok * c.n_head * std::max(c.splits, 1u) * (c.hd + 2);
+    const uint32_t q8_floats = FISH_Q8_BYTES(K) / 4;
+    AttnProblem p = attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window,
+                                      part_floats + q8_floats, rng);
+    p.pc.split = c.splits;
+    p.pc.b_off = p.out_off + p.out_floats;
+    p.pc.q8_off = p.pc.b_off + part_floats;
+    const std::vector<float> params(4, 0.0f);
+    std::vector<float> plain = p.arena, q8 = p.arena;
+    std::vector<uint32_t> kv = p.kv;
+    auto dispatches = [&](bool fused) -> std::vector<vk::SpanDispatch> {
+      if (c.splits == 0)
+        return {{fused ? "span_attention_q8" : "span_attention", p.pc, c.n_head, c.tok, 1}};
+      return {{"span_attention_split", p.pc, c.n_head, c.tok, c.splits},
+              {fused ? "span_attention_combine_q8" : "span_attention_combine", p.pc, c.n_head,
+               c.tok, 1}};
+    };
+    ASSERT_TRUE(backend().run_span_ops(dispatches(false), 1, plain, params, kv).ok());
+    ASSERT_TRUE(backend().run_span_ops(dispatches(true), 1, q8, params, kv).ok());
+    const std::string what = fmt::format("head_dim {} heads {}:{} tokens {} at {}, {} splits", c.hd,
+                                         c.n_head, c.n_kv, c.tok, c.pos0, c.splits);
+    const std::vector<float> out(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats);
+    EXPECT_EQ(out, std::vector<float>(plain.begin() + p.out_off,
+                                      plain.begin() + p.out_off + p.out_floats))
+        << what;
+    expect_near_all(out, p.want, 1e-4, what);
+    int bad = 0;
+    for (uint32_t t = 0; t < c.tok; ++t)
+      bad += test::q8_copy_errors(q8, p.pc.q8_off, K, t, out.data() + t * K);
+    EXPECT_EQ(bad, 0) << what;
+  }
+}
+
 // The split rule (vulkan_span.h attention_splits): auto fills the grid up to
 // FISH_SPAN_ATTN_TARGET_WG workgroups with splits of at least one key tile, declines prefill
 // chunks and short contexts; forced counts are capped by the maximum and the scratch only.
@@ -422,6 +475,59 @@ TEST(VulkanSpanOps, AttentionSplitRule) {
   EXPECT_EQ(vk::attention_splits(1, 32, 64, 64, cap32), 1u);     // forced 1: split path, S = 1
   EXPECT_EQ(vk::attention_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
   EXPECT_EQ(vk::attention_splits(5, 32, 1, 4096, 31), 0u);       // no split fits
+}
+
+// span_argmax (the output head's greedy token) against engine/sampling's greedy_token: random
+// logits of sizes below, at and above the workgroup (a real vocabulary's 49152 + 3), the largest
+// value repeated at several indices (the lowest wins, across threads and within one thread's
+// stride), all equal, -inf everywhere, and NaN at index 0 and elsewhere (greedy_token's ranking).
+TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    uint32_t n;
+    const char* what;
+  };
+  int seed = 0;
+  for (const Case& k : {Case{1, "one value"}, Case{7, "short"}, Case{FISH_SPAN_ARGMAX_WG, "wg"},
+                        Case{FISH_SPAN_ARGMAX_WG * 3 + 5, "3 wg + 5"}, Case{49155, "vocab"}}) {
+    for (int variant = 0; variant < 7; ++variant) {
+      std::mt19937 rng(uint32_t(k.n * 7 + variant + seed++));
+      std::vector<float> lg = randn(k.n, rng, 3.0f);
+      std::uniform_int_distribution<uint32_t> pick(0, k.n - 1);
+      std::string what = std::string(k.what) + " variant " + std::to_string(variant);
+      if (variant == 1) {  // ties: the max at up to 5 random indices, one of them a stride apart
+        const uint32_t a = pick(rng);
+        for (uint32_t i : {a, pick(rng), pick(rng), pick(rng), a + FISH_SPAN_ARGMAX_WG})
+          if (i < k.n) lg[i] = 50.0f;
+      } else if (variant == 2) {
+        std::fill(lg.begin(), lg.end(), 1.5f);  // all equal: 0
+      } else if (variant == 3) {
+        std::fill(lg.begin(), lg.end(), -inf);  // no finite value: 0
+      } else if (variant == 4) {
+        lg[0] = nan;  // greedy_token keeps 0
+      } else if (variant == 5) {
+        for (int j = 0; j < 4; ++j) lg[pick(rng)] = nan;  // NaN elsewhere never wins
+      } else if (variant == 6) {
+        lg[pick(rng)] = inf;  // +inf twice: the lower index
+        lg[pick(rng)] = inf;
+      }
+      const uint32_t a_off = 37, c_off = a_off + k.n + 3;
+      std::vector<float> arena(c_off + 4, -1.0f);
+      std::copy(lg.begin(), lg.end(), arena.begin() + a_off);
+      const std::vector<float> params(4);
+      std::vector<uint32_t> kv(4);
+      vk::SpanPush pc{};
+      pc.n = k.n;
+      pc.a_off = a_off;
+      pc.c_off = c_off;
+      ASSERT_TRUE(backend().run_span_op("span_argmax", pc, 1, 1, arena, params, kv).ok()) << what;
+      uint32_t got = 0;
+      std::memcpy(&got, &arena[c_off], 4);
+      EXPECT_EQ(int32_t(got), greedy_token(lg)) << what;
+      EXPECT_EQ(arena[c_off + 1], -1.0f) << what << ": wrote past its word";
+    }
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "engine/gpu_placement.h"
 #include "engine/model_shapes.h"
+#include "engine/sampling.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "engine/vulkan/vulkan_backend.h"
@@ -331,6 +332,82 @@ TEST(VulkanSpan, TruncateAndMultiTokenVerifyMatchSequentialDecode) {
               std::vector<float>(fresh.end() - 2 * n_vocab, fresh.end()), n_vocab, 1e-3,
               "re-forward at pos0 8");
   EXPECT_EQ(s->gpu_fallbacks(), 0);
+}
+
+// The output head in the span (layer_span.h forward_head): its decode logits against the head
+// outside the span (FISH_VK_HEAD=0: x comes back, the final norm on the CPU and the output matmul
+// per-matmul on the device) and the CPU f32 engine; greedy decoding (Session::forward_greedy, only
+// the id read back) gives the same tokens as greedy_token of those logits, with and without the
+// head, and the CPU's; each greedy id equals greedy_token of the head's own logits at that step.
+TEST(VulkanSpan, OutputHeadLogitsAndGreedyIdsMatchHeadOutside) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  const int64_t n_vocab = model->params().n_vocab;
+  const std::vector<int32_t> prompt = {5, 77, 901, 13, 1500};
+  const std::vector<int32_t> tokens = {5, 77, 901, 13, 1500, 8, 640, 222, 31, 1999};
+  constexpr int kGen = 12;
+  // Greedy decode through append_greedy, and per step the logits path's greedy_token.
+  auto greedy_ids = [&](Session& s) {
+    std::vector<int32_t> out;
+    auto id = s.forward_greedy(prompt, 0);
+    EXPECT_TRUE(id.ok()) << id.error().message;
+    for (int i = 0; id.ok() && i < kGen; ++i) {
+      out.push_back(id.value());
+      id = s.append_greedy(std::span<const int32_t>(&out.back(), 1));
+      EXPECT_TRUE(id.ok()) << id.error().message;
+    }
+    return out;
+  };
+  auto logits_ids = [&](Session& s) {
+    std::vector<int32_t> out;
+    auto lg = s.forward(prompt, 0);
+    for (int i = 0; lg.ok() && i < kGen; ++i) {
+      out.push_back(greedy_token(lg.value()));
+      lg = s.append(std::span<const int32_t>(&out.back(), 1));
+    }
+    EXPECT_TRUE(lg.ok());
+    return out;
+  };
+  std::vector<float> head_lg, outside_lg;
+  std::vector<int32_t> head_greedy, head_logits_greedy, outside_greedy;
+  for (const char* head : {"1", "0"}) {
+    test::ScopedEnv e("FISH_VK_HEAD", head);
+    auto b = open_backend();
+    std::shared_ptr<const GpuPlacement> pl =
+        GpuPlacement::place_layers(*model, *b, -1, small_span());
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    ASSERT_TRUE(pl->output_on_gpu());
+    EXPECT_EQ(pl->span()->has_head(), *head == '1') << head;
+    auto s = session(model, pl);
+    (*head == '1' ? head_lg : outside_lg) = run(*s, tokens, 3);
+    (*head == '1' ? head_greedy : outside_greedy) = greedy_ids(*s);
+    if (*head == '1') {
+      head_logits_greedy = logits_ids(*s);
+      // Step by step: the id the span's argmax returns equals greedy_token of its logits.
+      ASSERT_TRUE(s->forward(prompt, 0).ok());
+      for (int32_t t : head_greedy) {
+        auto lg = s->forward(std::span<const int32_t>(&t, 1), s->n_past());
+        ASSERT_TRUE(lg.ok());
+        const int32_t want = greedy_token(lg.value());
+        ASSERT_TRUE(s->kv_truncate(s->n_past() - 1).ok());
+        auto id = s->append_greedy(std::span<const int32_t>(&t, 1));
+        ASSERT_TRUE(id.ok()) << id.error().message;
+        EXPECT_EQ(id.value(), want) << "after token " << t;
+      }
+    }
+    EXPECT_EQ(s->gpu_fallbacks(), 0);
+    s.reset();
+    pl.reset();
+    EXPECT_EQ(b->bytes_resident(), 0u);
+  }
+  expect_same(head_lg, outside_lg, n_vocab, 1e-3, "span head vs head outside");
+  auto cpu = session(model, nullptr);
+  const std::vector<float> cpu_lg = run(*cpu, tokens, 3);
+  expect_same(head_lg, cpu_lg, n_vocab, 0.02, "span head vs CPU f32");
+  EXPECT_EQ(head_greedy.size(), size_t(kGen));
+  EXPECT_EQ(head_greedy, head_logits_greedy) << "greedy ids vs greedy_token of the logits";
+  EXPECT_EQ(head_greedy, outside_greedy) << "FISH_VK_HEAD=1 vs 0";
+  EXPECT_EQ(head_greedy, logits_ids(*cpu)) << "span head vs CPU f32";
 }
 
 // The span's API refuses a gap and n_tok out of range, leaving x untouched.

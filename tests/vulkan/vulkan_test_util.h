@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
+#include "fish_vk_q8.h"
 #include "quant/types.h"
 #include "test_env.h"
 
@@ -127,6 +130,30 @@ inline void expect_close(const Reference& ref, const std::vector<float>& y, int6
                     << ", reference " << ref.y[i] << ", bound " << ref.bound[t];
   }
   EXPECT_EQ(failures, 0) << what << ": worst error / bound " << worst;
+}
+
+// Errors of token t's q8_1 copy (shaders/fish_vk_q8.h, quant_q8_1's rule) at ARENA float q8_off (K
+// = n) of the f32 row c: per 32-value block d = amax(c) / 127 (f32 division slack), every code
+// within d / 2 of c / d's value (q = round(c / d); a tie may go either way) and s = d * sum q of
+// the written codes.
+inline int q8_copy_errors(const std::vector<float>& arena, uint32_t q8_off, uint32_t n, uint32_t t,
+                          const float* c) {
+  const auto* bytes = reinterpret_cast<const int8_t*>(arena.data() + q8_off);
+  int bad = 0;
+  for (uint32_t b = 0; b < n / FISH_Q8_BLOCK; ++b) {
+    const float* ds = arena.data() + q8_off + 2 * (t * FISH_Q8_DS_STRIDE(n) + b);
+    float amax = 0;
+    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) amax = std::max(amax, std::fabs(c[32 * b + k]));
+    bad += !(std::fabs(ds[0] - amax / 127) <= 1e-5f * amax / 127);
+    int sum = 0;
+    for (uint32_t k = 0; k < FISH_Q8_BLOCK; ++k) {
+      const int q = bytes[FISH_Q8_CODES(n) + t * n + 32 * b + k];
+      sum += q;
+      bad += !(std::fabs(ds[0] * float(q) - c[32 * b + k]) <= ds[0] * (0.5f + 1e-3f));
+    }
+    bad += !(std::fabs(ds[1] - ds[0] * float(sum)) <= 1e-6f * std::fabs(ds[0]) * 127 * 32);
+  }
+  return bad;
 }
 
 }  // namespace fish::test
