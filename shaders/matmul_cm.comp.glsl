@@ -52,7 +52,8 @@ layout(constant_id = 7) const uint WM = 32;
 layout(constant_id = 8) const uint WN = 32;
 layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), for loop bounds
 layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
-layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without
+layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without;
+                                               // 3: local accumulators (main_local)
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
@@ -224,6 +225,66 @@ void mma_step(uint buf, uint sg_row, uint sg_tok) {
   }
 }
 
+// DBUF = 3 (tiles r, u, v): the accumulators are a local array of this function, not the
+// module-scope acc[] above. Why: on the H200 every tile ran 25-31 TFLOP/s after acc moved to
+// module scope (commit 9e4e488, mid-session run e231dde) against 72-128 TFLOP/s for the same
+// single-buffered tiles when it was local to main (run 5ae1ceb), the loss growing with the
+// accumulators per subgroup (l -70%, s -5%): read as the driver keeping a module-scope
+// (Private) array of cooperative matrices in local memory, a round trip per multiply-add. The K
+// loop: two shared buffers, one barrier per step; step k issues step k+1's global loads (and
+// their dequantisation) into registers before its multiply-adds on buffer k&1 and stores them
+// into buffer (k+1)&1 after, so the memory latency runs under the multiply-adds. Buffer
+// (k+1)&1 was last read in step k-1, before that step's barrier.
+void main_local() {
+  const uint sg = gl_SubgroupID;
+  const uint sg_row = (sg / SG_COLS) * WM;
+  const uint sg_tok = (sg % SG_COLS) * WN;
+  coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> la[TM * TN];
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
+    la[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
+  load_step(0u);
+  store_step(0u);
+  barrier();
+  uint buf = 0u;
+  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+    const bool more = k0 + BK < pc.n_in;
+    if (more) load_step(k0 + BK);
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+      coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
+      [[unroll]] for (uint j = 0u; j < TN; ++j)
+        coopMatLoad(bm[j], xs, buf * B_BUF + (sg_tok + j * CN) * LDS4 + kk / 4u, LDS4,
+                    gl_CooperativeMatrixLayoutColumnMajor);
+      [[unroll]] for (uint i = 0u; i < TM; ++i) {
+        coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
+        coopMatLoad(am, ws, buf * A_BUF + (sg_row + i * CM) * LDS4 + kk / 4u, LDS4,
+                    gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint j = 0u; j < TN; ++j)
+          la[i * TN + j] = coopMatMulAdd(am, bm[j], la[i * TN + j]);
+      }
+    }
+    if (more) store_step(buf ^ 1u);
+    barrier();
+    buf ^= 1u;
+  }
+  // Store as main's epilogue.
+  const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
+  const uint stage = sg * CM * CN;
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
+      coopMatStore(la[i * TN + j], cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < CM * CN; e += n_lanes) {
+        const uint r = g_row0 + sg_row + i * CM + e % CM;
+        const uint t = g_tok0 + sg_tok + j * CN + e / CM;
+        if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = cs[stage + e];
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+    }
+  }
+}
+
 void main() {
   g_row0 = gl_WorkGroupID.x * BM;
   g_tok0 = gl_WorkGroupID.y * BN;
@@ -237,6 +298,10 @@ void main() {
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
     acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
 
+  if (DBUF == 3u) {
+    main_local();  // tiles r, u, v: the accumulators local to one function (below)
+    return;
+  }
   if (DBUF != 0u) {
     load_step(0u);
     store_step(0u);

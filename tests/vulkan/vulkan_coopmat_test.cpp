@@ -34,13 +34,13 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 11u);  // b, h, w, c, l, m, s, lp, mp, bn, g
+  ASSERT_EQ(t.size(), 14u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v
   std::string labels, rule;
   for (const vk::CoopmatTile& x : t) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "b h w c l m s lp mp bn g ");
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v ");
   EXPECT_EQ(rule, "s ");  // the measured fastest (coopmat.cpp)
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
@@ -93,6 +93,27 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   EXPECT_EQ(t[10].threads(), 256u);
   EXPECT_EQ(t[10].shared_bytes(), 48u * 1024);
   EXPECT_EQ(t[10].constants()[11], 1u);
+  // r, u, v: b's, c's and s's shapes with local accumulators (DBUF 3), double-buffered.
+  const struct {
+    char name;
+    uint32_t bm, bn, wm, wn, subgroups;
+  } local[] = {{'r', 128, 128, 64, 64, 4}, {'u', 64, 64, 32, 32, 4}, {'v', 32, 32, 32, 16, 2}};
+  for (int i = 0; i < 3; ++i) {
+    const vk::CoopmatTile& x = t[11 + i];
+    EXPECT_EQ(x.name, local[i].name);
+    EXPECT_EQ(x.label(), std::string(1, local[i].name));
+    EXPECT_TRUE(x.dbuf && x.local && !x.touch && !x.prefetch) << x.label();
+    EXPECT_EQ(x.bm, local[i].bm) << x.label();
+    EXPECT_EQ(x.bn, local[i].bn) << x.label();
+    EXPECT_EQ(x.wm, local[i].wm) << x.label();
+    EXPECT_EQ(x.wn, local[i].wn) << x.label();
+    EXPECT_EQ(x.subgroups(), local[i].subgroups) << x.label();
+    EXPECT_EQ(x.constants()[11], 3u) << x.label();
+    EXPECT_EQ(x.constants()[10], 0u) << x.label();
+    EXPECT_FALSE(x.rule) << x.label();
+  }
+  // r: two buffers like b, inside the H200's 48 KB.
+  EXPECT_EQ(t[11].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
@@ -105,12 +126,12 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 11u);
+  ASSERT_EQ(lvp.size(), 14u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
   EXPECT_EQ(lvp[4].threads(), 64u);
-  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp; 64 threads only s.
+  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp, u, v; 64 threads s, v.
   const std::vector<vk::CoopmatTile> small = vk::coopmat_tiles(16, 16, 16, 32, 24 * 1024, 1024);
   labels.clear();
   rule.clear();
@@ -118,12 +139,13 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "c m s mp ");
+  EXPECT_EQ(labels, "c m s mp u v ");
   EXPECT_EQ(rule, "s ");
   const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
-  ASSERT_EQ(few.size(), 1u);
+  ASSERT_EQ(few.size(), 2u);
   EXPECT_EQ(few[0].name, 's');
   EXPECT_TRUE(few[0].rule);
+  EXPECT_EQ(few[1].name, 'v');
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -239,7 +261,7 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
       // lavapipe: every type in b, h, w, c and s, the others on q4_k.
-      const bool all_types = std::string_view("bhwcs").find(tile.name) != std::string_view::npos;
+      const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
       if (cpu && !all_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
@@ -276,7 +298,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   probe.reset();
   std::mt19937 rng(11);
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
-  for (const char tile : {char(0), 'b'}) {
+  for (const char tile : {char(0), 'b', 'r'}) {
     auto b = coopmat_backend(tile);
     ASSERT_TRUE(b);
     for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
@@ -290,7 +312,8 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
         for (const int64_t n_tok : kTok) {
           const std::string kernel = b->prefill_kernel(n_out, n_tok);
           if (n_tok >= vk::kCoopmatMinTok) {
-            ASSERT_NE(kernel.find(tile ? "tile b " : "coopmat"), std::string::npos) << kernel;
+            ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"), std::string::npos)
+                << kernel;
           }
           const std::vector<float> x = test::random_input(n_tok * n_in, rng);
           std::vector<float> y(size_t(n_tok * n_out), -1.0f);
@@ -437,9 +460,14 @@ std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBac
   return all;
 }
 
-void check_span(const char* arch, int64_t window, const std::string& what) {
-  auto cm = coopmat_backend(0);
+// The span with coopmat (the rule, or `tile` forced) against the f32 tiled span.
+void check_span(const char* arch, int64_t window, const std::string& what, char tile = 0) {
+  auto cm = coopmat_backend(tile);
   SKIP_WITHOUT_COOPMAT(cm);
+  if (tile) {
+    ASSERT_NE(cm->prefill_kernel(1024, 100).find(fmt::format("tile {} ", tile)), std::string::npos)
+        << cm->prefill_kernel(1024, 100);
+  }
   auto model = synthetic_model(arch, window);
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
@@ -491,6 +519,11 @@ void check_span(const char* arch, int64_t window, const std::string& what) {
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathGqa) {
   check_span("llama", 0, "synthetic llama 8:2");
+}
+
+// The local-accumulator tile r (coopmat.h) through a whole span.
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileR) {
+  check_span("llama", 0, "synthetic llama 8:2 tile r", 'r');
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
