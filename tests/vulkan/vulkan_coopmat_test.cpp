@@ -204,7 +204,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   std::string rule20;
   for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
     rule20 += x.label() + (x.rule ? "+ " : "- ");
-  EXPECT_EQ(rule20, "m- s+ mp- ");
+  EXPECT_EQ(rule20, "m- s+ mp- v- ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
