@@ -54,8 +54,11 @@ layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), fo
 layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
 layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without;
                                                // 3: local accumulators (main_local)
+layout(constant_id = 12) const uint VEC = 0;  // 1 (DBUF 3): 16-byte weight loads (load16_step)
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
+// The same weights as 16-byte words (load16_step; rows whose byte offsets are multiples of 16).
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 
@@ -96,6 +99,14 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #elif defined(TYPE_FQ3)
 #define CM_BLOCK_VALUES 256u
 #define CM_BLOCK_BYTES 112u
+#endif
+
+// Types with a 16-byte weight loader (load16_step, VEC = 1).
+#if defined(TYPE_Q4_K) || defined(TYPE_F16)
+#define CM_HAS_LOAD16 1
+const bool USE16 = VEC != 0u;
+#else
+const bool USE16 = false;
 #endif
 
 const uint LDS = BK + 8u;         // shared row stride (f16): pads banks, keeps 16-byte rows
@@ -139,7 +150,8 @@ uint g_row0, g_tok0, g_units, g_x_row;
 // store_step does not store.
 void load_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
+  // USE16: the weights come from load16_step instead.
+  if (!USE16) [[unroll]] for (uint j = 0u; j < WPT; ++j) {
     const uint i = min(tid + j * WG, W_UNITS - 1u);
     const uint lr = i / (BK / 8u), u = k0 / 8u + i % (BK / 8u);
     vec4 a, b;
@@ -159,7 +171,7 @@ void load_step(uint k0) {
 // Writes the registers of load_step into shared buffer `buf` (0 .. NBUF-1).
 void store_step(uint buf) {
   const uint tid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
+  if (!USE16) [[unroll]] for (uint j = 0u; j < WPT; ++j) {
     const uint i = tid + j * WG;
     if (i < W_UNITS) {
       const uint o = buf * A_BUF + (i / (BK / 8u)) * LDS4 + 2u * (i % (BK / 8u));
@@ -170,6 +182,80 @@ void store_step(uint buf) {
   [[unroll]] for (uint j = 0u; j < XPT; ++j) {
     const uint i = tid + j * WG;
     if (i < X_QUADS) xs[buf * B_BUF + (i / (BK / 4u)) * LDS4 + i % (BK / 4u)] = xr[j];
+  }
+}
+
+// VEC = 1: the weights of a K step as 16-value units, each from 16-byte loads (q4_k: one for
+// the block's d, dmin and scales, one for the 16 quants; f16: two), two lanes per row, instead
+// of load_step's 8-value units of 32-bit loads (q4_k: 6 loads per 8 values). Types without such
+// a loader (rows not 16-byte aligned: q6_k, q8_0, ...) run load_step. K tails are zero-filled.
+const uint W16_UNITS = BM * (BK / 16u);           // 16-value W units per K step
+const uint W16PT = (W16_UNITS + WG - 1u) / WG;    // ... per thread
+f16vec4 wv[4u * W16PT];
+
+#if defined(CM_HAS_LOAD16)
+// Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4.
+void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
+               out f16vec4 v3) {
+#if defined(TYPE_Q4_K)
+  // 144-byte blocks (9 words of 16 bytes): word 0 = d, dmin, scales[12]; words 1..8 = qs[128].
+  // Values 64c + l (l < 32): low nibbles of qs[32c + l], 64c + 32 + l: high nibbles.
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 9u;
+  const uint j = u & 15u;            // 16-value group within the block
+  const uint c = j >> 2u, hi = (j >> 1u) & 1u;
+  const uint s = 2u * c + hi;        // sub-block of 32
+  const uvec4 h = w4[blk];
+  const uvec4 q = w4[blk + 1u + 2u * c + (j & 1u)];
+  const vec2 dm = unpackHalf2x16(h.x);
+  const uint ssh = 8u * (s & 3u);
+  const uint lo_sc = h.y >> ssh, lo_m = h.z >> ssh, top = h.w >> ssh;
+  const uint sc = s < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
+  const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
+  const float scale = 255.0 * dm.x * float(sc), offset = -dm.y * float(m);
+  const uint sh = 4u * hi;
+  v0 = f16vec4(scale * unpackUnorm4x8((q.x >> sh) & 0x0F0F0F0Fu) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8((q.y >> sh) & 0x0F0F0F0Fu) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8((q.z >> sh) & 0x0F0F0F0Fu) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8((q.w >> sh) & 0x0F0F0F0Fu) + offset);
+#else  // TYPE_F16: 32 bytes
+  const uint i = (row_byte >> 4u) + 2u * u;
+  const uvec4 a = w4[i], b = w4[i + 1u];
+  v0 = f16vec4(unpackFloat2x16(a.x), unpackFloat2x16(a.y));
+  v1 = f16vec4(unpackFloat2x16(a.z), unpackFloat2x16(a.w));
+  v2 = f16vec4(unpackFloat2x16(b.x), unpackFloat2x16(b.y));
+  v3 = f16vec4(unpackFloat2x16(b.z), unpackFloat2x16(b.w));
+#endif
+}
+#endif
+
+// load_step's weight half for VEC = 1 (load_step's activation half runs as before).
+void load16_step(uint k0) {
+#if defined(CM_HAS_LOAD16)
+  const uint tid = gl_LocalInvocationID.x;
+  const uint units = pc.n_in / 16u;
+  [[unroll]] for (uint j = 0u; j < W16PT; ++j) {
+    const uint i = min(tid + j * WG, W16_UNITS - 1u);
+    const uint lr = i / (BK / 16u), u = k0 / 16u + i % (BK / 16u);
+    f16vec4 v0, v1, v2, v3;
+    dequant16(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, min(u, units - 1u), v0, v1, v2, v3);
+    const f16vec4 zero = f16vec4(0.0);
+    const bool in_k = u < units;
+    wv[4u * j] = in_k ? v0 : zero;
+    wv[4u * j + 1u] = in_k ? v1 : zero;
+    wv[4u * j + 2u] = in_k ? v2 : zero;
+    wv[4u * j + 3u] = in_k ? v3 : zero;
+  }
+#endif
+}
+
+void store16_step(uint buf) {
+  const uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint j = 0u; j < W16PT; ++j) {
+    const uint i = tid + j * WG;
+    if (i < W16_UNITS) {
+      const uint o = buf * A_BUF + (i / (BK / 16u)) * LDS4 + 4u * (i % (BK / 16u));
+      [[unroll]] for (uint k = 0u; k < 4u; ++k) ws[o + k] = wv[4u * j + k];
+    }
   }
 }
 
@@ -243,12 +329,17 @@ void main_local() {
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
     la[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
   load_step(0u);
+  if (USE16) load16_step(0u);
   store_step(0u);
+  if (USE16) store16_step(0u);
   barrier();
   uint buf = 0u;
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
     const bool more = k0 + BK < pc.n_in;
-    if (more) load_step(k0 + BK);
+    if (more) {
+      load_step(k0 + BK);
+      if (USE16) load16_step(k0 + BK);
+    }
     [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
       coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
       [[unroll]] for (uint j = 0u; j < TN; ++j)
@@ -262,7 +353,10 @@ void main_local() {
           la[i * TN + j] = coopMatMulAdd(am, bm[j], la[i * TN + j]);
       }
     }
-    if (more) store_step(buf ^ 1u);
+    if (more) {
+      store_step(buf ^ 1u);
+      if (USE16) store16_step(buf ^ 1u);
+    }
     barrier();
     buf ^= 1u;
   }

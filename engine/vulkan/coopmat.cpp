@@ -12,12 +12,13 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   if (m == 0 || n == 0 || k == 0 || kCoopmatK % k != 0 || subgroup == 0) return out;
   // A tile of tm x tn shape units on subgroups of sm x sn, kept where the limits allow it.
   auto add = [&](char name, uint32_t tm, uint32_t tn, uint32_t sm, uint32_t sn, bool dbuf,
-                 bool local) {
+                 bool local, bool vec = false) {
     CoopmatTile t;
     t.name = name;
     t.dbuf = dbuf || local;
     t.touch = dbuf && !local;
     t.local = local;
+    t.vec = vec;
     t.bm = tm * m;
     t.bn = tn * n;
     t.wm = sm * m;
@@ -55,6 +56,10 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   add('r', 8, 8, 4, 4, false, true);
   add('u', 4, 4, 2, 2, false, true);
   add('v', 2, 2, 2, 1, false, true);
+  // x, y, z: r, u, v with 16-byte weight loads.
+  add('x', 8, 8, 4, 4, false, true, true);
+  add('y', 4, 4, 2, 2, false, true, true);
+  add('z', 2, 2, 2, 1, false, true, true);
   // The rule's candidates. s where it survived the limits: on the H200 (binary e231dde,
   // 2026-12-02) s was the fastest tile for every type and 8B shape at 512 tokens (q4_k 14336 x
   // 4096: s 41.6 TFLOP/s, b 28.6, l 27.0; pp512 8B 2,352 tok/s with s vs 1,758 with b/c), measured

@@ -34,13 +34,13 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 14u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v
+  ASSERT_EQ(t.size(), 17u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v, x, y, z
   std::string labels, rule;
   for (const vk::CoopmatTile& x : t) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v ");
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v x y z ");
   EXPECT_EQ(rule, "s ");  // the measured fastest (coopmat.cpp)
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
@@ -112,6 +112,19 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     EXPECT_EQ(x.constants()[10], 0u) << x.label();
     EXPECT_FALSE(x.rule) << x.label();
   }
+  // x, y, z: r, u, v with 16-byte weight loads (VEC 1).
+  for (int i = 0; i < 3; ++i) {
+    const vk::CoopmatTile& a = t[11 + i];
+    const vk::CoopmatTile& x = t[14 + i];
+    EXPECT_EQ(x.name, "xyz"[i]);
+    EXPECT_TRUE(x.vec && x.local && !a.vec) << x.label();
+    EXPECT_EQ(x.bm, a.bm);
+    EXPECT_EQ(x.bn, a.bn);
+    EXPECT_EQ(x.threads(), a.threads());
+    EXPECT_EQ(x.shared_bytes(), a.shared_bytes());
+    EXPECT_EQ(x.constants()[11], 3u);
+    EXPECT_FALSE(x.rule);
+  }
   // r: two buffers like b, inside the H200's 48 KB.
   EXPECT_EQ(t[11].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
   for (const vk::CoopmatTile& x : t) {
@@ -120,13 +133,14 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     EXPECT_EQ(x.wm % x.cm, 0u);
     EXPECT_EQ(x.wn % x.cn, 0u);
     const std::vector<uint32_t> c = x.constants();
-    ASSERT_EQ(c.size(), 12u);
+    ASSERT_EQ(c.size(), 13u);
+    EXPECT_EQ(c[12], x.vec ? 1u : 0u);
     EXPECT_EQ(c[0], x.threads());
     EXPECT_EQ(c[9], x.threads());
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 14u);
+  ASSERT_EQ(lvp.size(), 17u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
@@ -139,13 +153,14 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "c m s mp u v ");
+  EXPECT_EQ(labels, "c m s mp u v y z ");
   EXPECT_EQ(rule, "s ");
   const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
-  ASSERT_EQ(few.size(), 2u);
+  ASSERT_EQ(few.size(), 3u);
   EXPECT_EQ(few[0].name, 's');
   EXPECT_TRUE(few[0].rule);
   EXPECT_EQ(few[1].name, 'v');
+  EXPECT_EQ(few[2].name, 'z');
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -168,7 +183,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(t, 4096, 512, 'b'), "b");
   EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
   EXPECT_EQ(pick(t, 14336, 512, 'B'), "bn");
-  EXPECT_EQ(pick(t, 14336, 512, 'x'), "s");
+  EXPECT_EQ(pick(t, 14336, 512, 'q'), "s");
   EXPECT_EQ(pick({}, 4096, 512), "none");
   // The grid rule on other candidate sets (as coopmat_tiles marks them where s is missing):
   // b, h, w, c. 8B shapes at 512 tokens: 4096 and 14336 rows -> 32 x 4 = 128 and 112 x 4 = 448 b
@@ -196,7 +211,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
     if (vk::coopmat_tile_reachable(t, x, 'b')) forced_b += x.label() + " ";
   }
   for (const vk::CoopmatTile& x : single)
-    if (vk::coopmat_tile_reachable(single, x, 'x')) reach_single += x.label() + " ";
+    if (vk::coopmat_tile_reachable(single, x, 'q')) reach_single += x.label() + " ";
   EXPECT_EQ(reach, "s ");
   EXPECT_EQ(forced_b, "b ");
   EXPECT_EQ(reach_single, "l m s lp mp ");
@@ -204,7 +219,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   std::string rule20;
   for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
     rule20 += x.label() + (x.rule ? "+ " : "- ");
-  EXPECT_EQ(rule20, "m- s+ mp- v- ");
+  EXPECT_EQ(rule20, "m- s+ mp- v- z- ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -228,7 +243,7 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in b, h, w, c and s, and the other tiles on q4_k only (lavapipe compiles
+// every type in b, h, w, c, s, r, u and v, x, y, z on q4_k, f16 and q6_k, the other tiles on q4_k only (lavapipe compiles
 // each pipeline for seconds); a GPU runs every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
@@ -260,9 +275,11 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in b, h, w, c and s, the others on q4_k.
+      // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-byte
+      // loader (q4_k, f16) and one without (q6_k); the others on q4_k.
       const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
-      if (cpu && !all_types && t != GgmlType::q4_k) continue;
+      const bool vec_types = tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k);
+      if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -298,7 +315,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   probe.reset();
   std::mt19937 rng(11);
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
-  for (const char tile : {char(0), 'b', 'r'}) {
+  for (const char tile : {char(0), 'b', 'r', 'x'}) {
     auto b = coopmat_backend(tile);
     ASSERT_TRUE(b);
     for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
@@ -524,6 +541,12 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathGqa) {
 // The local-accumulator tile r (coopmat.h) through a whole span.
 TEST(VulkanCoopmat, SpanMatchesTiledPathTileR) {
   check_span("llama", 0, "synthetic llama 8:2 tile r", 'r');
+}
+
+// x: r with 16-byte weight loads (the span's Q4_K_M weights: q4_k through load16_step, q6_k
+// through load_step).
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileX) {
+  check_span("llama", 0, "synthetic llama 8:2 tile x", 'x');
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
