@@ -194,7 +194,9 @@ const uint W16PT = (W16_UNITS + WG - 1u) / WG;    // ... per thread
 f16vec4 wv[4u * W16PT];
 
 #if defined(CM_HAS_LOAD16)
-// Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4.
+// Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4 (four
+// out parameters: an array parameter sized by specialisation constants read as zeros on Mesa's
+// lavapipe).
 void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
                out f16vec4 v3) {
 #if defined(TYPE_Q4_K)
@@ -311,16 +313,16 @@ void mma_step(uint buf, uint sg_row, uint sg_tok) {
   }
 }
 
-// DBUF = 3 (tiles r, u, v): the accumulators are a local array of this function, not the
-// module-scope acc[] above. Why: on the H200 every tile ran 25-31 TFLOP/s after acc moved to
-// module scope (commit 9e4e488, mid-session run e231dde) against 72-128 TFLOP/s for the same
-// single-buffered tiles when it was local to main (run 5ae1ceb), the loss growing with the
-// accumulators per subgroup (l -70%, s -5%): read as the driver keeping a module-scope
-// (Private) array of cooperative matrices in local memory, a round trip per multiply-add. The K
-// loop: two shared buffers, one barrier per step; step k issues step k+1's global loads (and
-// their dequantisation) into registers before its multiply-adds on buffer k&1 and stores them
-// into buffer (k+1)&1 after, so the memory latency runs under the multiply-adds. Buffer
-// (k+1)&1 was last read in step k-1, before that step's barrier.
+// DBUF = 3 (tiles r, u, v; x, y, z with VEC = 1): the accumulators are a local array of this
+// function, not the module-scope acc[] above, which a driver may keep in local memory rather
+// than registers (a round trip per multiply-add). A hypothesis, not a measured cause: on the
+// H200 the kernels with acc[] local to main (89b4a08) and at module scope (e231dde) both ran
+// 25-44 TFLOP/s, against 72-128 for a lost earlier kernel of this design (run 5ae1ceb); these
+// tiles and their BM_VulkanPrefillMatmul rows are the A/B. The K loop: two shared buffers, one
+// barrier per step; step k issues step k+1's global loads (and their dequantisation) into
+// registers before its multiply-adds on buffer k&1 and stores them into buffer (k+1)&1 after,
+// so the memory latency runs under the multiply-adds. Buffer (k+1)&1 was last read in step k-1,
+// before that step's barrier.
 void main_local() {
   const uint sg = gl_SubgroupID;
   const uint sg_row = (sg / SG_COLS) * WM;
