@@ -102,7 +102,8 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #endif
 
 // Types with a 16-byte weight loader (load16_step, VEC = 1).
-#if defined(TYPE_Q4_K) || defined(TYPE_F16)
+#if defined(TYPE_Q4_K) || defined(TYPE_F16) || defined(TYPE_Q6_K) || defined(TYPE_Q8_0) || \
+    defined(TYPE_Q4_0)
 #define CM_HAS_LOAD16 1
 const bool USE16 = VEC != 0u;
 #else
@@ -185,15 +186,26 @@ void store_step(uint buf) {
   }
 }
 
-// VEC = 1: the weights of a K step as 16-value units, each from 16-byte loads (q4_k: one for
-// the block's d, dmin and scales, one for the 16 quants; f16: two), two lanes per row, instead
-// of load_step's 8-value units of 32-bit loads (q4_k: 6 loads per 8 values). Types without such
-// a loader (rows not 16-byte aligned: q6_k, q8_0, ...) run load_step. K tails are zero-filled.
+// VEC = 1: the weights of a K step as 16-value units, two lanes per row, instead of load_step's
+// 8-value units: q4_k and f16 (rows 16-byte aligned) from 16-byte loads (q4_k: one for the
+// block's d, dmin and scales, one for the 16 quants, against 6 32-bit loads per 8 values); q6_k,
+// q8_0, q4_0 (2-aligned blocks) from 5 consecutive words per 16 bytes (ld128; q6_k 12 loads per
+// 16 values against 22). The other types run load_step. K tails are zero-filled.
 const uint W16_UNITS = BM * (BK / 16u);           // 16-value W units per K step
 const uint W16PT = (W16_UNITS + WG - 1u) / WG;    // ... per thread
 f16vec4 wv[4u * W16PT];
 
 #if defined(CM_HAS_LOAD16)
+// 16 bytes at a 2-aligned byte offset: 5 words, funnel-shifted where the offset is not 4-aligned
+// (the fifth exists: buffers are padded by 16 bytes, dequant.glsl).
+uvec4 ld128(uint byte_off) {
+  const uint i = byte_off >> 2u, sh = (byte_off & 3u) * 8u;
+  const uvec4 lo = uvec4(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+  const uint w4_ = w[i + 4u];
+  const uvec4 hi = uvec4(lo.yzw, w4_);
+  return sh == 0u ? lo : (lo >> sh) | (hi << (32u - sh));
+}
+
 // Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4 (four
 // out parameters: an array parameter sized by specialisation constants read as zeros on Mesa's
 // lavapipe).
@@ -219,6 +231,44 @@ void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec
   v1 = f16vec4(scale * unpackUnorm4x8((q.y >> sh) & 0x0F0F0F0Fu) + offset);
   v2 = f16vec4(scale * unpackUnorm4x8((q.z >> sh) & 0x0F0F0F0Fu) + offset);
   v3 = f16vec4(scale * unpackUnorm4x8((q.w >> sh) & 0x0F0F0F0Fu) + offset);
+#elif defined(TYPE_Q6_K)
+  // 210-byte blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value 128h + 32k + l
+  // (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 from
+  // qh[32h + l] >> 2k; scale of value / 16. Unit j of the block: h = j>>3, k = (j>>1)&3, l from
+  // 16 (j&1): 16 consecutive bytes of ql and of qh (5 words each, funnel-shifted).
+  const uint blk = row_byte + (u >> 4u) * 210u;
+  const uint j = u & 15u;
+  const uint h = j >> 3u, k = (j >> 1u) & 3u, l0 = (j & 1u) * 16u;
+  const uvec4 ql = ld128(blk + 64u * h + 32u * (k & 1u) + l0);
+  const uvec4 qh = ld128(blk + 128u + 32u * h + l0);
+  const float ds = ld_half(blk + 208u) * float(int(ld32(blk + 192u + j) << 24u) >> 24);
+  const float scale = 255.0 * ds, offset = -32.0 * ds;
+  const uint shl = (k >> 1u) * 4u, shh = 2u * k;
+  const uvec4 q = ((ql >> shl) & 0x0F0F0F0Fu) | (((qh >> shh) & 0x03030303u) << 4u);
+  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+#elif defined(TYPE_Q8_0)
+  // 34-byte blocks of 32: f16 d, int8 qs[32] (biased to unsigned as dequant.glsl's).
+  const uint blk = row_byte + (u >> 1u) * 34u;
+  const uvec4 q = ld128(blk + 2u + 16u * (u & 1u)) ^ 0x80808080u;
+  const float d = ld_half(blk);
+  const float scale = 255.0 * d, offset = -128.0 * d;
+  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+#elif defined(TYPE_Q4_0)
+  // 18-byte blocks of 32: f16 d, qs[16]; values 0..15 low nibbles, 16..31 high: d (q - 8).
+  const uint blk = row_byte + (u >> 1u) * 18u;
+  const uvec4 q = (ld128(blk + 2u) >> (4u * (u & 1u))) & 0x0F0F0F0Fu;
+  const float d = ld_half(blk);
+  const float scale = 255.0 * d, offset = -8.0 * d;
+  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
 #else  // TYPE_F16: 32 bytes
   const uint i = (row_byte >> 4u) + 2u * u;
   const uvec4 a = w4[i], b = w4[i + 1u];

@@ -19,8 +19,8 @@
 //      fragment feeding 4 MMAs, each B fragment 4)
 //   u  4M x 4N, 4 subgroups of 2M x 2N   (c's shape)
 //   v  2M x 2N, 2 subgroups of 2M x N    (s's shape)
-//   x, y, z  r, u, v with the weights of each K step from 16-byte loads, 16 values a lane
-//      (load16_step: q4_k and f16, whose rows are 16-byte aligned; the other types as r, u, v)
+//   x, y, z  r, u, v with the weights of each K step as 16-value units from 16-byte loads
+//      (load16_step: q4_k, f16, q6_k, q8_0, q4_0; the other types as r, u, v)
 // Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
@@ -102,7 +102,7 @@ struct CoopmatTile {
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
   bool local = false;               // ... with local accumulators and register prefetch (r, u, v)
-  bool vec = false;                 // ... and 16-byte weight loads where the type has them (x, y, z)
+  bool vec = false;                 // ... and 16-value weight units where the type has them (x, y, z)
   bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
                                     // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile

@@ -243,8 +243,9 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in b, h, w, c, s, r, u and v, x, y, z on q4_k, f16 and q6_k, the other tiles on q4_k only (lavapipe compiles
-// each pipeline for seconds); a GPU runs every type in every tile.
+// every type in b, h, w, c, s, r, u and v, x, y, z on the types with a 16-value loader and
+// q5_k, the other tiles on q4_k only (lavapipe compiles each pipeline for seconds); a GPU runs
+// every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
     if (e.verdict == "selected") return e.type == "cpu";
@@ -275,10 +276,12 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-byte
-      // loader (q4_k, f16) and one without (q6_k); the others on q4_k.
+      // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-value
+      // loader (q4_k, f16, q6_k, q8_0, q4_0) and one without (q5_k); the others on q4_k.
       const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
-      const bool vec_types = tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k);
+      const bool vec_types = tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k ||
+                                          t == GgmlType::q8_0 || t == GgmlType::q4_0 ||
+                                          t == GgmlType::q5_k);
       if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
@@ -543,8 +546,7 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathTileR) {
   check_span("llama", 0, "synthetic llama 8:2 tile r", 'r');
 }
 
-// x: r with 16-byte weight loads (the span's Q4_K_M weights: q4_k through load16_step, q6_k
-// through load_step).
+// x: r with 16-value weight units (load16_step: the span's Q4_K_M weights are q4_k and q6_k).
 TEST(VulkanCoopmat, SpanMatchesTiledPathTileX) {
   check_span("llama", 0, "synthetic llama 8:2 tile x", 'x');
 }
