@@ -16,7 +16,8 @@
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
 //     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, every tile forced for
 //     q4_k and q6_k, s and r .. z for the others), TFLOP/s and pct_peak = that /
-//     BM_VulkanCoopmatPeak's rate when it ran first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
+//     BM_VulkanCoopmatPeak's rate when it ran first. --benchmark_filter='Coopmat|Prefill' on the
+//     GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
 //     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash, device time.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
@@ -412,7 +413,7 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const int64_t variant = state.range(4);
   constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
                                'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z'};
-  constexpr const char* kNames[] = {"tiled", "",  "l", "m", "s", "lp", "mp", "b", "h", "w",
+  constexpr const char* kNames[] = {"tiled", "",   "l", "m", "s", "lp", "mp", "b", "h", "w",
                                     "c",     "bn", "g", "r", "u", "v",  "x",  "y", "z"};
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();

@@ -102,7 +102,7 @@ struct CoopmatTile {
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
   bool local = false;               // ... with local accumulators and register prefetch (r, u, v)
-  bool vec = false;                 // ... and 16-value weight units where the type has them (x, y, z)
+  bool vec = false;                 // ... and 16-value weight units (load16_step: x, y, z)
   bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
                                     // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
@@ -122,9 +122,9 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
-    c.push_back(prefetch ? 1u : 0u);             // PREFETCH
+    c.push_back(prefetch ? 1u : 0u);                          // PREFETCH
     c.push_back(local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
-    c.push_back(vec ? 1u : 0u);                                // VEC
+    c.push_back(vec ? 1u : 0u);                               // VEC
     return c;
   }
 };

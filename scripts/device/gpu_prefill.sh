@@ -7,7 +7,7 @@
 #      with the matmul / span suites, then the same matmul / span suites with FISH_VK_COOPMAT=0
 #      (the fallback path);
 #   2. fish run gpu_prefill_pp512 with cooperative matrices (the default: the rule's tiles),
-#      with FISH_VK_COOPMAT_TILE=T for each T of FISH_PREFILL_TILES (default "s r u v": the
+#      with FISH_VK_COOPMAT_TILE=T for each T of FISH_PREFILL_TILES (default "s r x z": the
 #      previous fastest and the local-accumulator tiles) and with FISH_VK_COOPMAT=0 (unless
 #      FISH_PREFILL_F32=0);
 #   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
@@ -125,7 +125,7 @@ run_exp() {  # run_exp NAME TAG TIMEOUT [VAR=VALUE...]: fish run into $W/runs-TA
 }
 left 40 "fish run gpu_prefill_pp512 (coopmat)" && run_exp gpu_prefill_pp512 coopmat 60
 f32=${FISH_PREFILL_F32:-1}
-for t in ${FISH_PREFILL_TILES:-s r u v}; do
+for t in ${FISH_PREFILL_TILES:-s r x z}; do
   left 40 "fish run gpu_prefill_pp512 (tile $t)" &&
     run_exp gpu_prefill_pp512 tile-$t 60 FISH_VK_COOPMAT_TILE=$t
 done

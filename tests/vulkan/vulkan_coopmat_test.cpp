@@ -279,9 +279,9 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
       // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-value
       // loader (q4_k, f16, q6_k, q8_0, q4_0) and one without (q5_k); the others on q4_k.
       const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
-      const bool vec_types = tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k ||
-                                          t == GgmlType::q8_0 || t == GgmlType::q4_0 ||
-                                          t == GgmlType::q5_k);
+      const bool vec_types =
+          tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
+                       t == GgmlType::q4_0 || t == GgmlType::q5_k);
       if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
@@ -332,7 +332,8 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
         for (const int64_t n_tok : kTok) {
           const std::string kernel = b->prefill_kernel(n_out, n_tok);
           if (n_tok >= vk::kCoopmatMinTok) {
-            ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"), std::string::npos)
+            ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"),
+                      std::string::npos)
                 << kernel;
           }
           const std::vector<float> x = test::random_input(n_tok * n_in, rng);
