@@ -206,6 +206,15 @@ uvec4 ld128(uint byte_off) {
   return sh == 0u ? lo : (lo >> sh) | (hi << (32u - sh));
 }
 
+// 16 byte codes (4 per word) as scale * code / 255 + offset in 4 f16vec4.
+void scale16(uvec4 q, float scale, float offset, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
+             out f16vec4 v3) {
+  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+}
+
 // Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4 (four
 // out parameters: an array parameter sized by specialisation constants read as zeros on Mesa's
 // lavapipe).
@@ -227,10 +236,7 @@ void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec
   const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
   const float scale = 255.0 * dm.x * float(sc), offset = -dm.y * float(m);
   const uint sh = 4u * hi;
-  v0 = f16vec4(scale * unpackUnorm4x8((q.x >> sh) & 0x0F0F0F0Fu) + offset);
-  v1 = f16vec4(scale * unpackUnorm4x8((q.y >> sh) & 0x0F0F0F0Fu) + offset);
-  v2 = f16vec4(scale * unpackUnorm4x8((q.z >> sh) & 0x0F0F0F0Fu) + offset);
-  v3 = f16vec4(scale * unpackUnorm4x8((q.w >> sh) & 0x0F0F0F0Fu) + offset);
+  scale16((q >> sh) & 0x0F0F0F0Fu, scale, offset, v0, v1, v2, v3);
 #elif defined(TYPE_Q6_K)
   // 210-byte blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value 128h + 32k + l
   // (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 from
@@ -245,30 +251,21 @@ void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec
   const float scale = 255.0 * ds, offset = -32.0 * ds;
   const uint shl = (k >> 1u) * 4u, shh = 2u * k;
   const uvec4 q = ((ql >> shl) & 0x0F0F0F0Fu) | (((qh >> shh) & 0x03030303u) << 4u);
-  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
-  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
-  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
-  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+  scale16(q, scale, offset, v0, v1, v2, v3);
 #elif defined(TYPE_Q8_0)
   // 34-byte blocks of 32: f16 d, int8 qs[32] (biased to unsigned as dequant.glsl's).
   const uint blk = row_byte + (u >> 1u) * 34u;
   const uvec4 q = ld128(blk + 2u + 16u * (u & 1u)) ^ 0x80808080u;
   const float d = ld_half(blk);
   const float scale = 255.0 * d, offset = -128.0 * d;
-  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
-  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
-  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
-  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+  scale16(q, scale, offset, v0, v1, v2, v3);
 #elif defined(TYPE_Q4_0)
   // 18-byte blocks of 32: f16 d, qs[16]; values 0..15 low nibbles, 16..31 high: d (q - 8).
   const uint blk = row_byte + (u >> 1u) * 18u;
   const uvec4 q = (ld128(blk + 2u) >> (4u * (u & 1u))) & 0x0F0F0F0Fu;
   const float d = ld_half(blk);
   const float scale = 255.0 * d, offset = -8.0 * d;
-  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
-  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
-  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
-  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+  scale16(q, scale, offset, v0, v1, v2, v3);
 #else  // TYPE_F16: 32 bytes
   const uint i = (row_byte >> 4u) + 2u * u;
   const uvec4 a = w4[i], b = w4[i + 1u];
