@@ -102,8 +102,8 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #endif
 
 // Types with a 16-byte weight loader (load16_step, VEC = 1).
-#if defined(TYPE_Q4_K) || defined(TYPE_F16) || defined(TYPE_Q6_K) || defined(TYPE_Q8_0) || \
-    defined(TYPE_Q4_0)
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_F16) || defined(TYPE_Q6_K) || \
+    defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
 #define CM_HAS_LOAD16 1
 const bool USE16 = VEC != 0u;
 #else
@@ -187,8 +187,9 @@ void store_step(uint buf) {
 }
 
 // VEC = 1: the weights of a K step as 16-value units, two lanes per row, instead of load_step's
-// 8-value units: q4_k and f16 (rows 16-byte aligned) from 16-byte loads (q4_k: one for the
-// block's d, dmin and scales, one for the 16 quants, against 6 32-bit loads per 8 values); q6_k,
+// 8-value units: q4_k, q5_k and f16 (rows 16-byte aligned) from 16-byte loads (q4_k: one for
+// the block's d, dmin and scales, one for the 16 quants, against 6 32-bit loads per 8 values;
+// q5_k one more for the fifth bits); q6_k,
 // q8_0, q4_0 (2-aligned blocks) from 5 consecutive words per 16 bytes (ld128; q6_k 12 loads per
 // 16 values against 22). The other types run load_step. K tails are zero-filled.
 const uint W16_UNITS = BM * (BK / 16u);           // 16-value W units per K step
@@ -220,23 +221,32 @@ void scale16(uvec4 q, float scale, float offset, out f16vec4 v0, out f16vec4 v1,
 // lavapipe).
 void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
                out f16vec4 v3) {
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+  // Q4_K 144-byte blocks (9 words of 16 bytes): word 0 = d, dmin, scales[12]; words 1..8 =
+  // qs[128]. Q5_K 176 bytes (11 words): word 0 as Q4_K, words 1..2 = qh[32], 3..10 = qs[128].
+  // Values 64c + l (l < 32): low nibbles of qs[32c + l], 64c + 32 + l: high nibbles; Q5_K's
+  // fifth bit of sub-block s is bit s of qh[l].
 #if defined(TYPE_Q4_K)
-  // 144-byte blocks (9 words of 16 bytes): word 0 = d, dmin, scales[12]; words 1..8 = qs[128].
-  // Values 64c + l (l < 32): low nibbles of qs[32c + l], 64c + 32 + l: high nibbles.
-  const uint blk = (row_byte >> 4u) + (u >> 4u) * 9u;
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 9u, qs0 = 1u;
+#else
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 11u, qs0 = 3u;
+#endif
   const uint j = u & 15u;            // 16-value group within the block
   const uint c = j >> 2u, hi = (j >> 1u) & 1u;
   const uint s = 2u * c + hi;        // sub-block of 32
   const uvec4 h = w4[blk];
-  const uvec4 q = w4[blk + 1u + 2u * c + (j & 1u)];
+  uvec4 q = w4[blk + qs0 + 2u * c + (j & 1u)];
   const vec2 dm = unpackHalf2x16(h.x);
   const uint ssh = 8u * (s & 3u);
   const uint lo_sc = h.y >> ssh, lo_m = h.z >> ssh, top = h.w >> ssh;
   const uint sc = s < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
   const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
   const float scale = 255.0 * dm.x * float(sc), offset = -dm.y * float(m);
-  const uint sh = 4u * hi;
-  scale16((q >> sh) & 0x0F0F0F0Fu, scale, offset, v0, v1, v2, v3);
+  q = (q >> (4u * hi)) & 0x0F0F0F0Fu;
+#if defined(TYPE_Q5_K)
+  q |= ((w4[blk + 1u + (j & 1u)] >> s) & 0x01010101u) << 4u;
+#endif
+  scale16(q, scale, offset, v0, v1, v2, v3);
 #elif defined(TYPE_Q6_K)
   // 210-byte blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value 128h + 32k + l
   // (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 from

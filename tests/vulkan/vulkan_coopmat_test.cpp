@@ -244,7 +244,7 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
 // every type in b, h, w, c, s, r, u and v, x, y, z on the types with a 16-value loader and
-// q5_k, the other tiles on q4_k only (lavapipe compiles each pipeline for seconds); a GPU runs
+// q4_1, the other tiles on q4_k only (lavapipe compiles each pipeline for seconds); a GPU runs
 // every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
@@ -277,11 +277,11 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
       // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-value
-      // loader (q4_k, f16, q6_k, q8_0, q4_0) and one without (q5_k); the others on q4_k.
+      // loader (q4_k, q5_k, f16, q6_k, q8_0, q4_0) and one without (q4_1); the others on q4_k.
       const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
       const bool vec_types =
           tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
-                       t == GgmlType::q4_0 || t == GgmlType::q5_k);
+                       t == GgmlType::q4_0 || t == GgmlType::q5_k || t == GgmlType::q4_1);
       if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
