@@ -103,7 +103,7 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 
 // Types with a 16-byte weight loader (load16_step, VEC = 1).
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_F16) || defined(TYPE_Q6_K) || \
-    defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+    defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_FQ3)
 #define CM_HAS_LOAD16 1
 const bool USE16 = VEC != 0u;
 #else
@@ -189,7 +189,7 @@ void store_step(uint buf) {
 // VEC = 1: the weights of a K step as 16-value units, two lanes per row, instead of load_step's
 // 8-value units: q4_k, q5_k and f16 (rows 16-byte aligned) from 16-byte loads (q4_k: one for
 // the block's d, dmin and scales, one for the 16 quants, against 6 32-bit loads per 8 values;
-// q5_k one more for the fifth bits); q6_k,
+// q5_k one more for the fifth bits; fq3 the header and 2 words); q6_k,
 // q8_0, q4_0 (2-aligned blocks) from 5 consecutive words per 16 bytes (ld128; q6_k 12 loads per
 // 16 values against 22). The other types run load_step. K tails are zero-filled.
 const uint W16_UNITS = BM * (BK / 16u);           // 16-value W units per K step
@@ -216,6 +216,20 @@ void scale16(uvec4 q, float scale, float offset, out f16vec4 v0, out f16vec4 v1,
   v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
 }
 
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_FQ3)
+// Scale and offset of sub-block s (0..7) from a K-quant block's first 16 bytes h (f16 d, f16
+// dmin, 12 bytes of 6-bit scales and mins, ggml get_scale_min_k4): d sc / 255 per code, -dmin m.
+void kscale(uvec4 h, uint s, out float scale, out float offset) {
+  const vec2 dm = unpackHalf2x16(h.x);
+  const uint ssh = 8u * (s & 3u);
+  const uint lo_sc = h.y >> ssh, lo_m = h.z >> ssh, top = h.w >> ssh;
+  const uint sc = s < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
+  const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
+  scale = 255.0 * dm.x * float(sc);
+  offset = -dm.y * float(m);
+}
+#endif
+
 // Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4 (four
 // out parameters: an array parameter sized by specialisation constants read as zeros on Mesa's
 // lavapipe).
@@ -236,12 +250,8 @@ void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec
   const uint s = 2u * c + hi;        // sub-block of 32
   const uvec4 h = w4[blk];
   uvec4 q = w4[blk + qs0 + 2u * c + (j & 1u)];
-  const vec2 dm = unpackHalf2x16(h.x);
-  const uint ssh = 8u * (s & 3u);
-  const uint lo_sc = h.y >> ssh, lo_m = h.z >> ssh, top = h.w >> ssh;
-  const uint sc = s < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
-  const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
-  const float scale = 255.0 * dm.x * float(sc), offset = -dm.y * float(m);
+  float scale, offset;
+  kscale(h, s, scale, offset);
   q = (q >> (4u * hi)) & 0x0F0F0F0Fu;
 #if defined(TYPE_Q5_K)
   q |= ((w4[blk + 1u + (j & 1u)] >> s) & 0x01010101u) << 4u;
@@ -275,6 +285,21 @@ void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec
   const uvec4 q = (ld128(blk + 2u) >> (4u * (u & 1u))) & 0x0F0F0F0Fu;
   const float d = ld_half(blk);
   const float scale = 255.0 * d, offset = -8.0 * d;
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#elif defined(TYPE_FQ3)
+  // 112-byte blocks (7 words of 16 bytes, dequant.glsl): word 0 = d, dmin, scales[12] (Q4_K
+  // packing); group g of 32 values in the 32-bit words A, B, C at 4 + 3g: values 4s..4s+3 are
+  // the bytes of ((s < 4 ? A : B) >> 2(s&3)) & 0x03030303 | ((C >> s) & 0x01010101) << 2. Unit
+  // (g, hf): quads s = 4 hf .. 4 hf + 3, all from A (hf 0) or B (hf 1).
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 7u;
+  const uint j = u & 15u, g = j >> 1u, hf = j & 1u;
+  const uvec4 h = w4[blk];
+  const uint gw = 4u * blk + 4u + 3u * g;
+  const uint ab = w[gw + hf], c = w[gw + 2u] >> (4u * hf);
+  float scale, offset;
+  kscale(h, g, scale, offset);
+  const uvec4 q = ((uvec4(ab) >> uvec4(0u, 2u, 4u, 6u)) & 0x03030303u) |
+                  (((uvec4(c) >> uvec4(0u, 1u, 2u, 3u)) & 0x01010101u) << 2u);
   scale16(q, scale, offset, v0, v1, v2, v3);
 #else  // TYPE_F16: 32 bytes
   const uint i = (row_byte >> 4u) + 2u * u;

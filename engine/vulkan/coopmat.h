@@ -20,7 +20,7 @@
 //   u  4M x 4N, 4 subgroups of 2M x 2N   (c's shape)
 //   v  2M x 2N, 2 subgroups of 2M x N    (s's shape)
 //   x, y, z  r, u, v with the weights of each K step as 16-value units from 16-byte loads
-//      (load16_step: q4_k, q5_k, f16, q6_k, q8_0, q4_0; the others as r, u, v)
+//      (load16_step: q4_k, q5_k, fq3, f16, q6_k, q8_0, q4_0; others as r, u, v)
 // Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)

@@ -277,11 +277,13 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
       // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-value
-      // loader (q4_k, q5_k, f16, q6_k, q8_0, q4_0) and one without (q4_1); the others on q4_k.
+      // loader (q4_k, q5_k, fq3, f16, q6_k, q8_0, q4_0) and one without (q4_1); the others on
+      // q4_k.
       const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
       const bool vec_types =
-          tile.vec && (t == GgmlType::f16 || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
-                       t == GgmlType::q4_0 || t == GgmlType::q5_k || t == GgmlType::q4_1);
+          tile.vec &&
+          (t == GgmlType::f16 || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
+           t == GgmlType::q4_0 || t == GgmlType::q5_k || t == GgmlType::fq3 || t == GgmlType::q4_1);
       if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
