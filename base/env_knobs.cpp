@@ -213,13 +213,15 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r", "u", "v", "x", "y",
+        "z"},
        0,
        -1,
        vk_options,
        "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule); b, h, w, c "
        "double-buffered (bn: b without the L1 touch, g: b on 8 subgroups); l, m, s "
-       "single-buffered; lp, mp: l, m with register prefetch"},
+       "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
+       "accumulators and register prefetch; x, y, z: r, u, v with 16-byte weight loads"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

@@ -14,9 +14,10 @@
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
 //   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
-//     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, and l / m / s / lp / mp
-//     forced for q4_k and q6_k), TFLOP/s and pct_peak = that / BM_VulkanCoopmatPeak's rate when it
-//     ran first. --benchmark_filter='Coopmat|Prefill' on the GPU machine.
+//     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, every tile forced for
+//     q4_k and q6_k, s and r .. z for the others), TFLOP/s and pct_peak = that /
+//     BM_VulkanCoopmatPeak's rate when it ran first. --benchmark_filter='Coopmat|Prefill' on the
+//     GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
 //     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash, device time.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
@@ -404,14 +405,16 @@ BENCHMARK(BM_VulkanCoopmatPeak)
     ->Unit(benchmark::kMillisecond);
 
 // Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp,
-// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g: coopmat.h's tiles forced).
+// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z: coopmat.h's tiles
+// forced).
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0, 'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g'};
-  constexpr const char* kNames[] = {"tiled", "",  "l", "m", "s",  "lp", "mp",
-                                    "b",     "h", "w", "c", "bn", "g"};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
+                               'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z'};
+  constexpr const char* kNames[] = {"tiled", "",   "l", "m", "s", "lp", "mp", "b", "h", "w",
+                                    "c",     "bn", "g", "r", "u", "v",  "x",  "y", "z"};
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();
   if (!b->supports(t)) {
@@ -457,10 +460,11 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}}) {
       // Every tile for q4_k and q6_k (the rule's choice checked against each); the others
-      // tiled f32, the rule, and the single-buffered s (the fastest before b, h, w, c).
+      // tiled f32, the rule, the single-buffered s (the fastest before b, h, w, c) and the
+      // local-accumulator r, u, v, x, y, z.
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
-      for (int64_t variant = 0; variant <= 12; ++variant)
-        if (tiles || variant <= 1 || variant == 4)
+      for (int64_t variant = 0; variant <= 18; ++variant)
+        if (tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
 }

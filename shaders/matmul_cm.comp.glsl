@@ -52,9 +52,13 @@ layout(constant_id = 7) const uint WM = 32;
 layout(constant_id = 8) const uint WN = 32;
 layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), for loop bounds
 layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
-layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without
+layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without;
+                                               // 3: local accumulators (main_local)
+layout(constant_id = 12) const uint VEC = 0;  // 1 (DBUF 3): 16-byte weight loads (load16_step)
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
+// The same weights as 16-byte words (load16_step; rows whose byte offsets are multiples of 16).
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 
@@ -95,6 +99,15 @@ layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #elif defined(TYPE_FQ3)
 #define CM_BLOCK_VALUES 256u
 #define CM_BLOCK_BYTES 112u
+#endif
+
+// Types with a 16-byte weight loader (load16_step, VEC = 1).
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_F16) || defined(TYPE_Q6_K) || \
+    defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_FQ3)
+#define CM_HAS_LOAD16 1
+const bool USE16 = VEC != 0u;
+#else
+const bool USE16 = false;
 #endif
 
 const uint LDS = BK + 8u;         // shared row stride (f16): pads banks, keeps 16-byte rows
@@ -138,7 +151,8 @@ uint g_row0, g_tok0, g_units, g_x_row;
 // store_step does not store.
 void load_step(uint k0) {
   const uint tid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
+  // USE16: the weights come from load16_step instead.
+  if (!USE16) [[unroll]] for (uint j = 0u; j < WPT; ++j) {
     const uint i = min(tid + j * WG, W_UNITS - 1u);
     const uint lr = i / (BK / 8u), u = k0 / 8u + i % (BK / 8u);
     vec4 a, b;
@@ -158,7 +172,7 @@ void load_step(uint k0) {
 // Writes the registers of load_step into shared buffer `buf` (0 .. NBUF-1).
 void store_step(uint buf) {
   const uint tid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint j = 0u; j < WPT; ++j) {
+  if (!USE16) [[unroll]] for (uint j = 0u; j < WPT; ++j) {
     const uint i = tid + j * WG;
     if (i < W_UNITS) {
       const uint o = buf * A_BUF + (i / (BK / 8u)) * LDS4 + 2u * (i % (BK / 8u));
@@ -169,6 +183,163 @@ void store_step(uint buf) {
   [[unroll]] for (uint j = 0u; j < XPT; ++j) {
     const uint i = tid + j * WG;
     if (i < X_QUADS) xs[buf * B_BUF + (i / (BK / 4u)) * LDS4 + i % (BK / 4u)] = xr[j];
+  }
+}
+
+// VEC = 1: the weights of a K step as 16-value units, two lanes per row, instead of load_step's
+// 8-value units: q4_k, q5_k and f16 (rows 16-byte aligned) from 16-byte loads (q4_k: one for
+// the block's d, dmin and scales, one for the 16 quants, against 6 32-bit loads per 8 values;
+// q5_k one more for the fifth bits; fq3 the header and 2 words); q6_k,
+// q8_0, q4_0 (2-aligned blocks) from 5 consecutive words per 16 bytes (ld128; q6_k 12 loads per
+// 16 values against 22). The other types run load_step. K tails are zero-filled.
+const uint W16_UNITS = BM * (BK / 16u);           // 16-value W units per K step
+const uint W16PT = (W16_UNITS + WG - 1u) / WG;    // ... per thread
+f16vec4 wv[4u * W16PT];
+
+#if defined(CM_HAS_LOAD16)
+// 16 bytes at a 2-aligned byte offset: 5 words, funnel-shifted where the offset is not 4-aligned
+// (the fifth exists: buffers are padded by 16 bytes, dequant.glsl).
+uvec4 ld128(uint byte_off) {
+  const uint i = byte_off >> 2u, sh = (byte_off & 3u) * 8u;
+  const uvec4 lo = uvec4(w[i], w[i + 1u], w[i + 2u], w[i + 3u]);
+  const uint w4_ = w[i + 4u];
+  const uvec4 hi = uvec4(lo.yzw, w4_);
+  return sh == 0u ? lo : (lo >> sh) | (hi << (32u - sh));
+}
+
+// 16 byte codes (4 per word) as scale * code / 255 + offset in 4 f16vec4.
+void scale16(uvec4 q, float scale, float offset, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
+             out f16vec4 v3) {
+  v0 = f16vec4(scale * unpackUnorm4x8(q.x) + offset);
+  v1 = f16vec4(scale * unpackUnorm4x8(q.y) + offset);
+  v2 = f16vec4(scale * unpackUnorm4x8(q.z) + offset);
+  v3 = f16vec4(scale * unpackUnorm4x8(q.w) + offset);
+}
+
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_FQ3)
+// Scale and offset of sub-block s (0..7) from a K-quant block's first 16 bytes h (f16 d, f16
+// dmin, 12 bytes of 6-bit scales and mins, ggml get_scale_min_k4): d sc / 255 per code, -dmin m.
+void kscale(uvec4 h, uint s, out float scale, out float offset) {
+  const vec2 dm = unpackHalf2x16(h.x);
+  const uint ssh = 8u * (s & 3u);
+  const uint lo_sc = h.y >> ssh, lo_m = h.z >> ssh, top = h.w >> ssh;
+  const uint sc = s < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
+  const uint m = s < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
+  scale = 255.0 * dm.x * float(sc);
+  offset = -dm.y * float(m);
+}
+#endif
+
+// Values 16 u .. 16 u + 15 of the row at byte row_byte (a multiple of 16) as 4 f16vec4 (four
+// out parameters: an array parameter sized by specialisation constants read as zeros on Mesa's
+// lavapipe).
+void dequant16(uint row_byte, uint u, out f16vec4 v0, out f16vec4 v1, out f16vec4 v2,
+               out f16vec4 v3) {
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+  // Q4_K 144-byte blocks (9 words of 16 bytes): word 0 = d, dmin, scales[12]; words 1..8 =
+  // qs[128]. Q5_K 176 bytes (11 words): word 0 as Q4_K, words 1..2 = qh[32], 3..10 = qs[128].
+  // Values 64c + l (l < 32): low nibbles of qs[32c + l], 64c + 32 + l: high nibbles; Q5_K's
+  // fifth bit of sub-block s is bit s of qh[l].
+#if defined(TYPE_Q4_K)
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 9u, qs0 = 1u;
+#else
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 11u, qs0 = 3u;
+#endif
+  const uint j = u & 15u;            // 16-value group within the block
+  const uint c = j >> 2u, hi = (j >> 1u) & 1u;
+  const uint s = 2u * c + hi;        // sub-block of 32
+  const uvec4 h = w4[blk];
+  uvec4 q = w4[blk + qs0 + 2u * c + (j & 1u)];
+  float scale, offset;
+  kscale(h, s, scale, offset);
+  q = (q >> (4u * hi)) & 0x0F0F0F0Fu;
+#if defined(TYPE_Q5_K)
+  q |= ((w4[blk + 1u + (j & 1u)] >> s) & 0x01010101u) << 4u;
+#endif
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#elif defined(TYPE_Q6_K)
+  // 210-byte blocks (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value 128h + 32k + l
+  // (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2 from
+  // qh[32h + l] >> 2k; scale of value / 16. Unit j of the block: h = j>>3, k = (j>>1)&3, l from
+  // 16 (j&1): 16 consecutive bytes of ql and of qh (5 words each, funnel-shifted).
+  const uint blk = row_byte + (u >> 4u) * 210u;
+  const uint j = u & 15u;
+  const uint h = j >> 3u, k = (j >> 1u) & 3u, l0 = (j & 1u) * 16u;
+  const uvec4 ql = ld128(blk + 64u * h + 32u * (k & 1u) + l0);
+  const uvec4 qh = ld128(blk + 128u + 32u * h + l0);
+  const float ds = ld_half(blk + 208u) * float(int(ld32(blk + 192u + j) << 24u) >> 24);
+  const float scale = 255.0 * ds, offset = -32.0 * ds;
+  const uint shl = (k >> 1u) * 4u, shh = 2u * k;
+  const uvec4 q = ((ql >> shl) & 0x0F0F0F0Fu) | (((qh >> shh) & 0x03030303u) << 4u);
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#elif defined(TYPE_Q8_0)
+  // 34-byte blocks of 32: f16 d, int8 qs[32] (biased to unsigned as dequant.glsl's).
+  const uint blk = row_byte + (u >> 1u) * 34u;
+  const uvec4 q = ld128(blk + 2u + 16u * (u & 1u)) ^ 0x80808080u;
+  const float d = ld_half(blk);
+  const float scale = 255.0 * d, offset = -128.0 * d;
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#elif defined(TYPE_Q4_0)
+  // 18-byte blocks of 32: f16 d, qs[16]; values 0..15 low nibbles, 16..31 high: d (q - 8).
+  const uint blk = row_byte + (u >> 1u) * 18u;
+  const uvec4 q = (ld128(blk + 2u) >> (4u * (u & 1u))) & 0x0F0F0F0Fu;
+  const float d = ld_half(blk);
+  const float scale = 255.0 * d, offset = -8.0 * d;
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#elif defined(TYPE_FQ3)
+  // 112-byte blocks (7 words of 16 bytes, dequant.glsl): word 0 = d, dmin, scales[12] (Q4_K
+  // packing); group g of 32 values in the 32-bit words A, B, C at 4 + 3g: values 4s..4s+3 are
+  // the bytes of ((s < 4 ? A : B) >> 2(s&3)) & 0x03030303 | ((C >> s) & 0x01010101) << 2. Unit
+  // (g, hf): quads s = 4 hf .. 4 hf + 3, all from A (hf 0) or B (hf 1).
+  const uint blk = (row_byte >> 4u) + (u >> 4u) * 7u;
+  const uint j = u & 15u, g = j >> 1u, hf = j & 1u;
+  const uvec4 h = w4[blk];
+  const uint gw = 4u * blk + 4u + 3u * g;
+  const uint ab = w[gw + hf], c = w[gw + 2u] >> (4u * hf);
+  float scale, offset;
+  kscale(h, g, scale, offset);
+  const uvec4 q = ((uvec4(ab) >> uvec4(0u, 2u, 4u, 6u)) & 0x03030303u) |
+                  (((uvec4(c) >> uvec4(0u, 1u, 2u, 3u)) & 0x01010101u) << 2u);
+  scale16(q, scale, offset, v0, v1, v2, v3);
+#else  // TYPE_F16: 32 bytes
+  const uint i = (row_byte >> 4u) + 2u * u;
+  const uvec4 a = w4[i], b = w4[i + 1u];
+  v0 = f16vec4(unpackFloat2x16(a.x), unpackFloat2x16(a.y));
+  v1 = f16vec4(unpackFloat2x16(a.z), unpackFloat2x16(a.w));
+  v2 = f16vec4(unpackFloat2x16(b.x), unpackFloat2x16(b.y));
+  v3 = f16vec4(unpackFloat2x16(b.z), unpackFloat2x16(b.w));
+#endif
+}
+#endif
+
+// load_step's weight half for VEC = 1 (load_step's activation half runs as before).
+void load16_step(uint k0) {
+#if defined(CM_HAS_LOAD16)
+  const uint tid = gl_LocalInvocationID.x;
+  const uint units = pc.n_in / 16u;
+  [[unroll]] for (uint j = 0u; j < W16PT; ++j) {
+    const uint i = min(tid + j * WG, W16_UNITS - 1u);
+    const uint lr = i / (BK / 16u), u = k0 / 16u + i % (BK / 16u);
+    f16vec4 v0, v1, v2, v3;
+    dequant16(min(g_row0 + lr, pc.n_out - 1u) * pc.row_bytes, min(u, units - 1u), v0, v1, v2, v3);
+    const f16vec4 zero = f16vec4(0.0);
+    const bool in_k = u < units;
+    wv[4u * j] = in_k ? v0 : zero;
+    wv[4u * j + 1u] = in_k ? v1 : zero;
+    wv[4u * j + 2u] = in_k ? v2 : zero;
+    wv[4u * j + 3u] = in_k ? v3 : zero;
+  }
+#endif
+}
+
+void store16_step(uint buf) {
+  const uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint j = 0u; j < W16PT; ++j) {
+    const uint i = tid + j * WG;
+    if (i < W16_UNITS) {
+      const uint o = buf * A_BUF + (i / (BK / 16u)) * LDS4 + 4u * (i % (BK / 16u));
+      [[unroll]] for (uint k = 0u; k < 4u; ++k) ws[o + k] = wv[4u * j + k];
+    }
   }
 }
 
@@ -224,6 +395,74 @@ void mma_step(uint buf, uint sg_row, uint sg_tok) {
   }
 }
 
+// DBUF = 3 (tiles r, u, v; x, y, z with VEC = 1): the accumulators are a local array of this
+// function, not the module-scope acc[] above, which a driver may keep in local memory rather
+// than registers (a round trip per multiply-add). A hypothesis, not a measured cause: on the
+// H200 the kernels with acc[] local to main (89b4a08) and at module scope (e231dde) both ran
+// 25-44 TFLOP/s, against 72-128 for a lost earlier kernel of this design (run 5ae1ceb); these
+// tiles and their BM_VulkanPrefillMatmul rows are the A/B. The K loop: two shared buffers, one
+// barrier per step; step k issues step k+1's global loads (and their dequantisation) into
+// registers before its multiply-adds on buffer k&1 and stores them into buffer (k+1)&1 after,
+// so the memory latency runs under the multiply-adds. Buffer (k+1)&1 was last read in step k-1,
+// before that step's barrier.
+void main_local() {
+  const uint sg = gl_SubgroupID;
+  const uint sg_row = (sg / SG_COLS) * WM;
+  const uint sg_tok = (sg % SG_COLS) * WN;
+  coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> la[TM * TN];
+  [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
+    la[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
+  load_step(0u);
+  if (USE16) load16_step(0u);
+  store_step(0u);
+  if (USE16) store16_step(0u);
+  barrier();
+  uint buf = 0u;
+  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+    const bool more = k0 + BK < pc.n_in;
+    if (more) {
+      load_step(k0 + BK);
+      if (USE16) load16_step(k0 + BK);
+    }
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+      coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
+      [[unroll]] for (uint j = 0u; j < TN; ++j)
+        coopMatLoad(bm[j], xs, buf * B_BUF + (sg_tok + j * CN) * LDS4 + kk / 4u, LDS4,
+                    gl_CooperativeMatrixLayoutColumnMajor);
+      [[unroll]] for (uint i = 0u; i < TM; ++i) {
+        coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
+        coopMatLoad(am, ws, buf * A_BUF + (sg_row + i * CM) * LDS4 + kk / 4u, LDS4,
+                    gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint j = 0u; j < TN; ++j)
+          la[i * TN + j] = coopMatMulAdd(am, bm[j], la[i * TN + j]);
+      }
+    }
+    if (more) {
+      store_step(buf ^ 1u);
+      if (USE16) store16_step(buf ^ 1u);
+    }
+    barrier();
+    buf ^= 1u;
+  }
+  // Store as main's epilogue.
+  const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
+  const uint stage = sg * CM * CN;
+  [[unroll]] for (uint i = 0u; i < TM; ++i) {
+    [[unroll]] for (uint j = 0u; j < TN; ++j) {
+      coopMatStore(la[i * TN + j], cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < CM * CN; e += n_lanes) {
+        const uint r = g_row0 + sg_row + i * CM + e % CM;
+        const uint t = g_tok0 + sg_tok + j * CN + e / CM;
+        if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = cs[stage + e];
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+    }
+  }
+}
+
 void main() {
   g_row0 = gl_WorkGroupID.x * BM;
   g_tok0 = gl_WorkGroupID.y * BN;
@@ -237,6 +476,10 @@ void main() {
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
     acc[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
 
+  if (DBUF == 3u) {
+    main_local();  // tiles r, u, v: the accumulators local to one function (below)
+    return;
+  }
   if (DBUF != 0u) {
     load_step(0u);
     store_step(0u);

@@ -10,28 +10,32 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
                                        uint32_t max_shared, uint32_t max_threads) {
   std::vector<CoopmatTile> out;
   if (m == 0 || n == 0 || k == 0 || kCoopmatK % k != 0 || subgroup == 0) return out;
-  // name, tile (in M x N units), subgroup block (in M x N units), double-buffered
-  const struct {
-    char name;
-    uint32_t tm, tn, sm, sn;
-    bool dbuf;
-  } shapes[] = {{'b', 8, 8, 4, 4, true}, {'h', 8, 4, 4, 2, true},  {'w', 4, 8, 2, 4, true},
-                {'c', 4, 4, 2, 2, true}, {'l', 8, 8, 4, 2, false}, {'m', 4, 4, 2, 2, false},
-                {'s', 2, 2, 2, 1, false}};
-  for (const auto& s : shapes) {
+  // A tile of tm x tn shape units on subgroups of sm x sn, kept where the limits allow it.
+  auto add = [&](char name, uint32_t tm, uint32_t tn, uint32_t sm, uint32_t sn, bool dbuf,
+                 bool local, bool vec = false) {
     CoopmatTile t;
-    t.name = s.name;
-    t.dbuf = t.touch = s.dbuf;
-    t.bm = s.tm * m;
-    t.bn = s.tn * n;
-    t.wm = s.sm * m;
-    t.wn = s.sn * n;
+    t.name = name;
+    t.dbuf = dbuf || local;
+    t.touch = dbuf && !local;
+    t.local = local;
+    t.vec = vec;
+    t.bm = tm * m;
+    t.bn = tn * n;
+    t.wm = sm * m;
+    t.wn = sn * n;
     t.cm = m;
     t.cn = n;
     t.ck = k;
     t.subgroup = subgroup;
     if (t.shared_bytes() <= max_shared && t.threads() <= max_threads) out.push_back(t);
-  }
+  };
+  add('b', 8, 8, 4, 4, true, false);
+  add('h', 8, 4, 4, 2, true, false);
+  add('w', 4, 8, 2, 4, true, false);
+  add('c', 4, 4, 2, 2, true, false);
+  add('l', 8, 8, 4, 2, false, false);
+  add('m', 4, 4, 2, 2, false, false);
+  add('s', 2, 2, 2, 1, false, false);
   const size_t n_plain = out.size();
   for (size_t i = 0; i < n_plain; ++i) {
     if (out[i].dbuf || out[i].name == 's') continue;
@@ -47,18 +51,15 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
     t.touch = false;
     out.push_back(t);
   }
-  CoopmatTile g;  // b's tile on 8 subgroups of 4M x 2N
-  g.name = 'g';
-  g.dbuf = g.touch = true;
-  g.bm = 8 * m;
-  g.bn = 8 * n;
-  g.wm = 4 * m;
-  g.wn = 2 * n;
-  g.cm = m;
-  g.cn = n;
-  g.ck = k;
-  g.subgroup = subgroup;
-  if (g.shared_bytes() <= max_shared && g.threads() <= max_threads) out.push_back(g);
+  add('g', 8, 8, 4, 2, true, false);  // b's tile on 8 subgroups of 4M x 2N
+  // r, u, v: b's, c's and s's shapes with local accumulators (coopmat.h).
+  add('r', 8, 8, 4, 4, false, true);
+  add('u', 4, 4, 2, 2, false, true);
+  add('v', 2, 2, 2, 1, false, true);
+  // x, y, z: r, u, v with 16-byte weight loads.
+  add('x', 8, 8, 4, 4, false, true, true);
+  add('y', 4, 4, 2, 2, false, true, true);
+  add('z', 2, 2, 2, 1, false, true, true);
   // The rule's candidates. s where it survived the limits: on the H200 (binary e231dde,
   // 2026-12-02) s was the fastest tile for every type and 8B shape at 512 tokens (q4_k 14336 x
   // 4096: s 41.6 TFLOP/s, b 28.6, l 27.0; pp512 8B 2,352 tok/s with s vs 1,758 with b/c), measured

@@ -12,6 +12,15 @@
 //   bn b without the touch (DBUF = 2; A/B runs of the L1 prefetch, never the rule's)
 //   g  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128, 256 threads: b's tile on twice the warps,
 //      half the dequantisation per thread; forced only)
+// Local accumulators (DBUF = 3, main_local: the accumulators a local array, not module scope;
+// double-buffered, one barrier per step, the next step's global loads and dequantisation in
+// registers under this step's multiply-adds):
+//   r  8M x 8N, 4 subgroups of 4M x 4N   (b's shape: 16 accumulators a subgroup, each A
+//      fragment feeding 4 MMAs, each B fragment 4)
+//   u  4M x 4N, 4 subgroups of 2M x 2N   (c's shape)
+//   v  2M x 2N, 2 subgroups of 2M x N    (s's shape)
+//   x, y, z  r, u, v with the weights of each K step as 16-value units from 16-byte loads
+//      (load16_step: q4_k, q5_k, fq3, f16, q6_k, q8_0, q4_0; others as r, u, v)
 // Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
@@ -24,8 +33,8 @@
 // workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of
 // most workgroups when none has; for the single-buffered family its prefetch variant where one
 // exists and n_out <= kPrefetchMaxRows (an earlier kernel of this design on the H200: prefetch
-// +23-42% on 4096-row shapes, -12% on 14336 x 4096). FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp
-// forces one.
+// +23-42% on 4096-row shapes, -12% on 14336 x 4096).
+// FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp|r|u|v|x|y|z forces one.
 // Matmuls of fewer than kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below
 // FISH_MATVEC_MAX_TOK).
 #pragma once
@@ -86,12 +95,14 @@ inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 
 struct CoopmatTile {
-  // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's'; 'L', 'M': l, m with prefetch ("lp", "mp"); 'B': b
-  // without the touch ("bn")
+  // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's', 'r', 'u', 'v', 'x', 'y', 'z'; 'L', 'M': l, m with
+  // prefetch ("lp", "mp"); 'B': b without the touch ("bn")
   char name = 'm';
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
+  bool local = false;               // ... with local accumulators and register prefetch (r, u, v)
+  bool vec = false;                 // ... and 16-value weight units (load16_step: x, y, z)
   bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
                                     // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
@@ -100,7 +111,7 @@ struct CoopmatTile {
   uint32_t subgroup = 0;            // lanes per subgroup (the pipeline requires it where it can)
   std::string label() const {       // "b", ..., "s", "lp", "mp", "bn", "g"
     const std::string lower(1, char(std::tolower(static_cast<unsigned char>(name))));
-    if (dbuf) return touch ? lower : lower + "n";
+    if (dbuf) return touch || local ? lower : lower + "n";
     return prefetch ? lower + "p" : lower;
   }
   uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
@@ -111,8 +122,9 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
-    c.push_back(prefetch ? 1u : 0u);             // PREFETCH
-    c.push_back(dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
+    c.push_back(prefetch ? 1u : 0u);                          // PREFETCH
+    c.push_back(local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
+    c.push_back(vec ? 1u : 0u);                               // VEC
     return c;
   }
 };

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Cooperative-matrix prefill on the GPU machine (H200), one call of <= 5 minutes
 # (docs/gpu-prefill.md):
-#   1. the coopmat tests on the real GPU (every type x tile b/h/w/c/l/m/s/lp/mp vs the CPU f32
-#      reference, token counts 1..600, parts and groups, span end to end vs the f32 tiled span)
+#   1. the coopmat tests on the real GPU (every type x every tile of coopmat.h vs the CPU f32
+#      reference, token counts 1..600 (the rule, b, r), parts and groups, span end to end vs the
+#      f32 tiled span (the rule, r))
 #      with the matmul / span suites, then the same matmul / span suites with FISH_VK_COOPMAT=0
 #      (the fallback path);
 #   2. fish run gpu_prefill_pp512 with cooperative matrices (the default: the rule's tiles),
-#      FISH_VK_COOPMAT_TILE=s (the previous kernel's fastest tile) and FISH_VK_COOPMAT=0;
+#      with FISH_VK_COOPMAT_TILE=T for each T of FISH_PREFILL_TILES (default "s r x z": the
+#      previous fastest and the local-accumulator tiles) and with FISH_VK_COOPMAT=0 (unless
+#      FISH_PREFILL_F32=0);
 #   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
-#      tiled f32 vs coopmat: the rule and s for every type, every tile for q4_k and q6_k),
+#      tiled f32 vs coopmat: the rule, s, r, u, v for every type, every tile for q4_k and q6_k),
 #      TFLOP/s and % of the peak, and BM_VulkanPrefillAttention (one-pass vs flash attention);
-#   4. fish run gpu_prefill_pp2048 on and off;
+#      FISH_PREFILL_BENCH replaces the --benchmark_filter regex;
+#   4. fish run gpu_prefill_pp2048 on and off (off unless FISH_PREFILL_F32=0);
 #   5. fish generate 8B with FISH_GPU_PROFILE=2, coopmat and f32.
 # The synthetic Llama-1B / 8B Q4_K_M files are written at the start in the background (16
 # threads) while the tests run, and waited for before step 2. Steps past the budget
@@ -26,7 +30,7 @@
 # glvnd .debs, /work/.library/device/README.md "Headless rendering"):
 #   bash .devcarry/gpu_prefill.sh        (or scripts/device/gpu_prefill.sh of the same tree)
 # Archive contents: gpu-prefill/{context.txt, gpu.txt, tests-coopmat.txt, tests-f32.txt,
-# run-gpu_prefill_pp{512,2048}-{coopmat,tile-s,f32}.log, runs-{coopmat,tile-s,f32}/gpu_prefill_pp*.{jsonl,csv,md},
+# run-gpu_prefill_pp{512,2048}-{coopmat,tile-T,f32}.log, runs-{coopmat,tile-T,f32}/gpu_prefill_pp*.{jsonl,csv,md},
 # vulkan_bench.json, vulkan_bench.log, gen-llama-8b-{coopmat,f32}.txt, skipped.txt, summary.txt}.
 set -uo pipefail
 
@@ -120,23 +124,31 @@ run_exp() {  # run_exp NAME TAG TIMEOUT [VAR=VALUE...]: fish run into $W/runs-TA
   grep -hE "ok: prefill|rc=" $W/run-$name-$tag.log | cut -c1-160
 }
 left 40 "fish run gpu_prefill_pp512 (coopmat)" && run_exp gpu_prefill_pp512 coopmat 60
-left 40 "fish run gpu_prefill_pp512 (tile s)" &&
-  run_exp gpu_prefill_pp512 tile-s 60 FISH_VK_COOPMAT_TILE=s
-left 50 "fish run gpu_prefill_pp512 (f32)" && run_exp gpu_prefill_pp512 f32 80 FISH_VK_COOPMAT=0
+f32=${FISH_PREFILL_F32:-1}
+for t in ${FISH_PREFILL_TILES:-s r x z}; do
+  left 40 "fish run gpu_prefill_pp512 (tile $t)" &&
+    run_exp gpu_prefill_pp512 tile-$t 60 FISH_VK_COOPMAT_TILE=$t
+done
+[ "$f32" = 0 ] ||
+  { left 50 "fish run gpu_prefill_pp512 (f32)" && run_exp gpu_prefill_pp512 f32 80 FISH_VK_COOPMAT=0; }
 
 if left 60 "fish_vulkan_bench"; then
   stamp "fish_vulkan_bench CoopmatPeak|PrefillMatmul|PrefillAttention"
-  timeout 150 $B/fish_vulkan_bench --benchmark_filter='CoopmatPeak|PrefillMatmul|PrefillAttention' \
+  bto=$(( budget - $(elapsed) + 20 ))  # the budget's rest (+20 s), at most 150 s
+  [ $bto -gt 150 ] && bto=150
+  timeout $bto $B/fish_vulkan_bench \
+    --benchmark_filter="${FISH_PREFILL_BENCH:-CoopmatPeak|PrefillMatmul|PrefillAttention}" \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
   grep -E "Peak|PrefillAttention|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 | head -20
 fi
 
 left 30 "fish run gpu_prefill_pp2048 (coopmat)" && run_exp gpu_prefill_pp2048 coopmat 50
-left 60 "fish run gpu_prefill_pp2048 (f32)" && run_exp gpu_prefill_pp2048 f32 90 FISH_VK_COOPMAT=0
+[ "$f32" = 0 ] ||
+  { left 60 "fish run gpu_prefill_pp2048 (f32)" && run_exp gpu_prefill_pp2048 f32 90 FISH_VK_COOPMAT=0; }
 
 P="The quick brown fox jumps over the lazy dog and then"
-for v in coopmat f32; do
+for v in coopmat $([ "$f32" = 0 ] || echo f32); do
   left 20 "fish generate llama-8b ($v)" || continue
   stamp "generate llama-8b $v"
   extra=()

@@ -34,13 +34,13 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 11u);  // b, h, w, c, l, m, s, lp, mp, bn, g
+  ASSERT_EQ(t.size(), 17u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v, x, y, z
   std::string labels, rule;
   for (const vk::CoopmatTile& x : t) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "b h w c l m s lp mp bn g ");
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v x y z ");
   EXPECT_EQ(rule, "s ");  // the measured fastest (coopmat.cpp)
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
@@ -93,24 +93,59 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   EXPECT_EQ(t[10].threads(), 256u);
   EXPECT_EQ(t[10].shared_bytes(), 48u * 1024);
   EXPECT_EQ(t[10].constants()[11], 1u);
+  // r, u, v: b's, c's and s's shapes with local accumulators (DBUF 3), double-buffered.
+  const struct {
+    char name;
+    uint32_t bm, bn, wm, wn, subgroups;
+  } local[] = {{'r', 128, 128, 64, 64, 4}, {'u', 64, 64, 32, 32, 4}, {'v', 32, 32, 32, 16, 2}};
+  for (int i = 0; i < 3; ++i) {
+    const vk::CoopmatTile& x = t[11 + i];
+    EXPECT_EQ(x.name, local[i].name);
+    EXPECT_EQ(x.label(), std::string(1, local[i].name));
+    EXPECT_TRUE(x.dbuf && x.local && !x.touch && !x.prefetch) << x.label();
+    EXPECT_EQ(x.bm, local[i].bm) << x.label();
+    EXPECT_EQ(x.bn, local[i].bn) << x.label();
+    EXPECT_EQ(x.wm, local[i].wm) << x.label();
+    EXPECT_EQ(x.wn, local[i].wn) << x.label();
+    EXPECT_EQ(x.subgroups(), local[i].subgroups) << x.label();
+    EXPECT_EQ(x.constants()[11], 3u) << x.label();
+    EXPECT_EQ(x.constants()[10], 0u) << x.label();
+    EXPECT_FALSE(x.rule) << x.label();
+  }
+  // x, y, z: r, u, v with 16-byte weight loads (VEC 1).
+  for (int i = 0; i < 3; ++i) {
+    const vk::CoopmatTile& a = t[11 + i];
+    const vk::CoopmatTile& x = t[14 + i];
+    EXPECT_EQ(x.name, "xyz"[i]);
+    EXPECT_TRUE(x.vec && x.local && !a.vec) << x.label();
+    EXPECT_EQ(x.bm, a.bm);
+    EXPECT_EQ(x.bn, a.bn);
+    EXPECT_EQ(x.threads(), a.threads());
+    EXPECT_EQ(x.shared_bytes(), a.shared_bytes());
+    EXPECT_EQ(x.constants()[11], 3u);
+    EXPECT_FALSE(x.rule);
+  }
+  // r: two buffers like b, inside the H200's 48 KB.
+  EXPECT_EQ(t[11].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
   for (const vk::CoopmatTile& x : t) {
     EXPECT_EQ(x.bm % x.wm, 0u);
     EXPECT_EQ(x.bn % x.wn, 0u);
     EXPECT_EQ(x.wm % x.cm, 0u);
     EXPECT_EQ(x.wn % x.cn, 0u);
     const std::vector<uint32_t> c = x.constants();
-    ASSERT_EQ(c.size(), 12u);
+    ASSERT_EQ(c.size(), 13u);
+    EXPECT_EQ(c[12], x.vec ? 1u : 0u);
     EXPECT_EQ(c[0], x.threads());
     EXPECT_EQ(c[9], x.threads());
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 11u);
+  ASSERT_EQ(lvp.size(), 17u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
   EXPECT_EQ(lvp[4].threads(), 64u);
-  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp; 64 threads only s.
+  // Limits drop tiles: 24 KB of shared memory keeps c (24 KB), m, s, mp, u, v; 64 threads s, v.
   const std::vector<vk::CoopmatTile> small = vk::coopmat_tiles(16, 16, 16, 32, 24 * 1024, 1024);
   labels.clear();
   rule.clear();
@@ -118,12 +153,14 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "c m s mp ");
+  EXPECT_EQ(labels, "c m s mp u v y z ");
   EXPECT_EQ(rule, "s ");
   const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
-  ASSERT_EQ(few.size(), 1u);
+  ASSERT_EQ(few.size(), 3u);
   EXPECT_EQ(few[0].name, 's');
   EXPECT_TRUE(few[0].rule);
+  EXPECT_EQ(few[1].name, 'v');
+  EXPECT_EQ(few[2].name, 'z');
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -146,7 +183,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(t, 4096, 512, 'b'), "b");
   EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
   EXPECT_EQ(pick(t, 14336, 512, 'B'), "bn");
-  EXPECT_EQ(pick(t, 14336, 512, 'x'), "s");
+  EXPECT_EQ(pick(t, 14336, 512, 'q'), "s");
   EXPECT_EQ(pick({}, 4096, 512), "none");
   // The grid rule on other candidate sets (as coopmat_tiles marks them where s is missing):
   // b, h, w, c. 8B shapes at 512 tokens: 4096 and 14336 rows -> 32 x 4 = 128 and 112 x 4 = 448 b
@@ -174,7 +211,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
     if (vk::coopmat_tile_reachable(t, x, 'b')) forced_b += x.label() + " ";
   }
   for (const vk::CoopmatTile& x : single)
-    if (vk::coopmat_tile_reachable(single, x, 'x')) reach_single += x.label() + " ";
+    if (vk::coopmat_tile_reachable(single, x, 'q')) reach_single += x.label() + " ";
   EXPECT_EQ(reach, "s ");
   EXPECT_EQ(forced_b, "b ");
   EXPECT_EQ(reach_single, "l m s lp mp ");
@@ -182,7 +219,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   std::string rule20;
   for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
     rule20 += x.label() + (x.rule ? "+ " : "- ");
-  EXPECT_EQ(rule20, "m- s+ mp- ");
+  EXPECT_EQ(rule20, "m- s+ mp- v- z- ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -210,8 +247,9 @@ std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
 }
 
 // Whether the opened device is a CPU implementation (lavapipe): the kernel tests then cover
-// every type in b, h, w, c and s, and the other tiles on q4_k only (lavapipe compiles
-// each pipeline for seconds); a GPU runs every type in every tile.
+// every type in b, h, w, c, s, r, u and v, x, y, z on the types with a 16-value loader and
+// q4_1, the other tiles on q4_k only (lavapipe compiles each pipeline for seconds); a GPU runs
+// every type in every tile.
 bool cpu_device(vk::VulkanBackend& b) {
   for (const vk::DeviceEntry& e : b.info().devices)
     if (e.verdict == "selected") return e.type == "cpu";
@@ -242,9 +280,15 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
     auto b = coopmat_backend(tile.name);
     ASSERT_TRUE(b);
     for (GgmlType t : kTypes) {
-      // lavapipe: every type in b, h, w, c and s, the others on q4_k.
-      const bool all_types = std::string_view("bhwcs").find(tile.name) != std::string_view::npos;
-      if (cpu && !all_types && t != GgmlType::q4_k) continue;
+      // lavapipe: every type in b, h, w, c, s, r, u, v; x, y, z on the types with a 16-value
+      // loader (q4_k, q5_k, fq3, f16, q6_k, q8_0, q4_0) and one without (q4_1); the others on
+      // q4_k.
+      const bool all_types = std::string_view("bhwcsruv").find(tile.name) != std::string_view::npos;
+      const bool vec_types =
+          tile.vec &&
+          (t == GgmlType::f16 || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
+           t == GgmlType::q4_0 || t == GgmlType::q5_k || t == GgmlType::fq3 || t == GgmlType::q4_1);
+      if (cpu && !all_types && !vec_types && t != GgmlType::q4_k) continue;
       const TypeInfo& ti = type_info(t);
       const int64_t n_in = ti.block_elems == 1 ? 100 : ti.block_elems == 32 ? 32 * 9 : 256 * 3;
       const int64_t n_out = 133;
@@ -280,7 +324,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   probe.reset();
   std::mt19937 rng(11);
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
-  for (const char tile : {char(0), 'b'}) {
+  for (const char tile : {char(0), 'b', 'r', 'x'}) {
     auto b = coopmat_backend(tile);
     ASSERT_TRUE(b);
     for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
@@ -294,7 +338,9 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
         for (const int64_t n_tok : kTok) {
           const std::string kernel = b->prefill_kernel(n_out, n_tok);
           if (n_tok >= vk::kCoopmatMinTok) {
-            ASSERT_NE(kernel.find(tile ? "tile b " : "coopmat"), std::string::npos) << kernel;
+            ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"),
+                      std::string::npos)
+                << kernel;
           }
           const std::vector<float> x = test::random_input(n_tok * n_in, rng);
           std::vector<float> y(size_t(n_tok * n_out), -1.0f);
@@ -441,9 +487,14 @@ std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBac
   return all;
 }
 
-void check_span(const char* arch, int64_t window, const std::string& what) {
-  auto cm = coopmat_backend(0);
+// The span with coopmat (the rule, or `tile` forced) against the f32 tiled span.
+void check_span(const char* arch, int64_t window, const std::string& what, char tile = 0) {
+  auto cm = coopmat_backend(tile);
   SKIP_WITHOUT_COOPMAT(cm);
+  if (tile) {
+    ASSERT_NE(cm->prefill_kernel(1024, 100).find(fmt::format("tile {} ", tile)), std::string::npos)
+        << cm->prefill_kernel(1024, 100);
+  }
   auto model = synthetic_model(arch, window);
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
@@ -495,6 +546,16 @@ void check_span(const char* arch, int64_t window, const std::string& what) {
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathGqa) {
   check_span("llama", 0, "synthetic llama 8:2");
+}
+
+// The local-accumulator tile r (coopmat.h) through a whole span.
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileR) {
+  check_span("llama", 0, "synthetic llama 8:2 tile r", 'r');
+}
+
+// x: r with 16-value weight units (load16_step: the span's Q4_K_M weights are q4_k and q6_k).
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileX) {
+  check_span("llama", 0, "synthetic llama 8:2 tile x", 'x');
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
