@@ -221,7 +221,8 @@ std::span<const EnvKnob> env_knobs() {
        "cooperative-matrix tile of every prefill matmul: auto (the grid-filling rule); b, h, w, c "
        "double-buffered (bn: b without the L1 touch, g: b on 8 subgroups); l, m, s "
        "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
-       "accumulators and register prefetch; x, y, z: r, u, v with 16-byte weight loads"},
+       "accumulators and register prefetch; x, y, z: r, u, v with 16-value weight loaders (16-byte "
+       "loads; 5-word loads for q6_k, q8_0, q4_0)"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,
