@@ -247,7 +247,7 @@ int64_t RunPlan::model_loads() const {
   return n;
 }
 
-bool path_todo(const ResultsWriter& w, const std::string& id, const std::string& path,
+bool path_pending(const ResultsWriter& w, const std::string& id, const std::string& path,
                bool retry_errors) {
   const std::string st = w.status(id, path);
   if (st == "error") return retry_errors;
@@ -312,14 +312,14 @@ CellRunner::CellRunner(const RunPlan& plan, bool retry_errors, ResultsWriter& wr
       loaded_(std::make_unique<Loaded>()) {
   for (size_t i = 0; i < plan_.cells.size(); ++i) {
     state_.push_back(std::make_unique<CellState>());
-    for (const std::string& p : e_.measure.paths) n_todo_ += todo(i, p);
+    for (const std::string& p : e_.measure.paths) n_pending_ += pending(i, p);
   }
 }
 
 CellRunner::~CellRunner() = default;
 
-bool CellRunner::todo(size_t i, const std::string& path) const {
-  return path_todo(writer_, plan_.ids[i], path, retry_errors_);
+bool CellRunner::pending(size_t i, const std::string& path) const {
+  return path_pending(writer_, plan_.ids[i], path, retry_errors_);
 }
 
 // Everything of a row but status, error and metrics.
@@ -370,7 +370,7 @@ bool CellRunner::emit(json row, size_t i, double t_s) {
   }
   const double el = now_s() - t_start_;
   std::fprintf(stderr, "fish run: [%zu/%zu] #%lld %s %s %s: %s | %s elapsed, ETA %s\n", n_done_,
-               n_todo_, static_cast<long long>(c.index), cell_axes_text(c).c_str(), path.c_str(),
+               n_pending_, static_cast<long long>(c.index), cell_axes_text(c).c_str(), path.c_str(),
                status.c_str(), what.c_str(), duration_text(el).c_str(),
                visits_done_ == 0 ? "after the first visit"
                                  : duration_text(el / double(visits_done_) *
@@ -456,7 +456,7 @@ bool CellRunner::run_peer_cell(size_t i) {
   const ModelEntry& me = plan_.models.at(c.model_index);
   const double t0 = now_s();
   for (const std::string& path : e_.measure.paths) {
-    if (!todo(i, path) || written_.count({i, path})) continue;
+    if (!pending(i, path) || written_.count({i, path})) continue;
     json row = row_base(i, path);
     std::string why;
     if (Status st = check_env_knobs(false); !st.ok()) why = st.error().message;
@@ -567,7 +567,7 @@ void CellRunner::plan_twins(size_t i, const std::vector<size_t>& unit,
     const int nt = resolved_threads(tc);
     for (const PathRun& r : runs) {
       const std::string& p = cs.paths[r.acc].path;
-      if (!todo(j, p)) continue;
+      if (!pending(j, p)) continue;
       cs.twins.push_back({j,
                           p,
                           nt,
@@ -585,7 +585,7 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
   if (!cs.started) {
     cs.started = true;
     for (const std::string& p : e_.measure.paths)
-      if (todo(i, p)) cs.paths.push_back(PathAcc{p, row_base(i, p), {}, 0, 0, true});
+      if (pending(i, p)) cs.paths.push_back(PathAcc{p, row_base(i, p), {}, 0, 0, true});
   }
   if (std::none_of(cs.paths.begin(), cs.paths.end(), [](const PathAcc& a) { return a.open; }) &&
       cs.twins.empty()) {
@@ -763,7 +763,7 @@ bool CellRunner::fail_cell(size_t i, const std::string& why) {
   cs.twins.clear();
   loaded_ = std::make_unique<Loaded>();
   for (const std::string& p : e_.measure.paths) {
-    if (!todo(i, p) || written_.count({i, p})) continue;
+    if (!pending(i, p) || written_.count({i, p})) continue;
     if (!emit_error(row_base(i, p), i, "error", why, cs.t_s)) return false;
   }
   return true;

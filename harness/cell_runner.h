@@ -57,7 +57,7 @@ struct RunPlan {
 
 // Whether (cell_id, path) still has to run: no row yet; an error row with retry_errors; a
 // skipped row once the path can run.
-bool path_todo(const ResultsWriter& w, const std::string& id, const std::string& path,
+bool path_pending(const ResultsWriter& w, const std::string& id, const std::string& path,
                bool retry_errors);
 
 // The run's measured references: the host's stream and the device's copy bandwidth (0: none).
@@ -106,7 +106,7 @@ class CellRunner {
   bool emit_error(nlohmann::json row, size_t i, const std::string& status, const std::string& why,
                   double t_s);
   nlohmann::json row_base(size_t i, const std::string& path) const;
-  bool todo(size_t i, const std::string& path) const;
+  bool pending(size_t i, const std::string& path) const;
 
   const RunPlan& plan_;
   const Experiment& e_;
@@ -117,7 +117,7 @@ class CellRunner {
   std::vector<std::unique_ptr<CellState>> state_;  // per cell
   std::unique_ptr<Loaded> loaded_;
   std::set<std::pair<size_t, std::string>> written_;  // (cell, path) rows of this run
-  size_t n_ok_ = 0, n_err_ = 0, n_skip_ = 0, n_done_ = 0, n_todo_ = 0;
+  size_t n_ok_ = 0, n_err_ = 0, n_skip_ = 0, n_done_ = 0, n_pending_ = 0;
   size_t visits_done_ = 0;
   double t_start_ = 0;
 };

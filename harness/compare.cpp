@@ -70,7 +70,8 @@ std::map<std::string, json> join_params(const ResultRow& r, const JoinOptions& o
   return p;
 }
 
-bool row_matches(const ResultRow& r, const std::vector<std::pair<std::string, std::string>>& where) {
+bool row_matches(const ResultRow& r,
+                 const std::vector<std::pair<std::string, std::string>>& where) {
   if (where.empty()) return true;
   const std::map<std::string, json> p = row_params(r);
   for (const auto& [k, v] : where) {
@@ -80,8 +81,8 @@ bool row_matches(const ResultRow& r, const std::vector<std::pair<std::string, st
   return true;
 }
 
-std::vector<const ResultRow*> selected_rows(const ResultSet& set,
-                                            const std::vector<std::pair<std::string, std::string>>& where) {
+std::vector<const ResultRow*> selected_rows(
+    const ResultSet& set, const std::vector<std::pair<std::string, std::string>>& where) {
   std::vector<const ResultRow*> out;
   for (const ResultRow* r : set.latest_rows())
     if (row_matches(*r, where)) out.push_back(r);

@@ -74,8 +74,9 @@ void add_compare_command(CLI::App& app, int* exit_code) {
     // Nothing joined is not a comparison: most often the two runs differ in a field or a model
     // file name, which the rows only in BASE / HEAD above show.
     if (join.both.empty()) {
-      std::fprintf(stderr, "fish compare: no row of HEAD matches a row of BASE (model, config, "
-                           "workload and path must all be equal)\n");
+      std::fprintf(stderr,
+                   "fish compare: no row of HEAD matches a row of BASE (model, config, "
+                   "workload and path must all be equal)\n");
       return;
     }
     *exit_code = kExitOk;

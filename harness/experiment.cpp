@@ -569,7 +569,8 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
       if (r.is_object() && r.contains("model")) {
         const json& m = r["model"];
         if (!m.is_string() || m.get<std::string>().empty()) {
-          err(fmt::format("{}: quality.reference.model: expected a GGUF path or "
+          err(
+              fmt::format("{}: quality.reference.model: expected a GGUF path or "
                           "synthetic:SHAPE:TYPE, got {}",
                           label, m.dump()));
         } else if (m.get<std::string>().rfind("synthetic:", 0) == 0 &&
@@ -587,8 +588,8 @@ Result<Experiment> parse_experiment(std::string_view text, std::string_view labe
     }
     fields_from_json(q, quality_fields(), label + ": quality", e.quality, errors);
   }
-  if (root.contains("measure") && root["measure"].is_object() &&
-      root["measure"].contains("seed") && e.measure.order != "shuffle")
+  if (root.contains("measure") && root["measure"].is_object() && root["measure"].contains("seed") &&
+      e.measure.order != "shuffle")
     err(fmt::format("{}: measure.seed: only used by order shuffle (order is {})", label,
                     e.measure.order));
   if (e.measure.paths.empty())
@@ -722,12 +723,10 @@ nlohmann::json cell_id_config(const Config& c) {
 }
 
 std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_sha256) {
-  const json j = {{"harness_version", std::string(kHarnessVersion)},
-                  {"model", e.models[c.model_index]},
-                  {"model_sha256", std::string(model_sha256)},
-                  {"config", cell_id_config(c.config)},
-                  {"workload", workload_json(e.workload)},
-                  {"quality", quality_json(e.quality)}};
+  const json j = {
+      {"harness_version", std::string(kHarnessVersion)}, {"model", e.models[c.model_index]},
+      {"model_sha256", std::string(model_sha256)},       {"config", cell_id_config(c.config)},
+      {"workload", workload_json(e.workload)},           {"quality", quality_json(e.quality)}};
   return sha256_hex(j.dump()).substr(0, 16);
 }
 

@@ -58,7 +58,7 @@ struct MeasureSpec {
   // a cell back to back), "shuffle" (the same, in an order drawn from `seed`), or "interleave"
   // (each repetition visits every cell: round r of every cell before round r + 1).
   std::string order = "interleave";
-  int64_t seed = 1;  // of the shuffle order
+  int64_t seed = 1;        // of the shuffle order
   int64_t peer_block = 3;  // llama.cpp twins: repetitions per llama-bench call (0: no turns)
   double max_cv = 0.10;
   int64_t stream_MiB = 1024;
@@ -177,7 +177,8 @@ std::string cell_id(const Experiment& e, const Cell& c, std::string_view model_s
 // default (ids of cells from before those fields stay).
 nlohmann::json cell_id_config(const Config& c);
 
-// Markdown reference of every key of the experiment file (for --help-fields and docs/experiments.md).
+// Markdown reference of every key of the experiment file (for --help-fields and
+// docs/experiments.md).
 std::string experiment_format_help();
 
 }  // namespace fish

@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
       return fish::kExitUsage;
     }
     fish::llama_bench_spellings(args);
-    args.erase(args.begin());                  // CLI11 takes the arguments without the program
-    std::reverse(args.begin(), args.end());    // name, last first
+    args.erase(args.begin());                // CLI11 takes the arguments without the program
+    std::reverse(args.begin(), args.end());  // name, last first
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

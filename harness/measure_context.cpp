@@ -97,7 +97,8 @@ nlohmann::json run_context(const Experiment& e, const RunIdentity& id) {
   c["started_utc"] = utc_now();
   // The visiting order of the cells (measure.order; the seed only where it drew the order).
   c["order"] = e.measure.order;
-  c["order_seed"] = e.measure.order == "shuffle" ? nlohmann::json(e.measure.seed) : nlohmann::json();
+  c["order_seed"] =
+      e.measure.order == "shuffle" ? nlohmann::json(e.measure.seed) : nlohmann::json();
 
   // Provenance from the binary itself (base/build_info.h), whatever directory it runs in.
   const BuildInfo& b = build_info();

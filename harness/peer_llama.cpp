@@ -52,7 +52,8 @@ std::optional<LlamaBenchTest> read_test(const json& j, std::string* problem) {
   t.n_gen = j["n_gen"].get<int64_t>();
   if (j.contains("n_depth")) {
     if (!j["n_depth"].is_number_integer() || j["n_depth"].get<int64_t>() < 0) {
-      *problem = fmt::format("n_depth: expected an integer >= 0, found {}", clip(j["n_depth"].dump()));
+      *problem =
+          fmt::format("n_depth: expected an integer >= 0, found {}", clip(j["n_depth"].dump()));
       return std::nullopt;
     }
     t.n_depth = j["n_depth"].get<int64_t>();
@@ -107,7 +108,9 @@ std::vector<std::string> device_lines(const std::string& err) {
   return out;
 }
 
-std::string cache_dir() { return fish_cache_dir(); }
+std::string cache_dir() {
+  return fish_cache_dir();
+}
 
 }  // namespace
 
@@ -137,7 +140,8 @@ Result<std::vector<LlamaBenchTest>> parse_llama_bench_output(std::string_view te
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       const json j = json::parse(line.begin(), line.end(), nullptr, false);
-      if (j.is_discarded()) return make_error("{}:{}: not JSON: \"{}\"", label, line_no, clip(line));
+      if (j.is_discarded())
+        return make_error("{}:{}: not JSON: \"{}\"", label, line_no, clip(line));
       auto t = read_test(j, &problem);
       if (!t) return make_error("{}:{}: {}", label, line_no, problem);
       out.push_back(std::move(*t));
@@ -151,7 +155,8 @@ std::string llama_unsupported(const Config& c, const QualitySpec& q,
                               const std::string& model_path) {
   const Config d;
   std::vector<std::string> why;
-  if (c.requant != 0) why.push_back(fmt::format("requant {} (FISH's load-time re-quantisation)", c.requant));
+  if (c.requant != 0)
+    why.push_back(fmt::format("requant {} (FISH's load-time re-quantisation)", c.requant));
   if (c.weight_path != d.weight_path)
     why.push_back(fmt::format("weight_path {} (FISH's CPU weight paths)", c.weight_path));
   if (c.act != d.act) why.push_back(fmt::format("act {} (FISH's f32 reference)", c.act));
@@ -161,16 +166,18 @@ std::string llama_unsupported(const Config& c, const QualitySpec& q,
   if (c.vram_budget_mb != 0) why.push_back(fmt::format("vram_budget_mb {}", c.vram_budget_mb));
   if (c.swa_kv != d.swa_kv) why.push_back(fmt::format("swa_kv {}", c.swa_kv));
   if (!q.metrics.empty())
-    why.push_back("quality metrics (llama-bench measures speed only: exclude the llama.cpp cells "
-                  "from a quality experiment)");
+    why.push_back(
+        "quality metrics (llama-bench measures speed only: exclude the llama.cpp cells "
+        "from a quality experiment)");
   if (!model_path.empty()) {
     auto g = GgufFile::open(model_path);
     if (g.ok()) {
       for (const GgufTensorInfo& t : g.value().tensors())
         if (is_fish_type(t.type)) {
-          why.push_back(fmt::format("the model has FISH tensor types ({}: {}), which llama.cpp "
-                                    "cannot load",
-                                    t.name, type_name(t.type)));
+          why.push_back(
+              fmt::format("the model has FISH tensor types ({}: {}), which llama.cpp "
+                          "cannot load",
+                          t.name, type_name(t.type)));
           break;
         }
     }
@@ -178,7 +185,8 @@ std::string llama_unsupported(const Config& c, const QualitySpec& q,
   if (why.empty()) return "";
   std::string s;
   for (const std::string& w : why) s += (s.empty() ? "" : "; ") + w;
-  return "engine llama.cpp cannot express " + s + " (hint: exclude these cells for engine llama.cpp)";
+  return "engine llama.cpp cannot express " + s +
+         " (hint: exclude these cells for engine llama.cpp)";
 }
 
 Result<std::string> resolve_llama_bench(const Config& c) {
@@ -199,31 +207,36 @@ Result<std::string> resolve_llama_bench(const Config& c) {
   std::error_code ec;
   const auto st = fs::status(bin, ec);
   if (ec || !fs::exists(st))
-    return make_error("engine llama.cpp: llama-bench {} (from {}) does not exist (hint: "
-                      "scripts/peer/build_llama_cpp.sh {} builds it)",
-                      bin, from,
-                      c.llama_bench == "vulkan" || c.llama_bench == "cuda" ? c.llama_bench : "cpu");
-  if (!fs::is_regular_file(st)) return make_error("engine llama.cpp: llama-bench {} (from {}) is not a file", bin, from);
-  if ((st.permissions() & (fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec)) ==
-      fs::perms::none)
+    return make_error(
+        "engine llama.cpp: llama-bench {} (from {}) does not exist (hint: "
+        "scripts/peer/build_llama_cpp.sh {} builds it)",
+        bin, from, c.llama_bench == "vulkan" || c.llama_bench == "cuda" ? c.llama_bench : "cpu");
+  if (!fs::is_regular_file(st))
+    return make_error("engine llama.cpp: llama-bench {} (from {}) is not a file", bin, from);
+  if ((st.permissions() &
+       (fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec)) == fs::perms::none)
     return make_error("engine llama.cpp: llama-bench {} (from {}) is not executable", bin, from);
   return bin;
 }
 
 std::vector<std::vector<std::string>> llama_bench_invocations(const std::string& model_path,
                                                               const Workload& w,
-                                                              const MeasureSpec& m,
-                                                              const Config& c,
+                                                              const MeasureSpec& m, const Config& c,
                                                               const std::string& path,
                                                               int n_threads) {
   const std::string ngl =
       path == "gpu" ? (c.gpu_layers < 0 ? std::string("999") : std::to_string(c.gpu_layers)) : "0";
   auto one = [&](int64_t p, int64_t g, int64_t d) {
-    std::vector<std::string> a = {"-m", model_path, "-p", std::to_string(p), "-n",
-                                  std::to_string(g), "-d", std::to_string(d), "-t",
-                                  std::to_string(n_threads), "-b", std::to_string(c.n_batch),
-                                  "-ub", std::to_string(c.n_batch), "-ngl", ngl, "-r",
-                                  std::to_string(m.repetitions), "-o", "jsonl"};
+    std::vector<std::string> a = {"-m",   model_path,
+                                  "-p",   std::to_string(p),
+                                  "-n",   std::to_string(g),
+                                  "-d",   std::to_string(d),
+                                  "-t",   std::to_string(n_threads),
+                                  "-b",   std::to_string(c.n_batch),
+                                  "-ub",  std::to_string(c.n_batch),
+                                  "-ngl", ngl,
+                                  "-r",   std::to_string(m.repetitions),
+                                  "-o",   "jsonl"};
     if (path != "gpu") a.insert(a.end(), {"-dev", "none"});  // a GPU build offloads nothing
     if (m.warmup == 0) a.push_back("--no-warmup");
     return a;
@@ -262,7 +275,8 @@ Result<PeerMeasurement> measure_llama_bench(const Config& c, const Workload& w,
   peer["args"] = json::array();
   peer["device_log"] = json::array();
   double wall_s = 0;
-  for (std::vector<std::string>& args : llama_bench_invocations(model_path, w, m, c, path, n_threads)) {
+  for (std::vector<std::string>& args :
+       llama_bench_invocations(model_path, w, m, c, path, n_threads)) {
     peer["args"].push_back(args);
     std::vector<std::string> argv = {bin};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -282,23 +296,25 @@ Result<PeerMeasurement> measure_llama_bench(const Config& c, const Workload& w,
       const bool want = (tt.is_prefill() && p > 0 && tt.n_prompt == p) ||
                         (tt.is_decode() && g > 0 && tt.n_gen == g);
       if (!want || tt.n_depth != d)
-        return make_error("llama-bench stdout: a test with n_prompt {}, n_gen {}, n_depth {}; "
-                          "asked for -p {} -n {} -d {}",
-                          tt.n_prompt, tt.n_gen, tt.n_depth, p, g, d);
+        return make_error(
+            "llama-bench stdout: a test with n_prompt {}, n_gen {}, n_depth {}; "
+            "asked for -p {} -n {} -d {}",
+            tt.n_prompt, tt.n_gen, tt.n_depth, p, g, d);
       std::vector<double>& dst = tt.is_prefill() ? pm.prefill_tok_s : pm.decode_tok_s;
       dst.insert(dst.end(), tt.samples_ts.begin(), tt.samples_ts.end());
       const json& j = tt.json;
-      for (const char* k : {"build_commit", "build_number", "backends", "cpu_info", "gpu_info",
-                            "model_type", "model_size", "model_n_params", "n_threads",
-                            "n_gpu_layers", "n_batch", "n_ubatch", "type_k", "type_v",
-                            "flash_attn", "devices"})
+      for (const char* k :
+           {"build_commit", "build_number", "backends", "cpu_info", "gpu_info", "model_type",
+            "model_size", "model_n_params", "n_threads", "n_gpu_layers", "n_batch", "n_ubatch",
+            "type_k", "type_v", "flash_attn", "devices"})
         if (j.contains(k) && !peer.contains(k)) peer[k] = j[k];
     }
   }
   if (path == "gpu" && peer.value("backends", "") == "CPU")
-    return make_error("llama-bench {}: its build has no GPU backend (backends \"CPU\"); the gpu "
-                      "path needs a vulkan or cuda build (scripts/peer/build_llama_cpp.sh)",
-                      bin);
+    return make_error(
+        "llama-bench {}: its build has no GPU backend (backends \"CPU\"); the gpu "
+        "path needs a vulkan or cuda build (scripts/peer/build_llama_cpp.sh)",
+        bin);
   if ((w.n_prompt > 0 && pm.prefill_tok_s.empty()) || (w.n_gen > 0 && pm.decode_tok_s.empty()))
     return make_error("llama-bench {}: its output lacks the {} test", bin,
                       pm.prefill_tok_s.empty() ? "prefill" : "decode");
@@ -355,7 +371,8 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
   FISH_ASSIGN_OR_RETURN(std::vector<LlamaBenchTest> tests, parse_llama_bench_output(text, file));
   std::string stem = fs::path(file).stem().string();
   for (char& ch : stem)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.') ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.')
+      ch = '_';
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return make_error("{}: cannot create: {}", out_dir, ec.message());
@@ -402,7 +419,9 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
     const std::string backends = str_or(j, "backends");
     const bool gpu = ngl > 0 && !backends.empty() && backends != "CPU";
     c.gpu_layers = gpu ? (ngl >= 999 ? -1 : ngl) : 0;
-    json workload = {{"n_prompt", t.n_prompt}, {"n_gen", t.n_gen}, {"seed", 0},
+    json workload = {{"n_prompt", t.n_prompt},
+                     {"n_gen", t.n_gen},
+                     {"seed", 0},
                      {"prompt_source", "llama-bench"}};
     const std::string model = str_or(j, "model_filename");
     json r;
@@ -436,15 +455,15 @@ Result<std::string> import_llama_bench(const std::string& file, const std::strin
     r["validity"] = validity_flags(ps, MeasureSpec{}.max_cv);
     r["t_wall_s"] = 0.0;
     json peer = {{"engine", "llama.cpp"}, {"imported_from", file}};
-    for (const char* k : {"build_commit", "build_number", "backends", "cpu_info", "gpu_info",
-                          "model_type", "model_size", "model_n_params", "n_threads",
-                          "n_gpu_layers", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn",
-                          "devices", "test_time"})
+    for (const char* k :
+         {"build_commit", "build_number", "backends", "cpu_info", "gpu_info", "model_type",
+          "model_size", "model_n_params", "n_threads", "n_gpu_layers", "n_batch", "n_ubatch",
+          "type_k", "type_v", "flash_attn", "devices", "test_time"})
       if (j.contains(k)) peer[k] = j[k];
     r["peer"] = peer;
     // The cell id: what the test measured (its parameters, not its results).
-    json id_src = {{"model", r["model"]}, {"config", r["config"]}, {"workload", workload},
-                   {"peer", peer}};
+    json id_src = {
+        {"model", r["model"]}, {"config", r["config"]}, {"workload", workload}, {"peer", peer}};
     id_src["peer"].erase("imported_from");
     id_src["peer"].erase("test_time");
     r["cell_id"] = sha256_hex(id_src.dump()).substr(0, 16);

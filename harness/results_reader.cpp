@@ -110,8 +110,8 @@ void check_metrics(const json& m, std::vector<std::string>* p) {
     if (find_metric(name)->kind == MetricKind::count) {
       if (!v.is_object() || !v.contains("n") || !v.contains("of") || !v["n"].is_number() ||
           !v["of"].is_number())
-        p->push_back(fmt::format(
-            "metrics.{}: expected {{\"n\": number, \"of\": number}} or null", name));
+        p->push_back(
+            fmt::format("metrics.{}: expected {{\"n\": number, \"of\": number}} or null", name));
     } else if (!v.is_number()) {
       p->push_back(
           fmt::format("metrics.{}: expected number or null, found {}", name, json_type_name(v)));

@@ -23,7 +23,6 @@
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "engine/tokenizer.h"
-#include "kernels/thread_pool.h"
 #include "harness/cell_guard.h"
 #include "harness/cell_runner.h"
 #include "harness/commands.h"
@@ -37,6 +36,7 @@
 #include "harness/quality.h"
 #include "harness/results_writer.h"
 #include "harness/stats.h"
+#include "kernels/thread_pool.h"
 
 namespace fish {
 namespace {
@@ -154,8 +154,8 @@ std::string order_text(const MeasureSpec& m) {
   return "order fixed";
 }
 
-// --dry-run: the cells in visiting order, then what a real run would fail on (a dry run that exits 0
-// promises a run).
+// --dry-run: the cells in visiting order, then what a real run would fail on (a dry run that exits
+// 0 promises a run).
 int print_dry_run(const RunPlan& p, const Shard& shard) {
   const Experiment& e = p.e;
   std::string paths_text;
@@ -198,7 +198,8 @@ int print_dry_run(const RunPlan& p, const Shard& shard) {
   if ((e.quality.wants("greedy_exact") || (text_metrics && e.quality.source == "greedy")) &&
       !readable(e.quality.prompt_file))
     problems.push_back("quality.prompt_file " + e.quality.prompt_file + ": not a readable file");
-  for (const std::string& pr : problems) std::fprintf(stderr, "fish run: dry run: %s\n", pr.c_str());
+  for (const std::string& pr : problems)
+    std::fprintf(stderr, "fish run: dry run: %s\n", pr.c_str());
   return problems.empty() ? kExitOk : kExitUsage;
 }
 
@@ -282,13 +283,13 @@ int run_experiment(const RunOptions& o) {
                  "differs); cells whose parameters changed get new ids and run, the old rows "
                  "stay in the file\n",
                  plan.results_path.c_str(), e.file_path.c_str());
-  size_t n_todo = 0;
+  size_t n_pending = 0;
   for (size_t i = 0; i < plan.cells.size(); ++i)
     for (const std::string& p : e.measure.paths)
-      n_todo += path_todo(writer, plan.ids[i], p, o.retry_errors);
+      n_pending += path_pending(writer, plan.ids[i], p, o.retry_errors);
 
   bool any_failed = false;
-  if (n_todo == 0) {
+  if (n_pending == 0) {
     std::fprintf(stderr, "fish run: every cell of %s is finished in %s (nothing to run)\n",
                  e.name.c_str(), plan.results_path.c_str());
   } else {
@@ -296,7 +297,7 @@ int run_experiment(const RunOptions& o) {
     std::fprintf(stderr,
                  "fish run: %s: %zu cells x %zu paths, %zu to run%s, %s (%lld model loads); "
                  "measuring the stream bandwidth (%lld MiB)...\n",
-                 e.name.c_str(), plan.cells.size(), e.measure.paths.size(), n_todo,
+                 e.name.c_str(), plan.cells.size(), e.measure.paths.size(), n_pending,
                  o.resume ? " (resume)" : "", order_text(e.measure).c_str(),
                  static_cast<long long>(plan.model_loads()),
                  static_cast<long long>(e.measure.stream_MiB));

@@ -6,8 +6,8 @@
 // (what w4a8_amx.cpp configures); and Linux grants this process tile-data permission
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), kernel >= 5.16), requested once per
 // process on the first call. Each thread must still load a tile configuration before its first
-// tile instruction (w4a8_tiles_amx does, on every call). Env FISH_AMX=0 (off/false/no) turns every AMX
-// path off (W4A8 prefill, the x16 K-quant prefill): the status then says so.
+// tile instruction (w4a8_tiles_amx does, on every call). Env FISH_AMX=0 (off/false/no) turns every
+// AMX path off (W4A8 prefill, the x16 K-quant prefill): the status then says so.
 #pragma once
 
 #include <string>

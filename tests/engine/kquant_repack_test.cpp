@@ -104,8 +104,8 @@ TEST(KquantRepackQ8_0, Q8_0MatricesStayGgufRowsWhenRepackQ8_0IsOff) {
     }
   ASSERT_GT(q8, 0) << "the q8_0 file has no q8_0 layer matrix: the test checks nothing";
   EXPECT_GE(all.value()->kquant_repack().matrices, q8);
-  EXPECT_EQ(all.value()->kquant_repack().matrices - kq.value()->kquant_repack().matrices, q8 +
-            (kq.value()->output().type == GgmlType::q8_0 ? 1 : 0));
+  EXPECT_EQ(all.value()->kquant_repack().matrices - kq.value()->kquant_repack().matrices,
+            q8 + (kq.value()->output().type == GgmlType::q8_0 ? 1 : 0));
 }
 
 TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {

@@ -179,8 +179,9 @@ TEST(Compare, AFreshRunOfACommittedCpuSectionJoinsTheCommittedRun) {
   const std::string run = fish + " run " + dir.file("requant_modes.json") + " --out " +
                           dir.file("out") + " > " + dir.file("run.log") + " 2>&1";
   ASSERT_EQ(std::system(run.c_str()), 0) << test::read_file(dir.file("run.log"));
-  const std::string cmp = fish + " compare " + committed + " " + dir.file("out/requant_modes.jsonl") +
-                          " > " + dir.file("out.txt") + " 2>&1";
+  const std::string cmp = fish + " compare " + committed + " " +
+                          dir.file("out/requant_modes.jsonl") + " > " + dir.file("out.txt") +
+                          " 2>&1";
   const int status = std::system(cmp.c_str());
   const std::string out = test::read_file(dir.file("out.txt"));
   ASSERT_TRUE(WIFEXITED(status));

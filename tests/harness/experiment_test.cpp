@@ -515,10 +515,11 @@ TEST(ExperimentHelp, DocumentsEveryKeyFromTheFieldTables) {
 }
 
 TEST(ExperimentHelp, DocsSectionIsTheGeneratedHelp) {
-  const std::optional<std::string> section = test::doc_section(
-      "docs/experiments.md", "<!-- fish run --help-fields -->", "<!-- end fish run --help-fields -->");
-  ASSERT_TRUE(section.has_value()) << "docs/experiments.md or its markers not found under "
-                                   << test::source_dir();
+  const std::optional<std::string> section =
+      test::doc_section("docs/experiments.md", "<!-- fish run --help-fields -->",
+                        "<!-- end fish run --help-fields -->");
+  ASSERT_TRUE(section.has_value())
+      << "docs/experiments.md or its markers not found under " << test::source_dir();
   EXPECT_EQ(*section, experiment_format_help())
       << "regenerate the docs/experiments.md section with: fish run --help-fields";
 }

@@ -96,9 +96,9 @@ TEST(LlamaBenchInvocations, DecodeAfterThePromptRunsAtDepthNPromptUnlessADepthIs
   c.n_batch = 256;
   auto inv = llama_bench_invocations("m.gguf", w, m, c, "cpu", 2);
   ASSERT_EQ(inv.size(), 2u);
-  const std::vector<std::string> pp = {"-m", "m.gguf", "-p", "128", "-n", "0", "-d", "0", "-t",
-                                       "2", "-b", "256", "-ub", "256", "-ngl", "0", "-r", "6",
-                                       "-o", "jsonl", "-dev", "none"};
+  const std::vector<std::string> pp = {"-m", "m.gguf", "-p", "128",   "-n",   "0",   "-d",   "0",
+                                       "-t", "2",      "-b", "256",   "-ub",  "256", "-ngl", "0",
+                                       "-r", "6",      "-o", "jsonl", "-dev", "none"};
   EXPECT_EQ(inv[0], pp);
   EXPECT_EQ(inv[1][3], "0");    // -p 0
   EXPECT_EQ(inv[1][5], "64");   // -n 64
@@ -140,9 +140,10 @@ TEST(LlamaUnsupported, NamesEveryFieldLlamaCppCannotExpress) {
 TEST(LlamaUnsupported, AFileWithFishTensorTypesIsRefused) {
   test::TempDir dir;
   const std::string fq3 = dir.file("fq3.gguf"), q8 = dir.file("q8.gguf");
-  ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " make-model --shape tiny --type q8_0 --out " + q8,
-                                  dir.file("log")),
-            0);
+  ASSERT_EQ(
+      test::shell_exit_code(test::fish_bin() + " make-model --shape tiny --type q8_0 --out " + q8,
+                            dir.file("log")),
+      0);
   ASSERT_EQ(test::shell_exit_code(test::fish_bin() + " requant " + q8 + " " + fq3 + " --mode 1",
                                   dir.file("log")),
             0)
@@ -155,7 +156,8 @@ TEST(LlamaUnsupported, AFileWithFishTensorTypesIsRefused) {
 
 TEST(ResolveLlamaBench, BackendNamesAreTheBuildScriptsDirectories) {
   test::TempDir dir;
-  const std::string bin = dir.file("peer/" + std::string(kLlamaCppCommitShort) + "-cpu/bin/llama-bench");
+  const std::string bin =
+      dir.file("peer/" + std::string(kLlamaCppCommitShort) + "-cpu/bin/llama-bench");
   std::filesystem::create_directories(std::filesystem::path(bin).parent_path());
   ::setenv("FISH_CACHE", dir.path().c_str(), 1);
   Config c;
@@ -236,9 +238,9 @@ class PeerRun : public ::testing::Test {
 
 TEST_F(PeerRun, ALlamaCppCellIsMeasuredBesideItsFishCellWithTheSameRowSchema) {
   const std::string good = write_script(dir_, "good.sh", kFakeGood);
-  const std::vector<json> rows = run(
-      experiment(R"(, "llama_bench": ")" + good + "\"", R"("sweep": {"engine": ["fish", "llama.cpp"]})"),
-      kExitOk);
+  const std::vector<json> rows = run(experiment(R"(, "llama_bench": ")" + good + "\"",
+                                                R"("sweep": {"engine": ["fish", "llama.cpp"]})"),
+                                     kExitOk);
   ASSERT_EQ(rows.size(), 2u);
   const json& f = rows[0];
   const json& l = rows[1];
@@ -282,8 +284,9 @@ TEST_F(PeerRun, ALlamaCppCellIsMeasuredBesideItsFishCellWithTheSameRowSchema) {
                                   dir_.file("cmp.log")),
             0)
       << test::file_text(dir_.file("cmp.log"));
-  EXPECT_NE(test::file_text(dir_.file("cmp.log")).find("1 rows joined, 0 only in BASE, 0 only in HEAD"),
-            std::string::npos)
+  EXPECT_NE(
+      test::file_text(dir_.file("cmp.log")).find("1 rows joined, 0 only in BASE, 0 only in HEAD"),
+      std::string::npos)
       << test::file_text(dir_.file("cmp.log"));
 }
 
@@ -318,7 +321,8 @@ TEST_F(PeerRun, ATwinTakesTurnsWithItsFishCellInBlocksOfPeerBlockRepetitions) {
 TEST_F(PeerRun, EveryBrokenLlamaBenchIsAnErrorRowNamingTheCauseAndTheSweepGoesOn) {
   const std::string good = write_script(dir_, "good.sh", kFakeGood);
   const std::string noexec = write_script(dir_, "noexec.sh", kFakeGood, false);
-  const std::string crash = write_script(dir_, "crash.sh", "echo '{\"n_prompt\": 8' ; kill -SEGV $$\n");
+  const std::string crash =
+      write_script(dir_, "crash.sh", "echo '{\"n_prompt\": 8' ; kill -SEGV $$\n");
   const std::string reject = write_script(
       dir_, "reject.sh",
       "echo \"llama_model_load: error loading model: unknown model architecture\" >&2\n"
@@ -335,7 +339,8 @@ TEST_F(PeerRun, EveryBrokenLlamaBenchIsAnErrorRowNamingTheCauseAndTheSweepGoesOn
   ASSERT_EQ(rows.size(), 7u);
   std::map<std::string, json> by_bin;
   for (const json& r : rows)
-    by_bin[r["config"]["engine"].get<std::string>() + " " + r["config"]["llama_bench"].get<std::string>()] = r;
+    by_bin[r["config"]["engine"].get<std::string>() + " " +
+           r["config"]["llama_bench"].get<std::string>()] = r;
   EXPECT_EQ(by_bin["fish " + good]["status"], "ok");
   EXPECT_EQ(by_bin["llama.cpp " + good]["status"], "ok");
   const std::pair<std::string, std::string> expect[] = {
@@ -357,10 +362,10 @@ TEST_F(PeerRun, EveryBrokenLlamaBenchIsAnErrorRowNamingTheCauseAndTheSweepGoesOn
 
 TEST_F(PeerRun, FieldsLlamaCppCannotExpressAreErrorRowsWithTheReason) {
   const std::string good = write_script(dir_, "good.sh", kFakeGood);
-  const std::vector<json> rows =
-      run(experiment(R"(, "llama_bench": ")" + good + "\"",
-                     R"("sweep": {"engine": ["fish", "llama.cpp"], "weight_path": ["auto", "ref"]})"),
-          kExitCellsFailed);
+  const std::vector<json> rows = run(
+      experiment(R"(, "llama_bench": ")" + good + "\"",
+                 R"("sweep": {"engine": ["fish", "llama.cpp"], "weight_path": ["auto", "ref"]})"),
+      kExitCellsFailed);
   ASSERT_EQ(rows.size(), 4u);
   int n_ok = 0;
   for (const json& r : rows) {
@@ -381,13 +386,14 @@ TEST_F(PeerRun, FieldsLlamaCppCannotExpressAreErrorRowsWithTheReason) {
 // one cell's repetitions back to back, then the next.
 TEST_F(PeerRun, InterleaveVisitsTheCellsRoundRobinAndFixedOneAfterTheOther) {
   const std::string log = dir_.file("calls.log");
-  const std::string logging = write_script(
-      dir_, "logging.sh",
-      "for a in \"$@\"; do [ \"$prev\" = -b ] && echo \"$a\" >> " + log +
-          "; prev=$a; done\n" + kFakeGood);
+  const std::string logging =
+      write_script(dir_, "logging.sh",
+                   "for a in \"$@\"; do [ \"$prev\" = -b ] && echo \"$a\" >> " + log +
+                       "; prev=$a; done\n" + kFakeGood);
   auto calls_for = [&](const std::string& order) {
-    std::string exp = experiment(R"(, "llama_bench": ")" + logging + "\"",
-                                 R"("sweep": {"n_batch": [1, 2], "engine": ["fish", "llama.cpp"]})");
+    std::string exp =
+        experiment(R"(, "llama_bench": ")" + logging + "\"",
+                   R"("sweep": {"n_batch": [1, 2], "engine": ["fish", "llama.cpp"]})");
     std::string text = test::file_text(exp);
     text.replace(text.find("\"stream_MiB\""), 0,
                  "\"peer_block\": 1, \"order\": \"" + order + "\", ");
@@ -434,19 +440,18 @@ TEST(ImportLlamaBench, RecordedTestsBecomeRowsThatReportAndCompareRead) {
   const std::string log = dir.file("log");
   const std::string a = dir.file("imp-llama_bench_smollm2_cpu.jsonl/llama_bench_smollm2_cpu.jsonl");
   const std::string b = dir.file("imp-llama_bench_smollm2_cpu.json/llama_bench_smollm2_cpu.jsonl");
-  EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " compare " + a + " " + b,
-                                  log),
-            0)
+  EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " compare " + a + " " + b, log), 0)
       << test::file_text(log);
   EXPECT_NE(test::file_text(log).find("2 rows joined"), std::string::npos) << test::file_text(log);
-  EXPECT_EQ(test::shell_exit_code(
-                test::fish_bin() + " report " + a, log),
-            0)
+  EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " report " + a, log), 0)
       << test::file_text(log);
   // The CLI: a bad file is a usage error naming the line.
-  { std::ofstream(dir.file("bad.jsonl")) << "{\"n_prompt\": 1, \"n_gen\": 0, \"samples_ts\": [1]}\nnope\n"; }
-  EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " import llama-bench " + dir.file("bad.jsonl") +
-                                      " --out " + dir.file("imp2"),
+  {
+    std::ofstream(dir.file("bad.jsonl"))
+        << "{\"n_prompt\": 1, \"n_gen\": 0, \"samples_ts\": [1]}\nnope\n";
+  }
+  EXPECT_EQ(test::shell_exit_code(test::fish_bin() + " import llama-bench " +
+                                      dir.file("bad.jsonl") + " --out " + dir.file("imp2"),
                                   log),
             kExitUsage);
   EXPECT_NE(test::file_text(log).find("bad.jsonl:2: not JSON"), std::string::npos)
@@ -455,7 +460,11 @@ TEST(ImportLlamaBench, RecordedTestsBecomeRowsThatReportAndCompareRead) {
 
 TEST(ImportLlamaBench, APromptPlusGenerationTestIsAnErrorRow) {
   test::TempDir dir;
-  { std::ofstream(dir.file("pg.jsonl")) << R"({"build_commit": "0c1e570", "n_prompt": 16, "n_gen": 8, "samples_ts": [5, 6]})" << "\n"; }
+  {
+    std::ofstream(dir.file("pg.jsonl"))
+        << R"({"build_commit": "0c1e570", "n_prompt": 16, "n_gen": 8, "samples_ts": [5, 6]})"
+        << "\n";
+  }
   auto out = import_llama_bench(dir.file("pg.jsonl"), dir.file("o"));
   ASSERT_TRUE(out.ok()) << out.error().message;
   const std::vector<json> rows = test::result_rows(out.value());

@@ -46,7 +46,8 @@ TEST(ReportRuns, TheReadmesFirstParagraphThenStatsLinesThenMarkdownTables) {
 
 TEST(ReportRuns, AFolderWithOnlyAReadmeShowsItWholeAndNoEmptyBlock) {
   test::TempDir dir;
-  write(dir.file("README.md"), "# A/B\n\n`bench --filter x`, twice:\n\n## Numbers\n\n| a |\n|---|\n| 7 |\n");
+  write(dir.file("README.md"),
+        "# A/B\n\n`bench --filter x`, twice:\n\n## Numbers\n\n| a |\n|---|\n| 7 |\n");
   auto r = render_command_runs_section(dir.path().string());
   ASSERT_TRUE(r.ok()) << r.error().message;
   const std::string& md = r.value();

@@ -207,9 +207,10 @@ TEST_F(Renderings, MarkdownShowsVaryingFieldsSpeedsWithCisAndQuality) {
   EXPECT_THAT(md.value(),
               HasSubstr("| # | act | path | status | prefill tok/s | decode tok/s | weight GB/s | "
                         "% stream | top-1 | greedy exact | validity / error |"));
-  EXPECT_THAT(md.value(),
-              HasSubstr("| 0 | int8 | cpu | ok | 100 [99, 101] | 20 [19, 21] | 2 | 20 | 0.5 | 3/4 | "
-                        "few_repetitions |"));
+  EXPECT_THAT(
+      md.value(),
+      HasSubstr("| 0 | int8 | cpu | ok | 100 [99, 101] | 20 [19, 21] | 2 | 20 | 0.5 | 3/4 | "
+                "few_repetitions |"));
   EXPECT_THAT(md.value(), ::testing::Not(HasSubstr("n_threads |")));  // does not vary
   // 3 repetitions: the brackets are the range, and the legend says so (with its coverage).
   EXPECT_THAT(md.value(), HasSubstr("Speeds: median [min, max] over 3 repetitions: fewer than 6 "

@@ -405,8 +405,8 @@ TEST_F(RunCommand, DryRunListsTheCellsAndWritesNothing) {
 }
 
 TEST_F(RunCommand, DryRunFailsOnWhatTheRunWouldFailOn) {
-  const std::string exp = write_exp(
-      R"({"schema_version": 1, "name": "d", "model": [")" + model_ + R"(", "no_such.gguf"],
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": [")" + model_ +
+                                    R"(", "no_such.gguf"],
           "workload": {"text": "no_such_prompt.txt"}})");
   EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
             kExitUsage);
@@ -419,7 +419,8 @@ TEST_F(RunCommand, DryRunFailsOnWhatTheRunWouldFailOn) {
 
 TEST_F(RunCommand, AnUnknownCommandIsNamedWithTheList) {
   EXPECT_EQ(run_shell(fish_bin() + " frobnicate", dir_.file("log")), kExitUsage);
-  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("unknown command 'frobnicate' (commands: inspect"));
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("unknown command 'frobnicate' (commands: inspect"));
 }
 
 TEST_F(RunCommand, CommandsNameTheModelTheSameWayAndShareDefaults) {
@@ -581,9 +582,9 @@ TEST_F(RunCommand, ASweepKilledMidRunAndResumedLosesNoRowAndDuplicatesNone) {
 
 TEST_F(RunCommand, DryRunListsAShuffledRunInItsSeedsOrder) {
   auto listing = [&](const std::string& measure) {
-    const std::string exp = write_exp(R"({"schema_version": 1, "name": "d", "model": ")" + model_ +
-                                      R"(", "sweep": {"n_batch": "1-12"}, "measure": )" + measure +
-                                      "}");
+    const std::string exp =
+        write_exp(R"({"schema_version": 1, "name": "d", "model": ")" + model_ +
+                  R"(", "sweep": {"n_batch": "1-12"}, "measure": )" + measure + "}");
     EXPECT_EQ(run_shell(fish_run(exp + " --dry-run --out " + dir_.file("out")), dir_.file("log")),
               kExitOk)
         << slurp(dir_.file("log"));
