@@ -395,6 +395,26 @@ void mma_step(uint buf, uint sg_row, uint sg_tok) {
   }
 }
 
+// Stores accumulator fragment (i, j) of this subgroup, rows sg_row + i CM.., tokens sg_tok + j
+// CN..: staged column-major in cs (element (r, t) at t CM + r) so consecutive lanes write
+// consecutive rows of y. One fragment per call (a whole accumulator array as a parameter is what
+// main_local avoids).
+void store_fragment(coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> a, uint i,
+                    uint j, uint sg, uint sg_row, uint sg_tok) {
+  const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
+  const uint stage = sg * CM * CN;
+  coopMatStore(a, cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  for (uint e = lane; e < CM * CN; e += n_lanes) {
+    const uint r = g_row0 + sg_row + i * CM + e % CM;
+    const uint t = g_tok0 + sg_tok + j * CN + e / CM;
+    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = cs[stage + e];
+  }
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+}
+
 // DBUF = 3 (tiles r, u, v; x, y, z with VEC = 1): the accumulators are a local array of this
 // function, not the module-scope acc[] above, which a driver may keep in local memory rather
 // than registers (a round trip per multiply-add). A hypothesis, not a measured cause: on the
@@ -444,23 +464,8 @@ void main_local() {
     barrier();
     buf ^= 1u;
   }
-  // Store as main's epilogue.
-  const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
-  const uint stage = sg * CM * CN;
-  [[unroll]] for (uint i = 0u; i < TM; ++i) {
-    [[unroll]] for (uint j = 0u; j < TN; ++j) {
-      coopMatStore(la[i * TN + j], cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < CM * CN; e += n_lanes) {
-        const uint r = g_row0 + sg_row + i * CM + e % CM;
-        const uint t = g_tok0 + sg_tok + j * CN + e / CM;
-        if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = cs[stage + e];
-      }
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-    }
-  }
+  [[unroll]] for (uint i = 0u; i < TM; ++i)
+    [[unroll]] for (uint j = 0u; j < TN; ++j) store_fragment(la[i * TN + j], i, j, sg, sg_row, sg_tok);
 }
 
 void main() {
@@ -468,7 +473,6 @@ void main() {
   g_tok0 = gl_WorkGroupID.y * BN;
   g_units = pc.n_in / 8u;          // 8-value units of a row
   g_x_row = pc.x_stride >> 2u;     // vec4 per x row
-  const uint row0 = g_row0, tok0 = g_tok0;
   const uint sg = gl_SubgroupID;
   const uint sg_row = (sg / SG_COLS) * WM;  // this subgroup's block within the tile
   const uint sg_tok = (sg % SG_COLS) * WN;
@@ -510,24 +514,8 @@ void main() {
     }
   }
 
-  // Store: accumulator (i, j) is rows sg_row + i CM.., tokens sg_tok + j CN..; staged column-major
-  // (element (r, t) at t CM + r) so consecutive lanes write consecutive rows of y.
-  const uint lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
-  const uint stage = sg * CM * CN;
-  [[unroll]] for (uint i = 0u; i < TM; ++i) {
-    [[unroll]] for (uint j = 0u; j < TN; ++j) {
-      coopMatStore(acc[i * TN + j], cs, stage, CM, gl_CooperativeMatrixLayoutColumnMajor);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < CM * CN; e += n_lanes) {
-        const uint r = row0 + sg_row + i * CM + e % CM;
-        const uint t = tok0 + sg_tok + j * CN + e / CM;
-        if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = cs[stage + e];
-      }
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-    }
-  }
+  [[unroll]] for (uint i = 0u; i < TM; ++i)
+    [[unroll]] for (uint j = 0u; j < TN; ++j) store_fragment(acc[i * TN + j], i, j, sg, sg_row, sg_tok);
   // Keeps the DBUF touch loads: never true for a dispatched matmul (n_tok >= 1).
   if (DBUF == 1u && pc.n_tok == 0u && g_sink == 0x9e3779b9u) y[pc.y_offset] = 0.0;
 }
