@@ -220,35 +220,36 @@ void add_speed_plots(const std::string& experiment, const std::vector<const Resu
 // top-1) drawn once with one label ("requant 0, 2, 3"), so no label is printed over another.
 PlotSeries merge_coincident(PlotSeries s) {
   std::vector<PlotPoint> out;
-  std::map<size_t, int> same_count;  // points merged into out[i]
+  std::vector<std::vector<std::string>> labels;  // of the points merged into out[i]
   for (PlotPoint& p : s.points) {
     auto same = std::find_if(out.begin(), out.end(), [&](const PlotPoint& q) {
       return short_number(q.x) == short_number(p.x) && short_number(q.y) == short_number(p.y);
     });
-    if (same == out.end()) {
-      out.push_back(std::move(p));
+    if (same != out.end()) {
+      labels[size_t(same - out.begin())].push_back(p.label);
       continue;
     }
-    same->label += "; " + p.label;
-    ++same_count[size_t(same - out.begin())];
+    labels.push_back({p.label});
+    out.push_back(std::move(p));
   }
-  // "requant 0 off; requant 2 q6_k->q4_k" -> "requant 0, 2": where every joined label is
-  // "FIELD VALUE ...", the field once and the values' first words (the names are on the speed
-  // plots' axes and in the tables).
+  // Where every label of a place is "FIELD VALUE ..." of one field: the field once and the
+  // values' first words ("requant 0, 2, 3"; the names are on the speed plots' axes and in the
+  // tables); else the labels joined.
   for (size_t i = 0; i < out.size(); ++i) {
-    if (same_count[i] == 0) continue;
-    std::string field, values;
+    if (labels[i].size() < 2) continue;
+    std::string field, values, joined;
     bool one_field = true;
-    std::istringstream parts(out[i].label);
-    for (std::string part; std::getline(parts, part, ';');) {
-      std::istringstream words(part);
-      std::string f, v;
-      words >> f >> v;
+    for (const std::string& l : labels[i]) {
+      const size_t sp = l.find(' ');
+      const std::string f = l.substr(0, sp);
+      const std::string v =
+          sp == std::string::npos ? "" : l.substr(sp + 1, l.find(' ', sp + 1) - sp - 1);
       if (field.empty()) field = f;
       one_field = one_field && f == field && !v.empty();
       values += (values.empty() ? "" : ", ") + v;
+      joined += (joined.empty() ? "" : "; ") + l;
     }
-    if (one_field) out[i].label = field + " " + values;
+    out[i].label = one_field ? field + " " + values : joined;
   }
   s.points = std::move(out);
   return s;
