@@ -8,9 +8,10 @@
 #           the decode suites again with FISH_VK_MATVEC=fast and the prefill suites with
 #           FISH_VK_COOPMAT=0, and the x16 K-quant / repack tests on the Sapphire Rapids host
 #           (AVX-512 VNNI kernels); then waits for the builds (PHASE=wait).
-#   STEP=2  with nothing else running: experiments/peer_cpu_host16.json (FISH x16 vs per-row vs
-#           llama.cpp's CPU build, 16 threads), experiments/peer_gpu.json (FISH span vs llama.cpp
-#           Vulkan vs CUDA: pp512 / tg128 at depth 0 and 512), then, while time is left,
+#   STEP=2  with nothing else running: experiments/peer_gpu.json (FISH span vs llama.cpp Vulkan
+#           vs CUDA: pp512 / tg128 at depth 0 and 512; GPU_S seconds, default 330), then
+#           experiments/peer_cpu_host16.json (FISH x16 vs per-row vs llama.cpp's CPU build, 16
+#           threads) with what is left, then, while time is left,
 #           fish_vulkan_bench's matvec and prefill benchmarks with the same run's copy bandwidth.
 # Carry [".devcarry", ".gl"]: .devcarry/{bin,lib,commit} from scripts/device/gpu_prefill.sh pack
 # plus bin/{fish_test_kernels,fish_test_engine} (pack_merged below), .devcarry/peer from
@@ -100,13 +101,15 @@ fi
 
 if [ "$STEP" = 2 ]; then
   export FISH_CACHE=/tmp/peer/cache  # where PHASE=build put the peers
-  stamp "fish run peer_cpu_host16"
-  timeout 300 $B/fish run experiments/peer_cpu_host16.json --out $W/runs-cpu > $W/run-peer_cpu_host16.log 2>&1
-  echo "rc=$?" >> $W/run-peer_cpu_host16.log
-  if left 150 "peer_gpu"; then
-    stamp "peer_gpu"
-    CALL_S=$(( budget - $(elapsed) + 20 )) WAIT_S=20 PHASE=run bash scripts/device/peer_gpu.sh > $W/peer-run.txt 2>&1
-    mv $OUT/peer-gpu.tar.gz $W/ 2>/dev/null
+  # The GPU rows first (they carry the GPU issues' bars), then the host's CPU rows with what is left.
+  stamp "peer_gpu"
+  CALL_S=$(( ${GPU_S:-330} + 20 )) WAIT_S=20 PHASE=run bash scripts/device/peer_gpu.sh > $W/peer-run.txt 2>&1
+  mv $OUT/peer-gpu.tar.gz $W/ 2>/dev/null
+  if left 120 "peer_cpu_host16"; then
+    stamp "fish run peer_cpu_host16"
+    timeout $(( budget - $(elapsed) - 80 )) $B/fish run experiments/peer_cpu_host16.json --out $W/runs-cpu \
+      > $W/run-peer_cpu_host16.log 2>&1
+    echo "rc=$?" >> $W/run-peer_cpu_host16.log
   fi
   if left 70 "fish_vulkan_bench"; then
     stamp "fish_vulkan_bench"
