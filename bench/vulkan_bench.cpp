@@ -6,9 +6,11 @@
 //     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
 //     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
 //     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
-//     8B output head), and idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows
-//     N") for tuning; bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's
-//     rate (it runs first).
+//     8B output head), and for tuning idot with 1 / 2 / 4 / 8 rows and 32 / 64 / 128 / 256
+//     threads a workgroup (FISH_VK_IDOT_ROWS, FISH_VK_IDOT_WG; label "rows R wg W") at the 8B's
+//     shapes (q4_k, q6_k, q8_0) and the 1B's (q4_k: 2048 x 2048, 8192 x 2048, 2048 x 8192);
+//     bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs
+//     first).
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -69,15 +71,16 @@ constexpr int64_t kDistinctRows = 512;
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
 double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
-// The backend decoding with FISH_VK_MATVEC mode `mode` and FISH_VK_IDOT_ROWS `rows` (0: the
-// environment's), opened on first use, leaked.
-vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows) {
-  static std::map<std::pair<vk::MatvecMode, uint32_t>, vk::VulkanBackend*> by_mode;
-  vk::VulkanBackend*& b = by_mode[{mode, rows}];
+// The backend decoding with FISH_VK_MATVEC mode `mode`, FISH_VK_IDOT_ROWS `rows` and
+// FISH_VK_IDOT_WG `wg` (0: the environment's), opened on first use, leaked.
+vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows, uint32_t wg) {
+  static std::map<std::tuple<vk::MatvecMode, uint32_t, uint32_t>, vk::VulkanBackend*> by_mode;
+  vk::VulkanBackend*& b = by_mode[{mode, rows, wg}];
   if (!b) {
     auto opt = vk::VulkanOptions::from_env();
     if (opt.ok()) opt->matvec = mode;
     if (opt.ok() && rows > 0) opt->idot_rows = rows;
+    if (opt.ok() && wg > 0) opt->idot_wg = wg;
     b = new vk::VulkanBackend(opt);
     (void)b->open();
   }
@@ -198,13 +201,13 @@ void BM_VulkanMatmul(benchmark::State& state) {
 }
 
 // Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), idot rows a
-// workgroup (0: the default).
+// workgroup and threads a workgroup (0: the defaults).
 void BM_VulkanMatvec(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const auto mode = vk::MatvecMode(state.range(4));
-  const auto rows = uint32_t(state.range(5));
-  vk::VulkanBackend* b = backend_matvec(mode, rows);
+  const auto rows = uint32_t(state.range(5)), wg = uint32_t(state.range(6));
+  vk::VulkanBackend* b = backend_matvec(mode, rows, wg);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -244,7 +247,7 @@ void BM_VulkanMatvec(benchmark::State& state) {
     state.counters["pct_shader_copy"] =
         100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
   state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode),
-                             rows > 0 ? fmt::format(" rows {}", rows) : ""));
+                             rows > 0 || wg > 0 ? fmt::format(" rows {} wg {}", rows, wg) : ""));
 }
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
@@ -540,12 +543,14 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
     for (vk::MatvecMode m : {vk::MatvecMode::fast, vk::MatvecMode::idot, vk::MatvecMode::generic}) {
       if (m == vk::MatvecMode::idot && !vk::has_idot_kernel(t)) continue;
       if (m == vk::MatvecMode::generic && n_tok > 1) continue;
-      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0});
+      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0, 0});
     }
   };
-  const auto rows = [&](GgmlType t, Shape s) {  // FISH_VK_IDOT_ROWS for tuning, n_tok 1
-    for (int64_t r : {2, 8, 16})
-      bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r});
+  // FISH_VK_IDOT_ROWS x FISH_VK_IDOT_WG for tuning, n_tok 1.
+  const auto tune = [&](GgmlType t, Shape s) {
+    for (int64_t r : {1, 2, 4, 8})
+      for (int64_t wg : {32, 64, 128, 256})
+        bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r, wg});
   };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
@@ -553,8 +558,9 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
       for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
   add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
   add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
-  for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) rows(GgmlType::q4_k, s);
-  rows(GgmlType::q6_k, {4096, 14336});
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0})
+    for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) tune(t, s);
+  for (Shape s : {Shape{2048, 2048}, {8192, 2048}, {2048, 8192}}) tune(GgmlType::q4_k, s);
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

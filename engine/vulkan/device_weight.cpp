@@ -44,10 +44,18 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
   return fmt::format("{}_{}", op, type_name(type));
 }
 
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows) {
+uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
+  if (forced != 0) return forced;
+  uint32_t wg = 32;  // one NVIDIA warp; the reduction handles any subgroup size
+  while (wg < 128 && int64_t(wg) * 2 * 4 * 32 <= n_in) wg *= 2;
+  return wg;
+}
+
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows,
+                         uint32_t idot_wg) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
-  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows};
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows, idot_wg};
   return s;
 }
 

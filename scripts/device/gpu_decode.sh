@@ -7,9 +7,11 @@
 #      FISH_VK_MATVEC=idot, then the same suites under FISH_VK_MATVEC=fast;
 #   2. fish_vulkan_bench: BM_VulkanDeviceCopy / BM_VulkanShaderCopy, then BM_VulkanMatvec (fast vs
 #      idot vs generic at the 8B shapes, q6_k 128256 x 4096 head), weight GB/s and % of the copy;
-#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) in three
-#      configs: idot (FISH_VK_MATVEC=idot, the output head + argmax in the span), idot-head0
-#      (the same with FISH_VK_HEAD=0: x comes back, the head runs outside; issue 14 item 3's A/B)
+#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) in the
+#      configs of DECODE_MODES (default "idot idot-wg128"), one after another: idot
+#      (FISH_VK_MATVEC=idot, the output head + argmax in the span, FISH_VK_IDOT_WG's rule),
+#      idot-wg128 (the same with 128 threads a workgroup everywhere, the size before the rule),
+#      idot-head0 (FISH_VK_HEAD=0: x comes back, the head runs outside; issue 14 item 3's A/B)
 #      and fast (FISH_VK_MATVEC=fast);
 #   4. fish generate 8B and 1B with FISH_GPU_PROFILE=2 in those configs (the span's stage times
 #      and steps: an idot span shows q8_1 with 0 steps, the q8_1 inputs fused into the ops).
@@ -87,7 +89,7 @@ left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*G
 
 if left 70 "fish_vulkan_bench"; then
   stamp "fish_vulkan_bench Copy|Matvec"
-  timeout 110 $B/fish_vulkan_bench --benchmark_filter='Copy|Matvec' \
+  timeout 150 $B/fish_vulkan_bench --benchmark_filter='Copy|Matvec' \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
   grep -E "Copy|Matvec|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 > $W/bench-short.txt
@@ -105,16 +107,18 @@ if left 70 "fish_vulkan_bench"; then
     sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
 fi
 
-# A config's knobs: idot, idot-head0 (FISH_VK_HEAD=0), fast.
+# A config's knobs: idot, idot-wg128 (FISH_VK_IDOT_WG=128), idot-head0 (FISH_VK_HEAD=0), fast.
+modes=${DECODE_MODES:-idot idot-wg128}
 knobs() {
   case $1 in
     idot-head0) echo FISH_VK_MATVEC=idot FISH_VK_HEAD=0 ;;
+    idot-wg128) echo FISH_VK_MATVEC=idot FISH_VK_IDOT_WG=128 ;;
     *) echo FISH_VK_MATVEC=$1 ;;
   esac
 }
 stamp "waiting for the synthetic models"
 for p in "${pids[@]}"; do wait $p; done
-for mode in idot idot-head0 fast; do
+for mode in $modes; do
   left 45 "fish run gpu_decode ($mode)" || continue
   stamp "fish run gpu_decode ($mode)"
   env $(knobs $mode) timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
@@ -125,7 +129,7 @@ done
 
 P="The quick brown fox jumps over the lazy dog and then"
 for s in llama-8b llama-1b; do
-  for mode in idot idot-head0 fast; do
+  for mode in $modes; do
     left 20 "fish generate $s ($mode)" || continue
     stamp "generate $s $mode"
     env $(knobs $mode) FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
