@@ -1,6 +1,6 @@
-// K-quant (and Q8_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels
+// K-quant (and Q8_0, Q5_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels
 // (matmul_preq through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against
-// the x16 interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K and Q8_0 at
+// the x16 interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K, Q8_0, Q5_0 at
 // a Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
 //
 //   stream/threads:T             kernels/stream_bandwidth's read pass over 512 MiB (bytes/s): the
@@ -13,7 +13,8 @@
 //                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
 // impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX) or amx (x16 with its AMX
 // tiles for the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its
-// activations as the engine does (Q8_K; Q8_0 for q8_0). Run with --benchmark_repetitions=N
+// activations as the engine does (Q8_K; Q8_0 for q8_0 / q5_0). FISH_KX16_PREFETCH sets the x16
+// decode prefetch distance (kx16_prefetch_bytes): run twice to compare distances. Run with --benchmark_repetitions=N
 // --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 
@@ -31,6 +32,7 @@
 #include "kernels/thread_pool.h"
 #include "quant/f16.h"
 #include "quant/q4_k.h"
+#include "quant/q5_0.h"
 #include "quant/q5_k.h"
 #include "quant/q6_k.h"
 #include "quant/q8_0.h"
@@ -52,6 +54,7 @@ std::vector<uint8_t> random_matrix(GgmlType t) {
   if (t == GgmlType::q5_k) f16 = {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
   if (t == GgmlType::q6_k) f16 = {offsetof(BlockQ6_K, d)};
   if (t == GgmlType::q8_0) f16 = {offsetof(BlockQ8_0, d)};
+  if (t == GgmlType::q5_0) f16 = {offsetof(BlockQ5_0, d)};
   for (size_t off = 0; off < m.size(); off += bb) {
     for (size_t f : f16) {
       const uint16_t h = f32_to_f16(0.001f + 0.001f * float(rng() % 100));
@@ -189,7 +192,8 @@ int register_all() {
         ->MinTime(0.5);
   std::vector<Impl> prefill_impls = {Impl::gguf, Impl::x16};
   if (kx16_amx_usable()) prefill_impls.push_back(Impl::amx);
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0}) {
+  for (GgmlType t :
+       {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q5_0}) {
     // Decode: one token never reaches the AMX tiles (kKx16AmxMinTokens), so no amx row.
     for (Impl impl : {Impl::gguf, Impl::x16}) {
       for (int64_t th : thread_counts())
