@@ -11,7 +11,8 @@
 //                                rows_per_s counter (the same work in both)
 //   prefill/<type>/<impl>        8, 12, 16 or 64 tokens (tok:N) on one cache-warm matrix:
 //                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
-// impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX) or amx (x16 with its AMX
+// impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX), x16_nopf (decode only: x16
+// without its decode prefetch, kx16_prefetch_bytes) or amx (x16 with its AMX
 // tiles for the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its
 // activations as the engine does (Q8_K; Q8_0 for q8_0 / q5_0). FISH_KX16_PREFETCH sets the x16
 // decode prefetch distance (kx16_prefetch_bytes): run twice to compare distances. Run with --benchmark_repetitions=N
@@ -103,9 +104,18 @@ std::vector<float> activations(int64_t n) {
   return x;
 }
 
-enum class Impl { gguf, x16, amx };
+enum class Impl { gguf, x16, amx, x16_nopf };
 const char* impl_name(Impl i) {
-  return i == Impl::gguf ? "gguf" : i == Impl::x16 ? "x16" : "amx";
+  switch (i) {
+    case Impl::gguf:
+      return "gguf";
+    case Impl::x16:
+      return "x16";
+    case Impl::amx:
+      return "amx";
+    default:
+      return "x16_nopf";
+  }
 }
 
 // y = W x for n_tok tokens on `w` (GGUF bytes, or x16 bytes for x16 / amx).
@@ -139,6 +149,14 @@ void BM_stream(benchmark::State& state) {
 
 void BM_decode(benchmark::State& state, GgmlType t, Impl impl) {
   ThreadPool pool(int(state.range(0)));
+  // x16_nopf: the x16 kernel without its decode prefetch (kx16_prefetch_bytes), for the A/B.
+  struct Prefetch {
+    size_t saved = kx16_prefetch_bytes();
+    explicit Prefetch(bool off) {
+      if (off) kx16_set_prefetch_bytes(0);
+    }
+    ~Prefetch() { kx16_set_prefetch_bytes(saved); }
+  } prefetch(impl == Impl::x16_nopf);
   const ColdSet& s = cold_set(t, impl != Impl::gguf);
   const std::vector<float> x = activations(kNIn);
   std::vector<uint8_t> xq(matvec_kernel(t).act_row_bytes(kNIn));
@@ -195,7 +213,7 @@ int register_all() {
   for (GgmlType t :
        {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q5_0}) {
     // Decode: one token never reaches the AMX tiles (kKx16AmxMinTokens), so no amx row.
-    for (Impl impl : {Impl::gguf, Impl::x16}) {
+    for (Impl impl : {Impl::gguf, Impl::x16, Impl::x16_nopf}) {
       for (int64_t th : thread_counts())
         benchmark::RegisterBenchmark(
             ("decode/" + std::string(type_name(t)) + "/" + impl_name(impl)).c_str(), BM_decode, t,

@@ -4,6 +4,7 @@
 #include "kernels/kquant_x16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -425,12 +426,21 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx)
   return nullptr;
 }
 
-size_t kx16_prefetch_bytes() {
-  static const size_t bytes = [] {
+namespace {
+std::atomic<size_t>& prefetch_setting() {
+  static std::atomic<size_t> bytes([] {
     const char* e = std::getenv("FISH_KX16_PREFETCH");
-    return e != nullptr ? size_t(std::strtoull(e, nullptr, 10)) : size_t(8192);
-  }();
+    return e != nullptr ? size_t(std::strtoull(e, nullptr, 10)) : kKx16PrefetchDefault;
+  }());
   return bytes;
+}
+}  // namespace
+
+size_t kx16_prefetch_bytes() {
+  return prefetch_setting().load(std::memory_order_relaxed);
+}
+void kx16_set_prefetch_bytes(size_t bytes) {
+  prefetch_setting().store(bytes, std::memory_order_relaxed);
 }
 
 const int32_t* kx16_q8_0_sums16(const void* x, size_t x_stride, int64_t n_tok, int64_t nb) {

@@ -128,8 +128,11 @@ void kx16_q5_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t 
                    float* y, int64_t ldy, int64_t rows);
 
 // How far ahead (bytes) the AVX-512 kernels prefetch the panel bytes in decode (one token):
-// FISH_KX16_PREFETCH if set (0 turns it off), else the measured default (docs/cpu-kernels.md).
+// FISH_KX16_PREFETCH if set (0 turns it off), else kKx16PrefetchDefault (measured:
+// docs/cpu-kernels.md). The setter is for A/B benchmarks in one process (bench/kquant_bench.cpp).
+constexpr size_t kKx16PrefetchDefault = 8192;
 size_t kx16_prefetch_bytes();
+void kx16_set_prefetch_bytes(size_t bytes);
 
 // 16 x the sum of the 32 int8 values of every block of n_tok Q8_0 rows (x_stride bytes apart, nb
 // blocks each): out[t * nb + i], in a per-thread buffer valid until the next call on the thread.
