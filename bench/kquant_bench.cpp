@@ -1,7 +1,8 @@
 // K-quant (and Q8_0, Q5_0) kernels, old vs new, side by side in one run: the per-row GGUF kernels
 // (matmul_preq through the registry: vec_dot_rows / vec_dot_x4 / vec_dot at the best ISA) against
-// the x16 interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K, Q8_0, Q5_0 at
-// a Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when larger).
+// the x16 interleaved layout (kernels/kquant_x16.h, kx16_matmul), for Q4_K, Q5_K, Q6_K, Q8_0 and
+// Q5_0 at a Llama-3.2-1B FFN shape (8192 x 2048), 1 and 2 threads (and the default count when
+// larger).
 //
 //   stream/threads:T             kernels/stream_bandwidth's read pass over 512 MiB (bytes/s): the
 //                                yardstick; "% of stream" = decode bytes/s / stream bytes/s
@@ -11,11 +12,11 @@
 //                                rows_per_s counter (the same work in both)
 //   prefill/<type>/<impl>        8, 12, 16 or 64 tokens (tok:N) on one cache-warm matrix:
 //                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
-// impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX), x16_nopf (decode only: x16
-// without its decode prefetch, kx16_prefetch_bytes) or amx (x16 with its AMX
-// tiles for the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its
-// activations as the engine does (Q8_K; Q8_0 for q8_0 / q5_0). FISH_KX16_PREFETCH sets the x16
-// decode prefetch distance (kx16_prefetch_bytes): run twice to compare distances. Run with --benchmark_repetitions=N
+// impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX), x16_nopf (decode only: the
+// x16 kernel with its decode prefetch off, kx16_prefetch_bytes) or amx (x16 with its AMX tiles for
+// the 16-token blocks; only where kx16_amx_usable()). Every iteration quantises its activations as
+// the engine does (Q8_K; Q8_0 for q8_0 / q5_0). FISH_KX16_PREFETCH sets the x16 prefetch distance
+// of the whole run (run twice to compare distances). Run with --benchmark_repetitions=N
 // --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 

@@ -1,4 +1,4 @@
-// Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0) matrices repacked at load so that one
+// Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0, Q5_0) matrices repacked at load so that one
 // pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM of
 // 8 rows x up to 4 tokens per tile runs on the same bytes (prefill; 16 rows x 16 tokens on AMX
 // tiles where the CPU has them: kquant_x16_amx.cpp). docs/cpu-kernels.md has the
@@ -28,8 +28,9 @@
 // terms through Q8_K's bsums) are exact int32, then scaled in f32 with the very operations and
 // order of the scalar reference (kernels/vec_dot_ref.cpp: dall = db * d; sum += dall * isum -
 // dmin * summs, no FMA contraction), so every output is BITWISE EQUAL to vec_dot_*_q8_k_ref
-// (vec_dot_q8_0_q8_0_ref, vec_dot_q5_0_q8_0_ref) of the GGUF row, for any thread count and token blocking (the per-row AVX2 / AVX-512 kernels
-// differ from the reference by float summation order; these do not).
+// (vec_dot_q8_0_q8_0_ref, vec_dot_q5_0_q8_0_ref) of the GGUF row, for any thread count and token
+// blocking (the per-row AVX2 / AVX-512 kernels differ from the reference by float summation
+// order; these do not).
 #pragma once
 
 #include <cstddef>
@@ -65,8 +66,9 @@ void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst
 void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, void* dst);
 
 // The tile kernel: panels [0, n_panels) of `w` (consecutive panels, nb super-blocks each) x
-// n_tok activation rows (Q8_K, or Q8_0 for q8_0 / q5_0; x_stride bytes apart, nb blocks each): y[t * ldy +
-// r] for the panels' rows r (relative to the first panel) below rows_valid. n_tok any >= 1.
+// n_tok activation rows (Q8_K, or Q8_0 for q8_0 / q5_0; x_stride bytes apart, nb blocks each):
+// y[t * ldy + r] for the panels' rows r (relative to the first panel) below rows_valid. n_tok
+// any >= 1.
 using Kx16Fn = void (*)(const void* w, int64_t nb, int64_t n_panels, const void* x, size_t x_stride,
                         int64_t n_tok, float* y, int64_t ldy, int64_t rows_valid);
 
@@ -140,9 +142,9 @@ void kx16_set_prefetch_bytes(size_t bytes);
 const int32_t* kx16_q8_0_sums16(const void* x, size_t x_stride, int64_t n_tok, int64_t nb);
 
 // y[t][o] = W x[t] for the whole repacked matrix, activations already quantised (Q8_K, or Q8_0
-// for q8_0 / q5_0: n_tok rows of n_in / block_elems blocks, contiguous). Panels are split across the
-// pool's threads (decode: each thread streams its own contiguous bytes); prefill walks panel chunks
-// that stay in L2 against all tokens, 4 tokens per tile.
+// for q8_0 / q5_0: n_tok rows of n_in / block_elems blocks, contiguous). Panels are split across
+// the pool's threads (decode: each thread streams its own contiguous bytes); prefill walks panel
+// chunks that stay in L2 against all tokens, 4 tokens per tile.
 void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,
                  const void* xq, int64_t n_tok, float* y, ThreadPool& pool);
 

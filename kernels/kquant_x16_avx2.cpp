@@ -266,6 +266,21 @@ struct Q80 {
   static constexpr size_t kBytes = 544;
 };
 
+// Q8_0 / Q5_0 block epilogue, the reference's sum += float(sumi) * (dw * dx) per row and token
+// (the blocks' d[16] f16 first).
+template <int NT, int NG>
+inline void block_epilogue(const uint8_t* blk, const BlockQ8_0* const* xt, int64_t i, int g0,
+                           const __m256i (&isum)[NG][NT], __m256 (&acc)[NG][NT]) {
+  for (int g = 0; g < NG; ++g) {
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
+      acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
+    }
+  }
+}
+
 template <typename F, int NT, int NG>
 inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, int g0, float* y,
                     int64_t ldy, int64_t rows_valid) {
@@ -291,14 +306,7 @@ inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt
         }
       }
     }
-    for (int g = 0; g < NG; ++g) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
-      for (int t = 0; t < NT; ++t) {
-        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
-        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
-      }
-    }
+    block_epilogue<NT, NG>(blk, xt, i, g0, isum, acc);
   }
   store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }
@@ -348,14 +356,7 @@ inline void tile_q5(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt
       for (int t = 0; t < NT; ++t) isum[g][t] = _mm256_set1_epi32(-xs16[t][i]);
     }
     q5_quads<NT, NG>(blk, qh, xt, i, g0, isum, std::make_integer_sequence<int, 8>{});
-    for (int g = 0; g < NG; ++g) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
-      for (int t = 0; t < NT; ++t) {
-        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
-        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
-      }
-    }
+    block_epilogue<NT, NG>(blk, xt, i, g0, isum, acc);
   }
   store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }

@@ -97,13 +97,12 @@ struct Q80 {};
 template <int NT>
 inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, float* y,
                     int64_t ldy, int64_t rows_valid) {
+  // No decode prefetch here: measured no faster with it (docs/cpu-kernels.md).
   const __m512i flip = _mm512_set1_epi8(char(0x80));
-  const size_t ahead = NT == 1 ? kx16_prefetch_bytes() : 0;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* blk = panel + size_t(i) * 544;
-    if constexpr (NT == 1) prefetch_part<544, 1, 0>(blk, ahead);
     __m512i isum[NT], corr[NT];
     for (int t = 0; t < NT; ++t) isum[t] = corr[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8

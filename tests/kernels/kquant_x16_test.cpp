@@ -1,7 +1,7 @@
-// x16 K-quant / Q8_0 / Q5_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile
-// kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal to the
-// scalar per-row reference vec_dot_*_ref of the GGUF rows, on random data with row counts that
-// are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
+// x16 K-quant / Q8_0 / Q5_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every
+// tile kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal
+// to the scalar per-row reference vec_dot_*_ref of the GGUF rows, on random data with row counts
+// that are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
