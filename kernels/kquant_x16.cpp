@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -428,10 +427,7 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx)
 
 namespace {
 std::atomic<size_t>& prefetch_setting() {
-  static std::atomic<size_t> bytes([] {
-    const char* e = std::getenv("FISH_KX16_PREFETCH");
-    return e != nullptr ? size_t(std::strtoull(e, nullptr, 10)) : kKx16PrefetchDefault;
-  }());
+  static std::atomic<size_t> bytes(kKx16PrefetchDefault);
   return bytes;
 }
 }  // namespace
