@@ -10,7 +10,7 @@
 //                                512 MiB are cycled); bytes/s of the impl's own weight bytes
 //                                (x16 Q4_K / Q5_K read 2.8% / 2.3% more bytes than GGUF), plus a
 //                                rows_per_s counter (the same work in both)
-//   decode_640/q5_0/<impl>       decode of a 2048 x 640 Q5_0 matrix (Gemma 3 270M's gate / up)
+//   decode_640/<type>/<impl>     q5_0, q8_0: decode of a 2048 x 640 matrix (Gemma 3 270M's width)
 //   prefill/<type>/<impl>        8, 12, 16 or 64 tokens (tok:N) on one cache-warm matrix:
 //                                tokens/s and GOP/s (8 and 12: around the AMX threshold)
 // impl: gguf (old), x16 (the x16 kernel at the best ISA, without AMX), x16_nopf (decode only: the
@@ -246,16 +246,19 @@ int register_all() {
               ->MinTime(0.3);
     }
   }
-  // Gemma 3 270M's Q5_0 gate / up (2048 x 640) in decode: small rows (20 blocks), per-call costs
-  // weigh more than at the FFN shape.
-  for (Impl impl : {Impl::gguf, Impl::x16})
-    for (int64_t th : thread_counts())
-      benchmark::RegisterBenchmark(("decode_640/q5_0/" + std::string(impl_name(impl))).c_str(),
-                                   BM_decode, GgmlType::q5_0, impl, kGemmaUp)
-          ->Arg(th)
-          ->ArgName("threads")
-          ->UseRealTime()
-          ->MinTime(0.3);
+  // Gemma 3 270M's rows of 640 in decode: its Q5_0 gate / up (2048 x 640) and, for the Q8_0
+  // repacking question, Q8_0 rows of the same width (its tied head is 262144 x 640 Q8_0). Short
+  // rows (20 blocks): per-call costs weigh more than at the FFN shape.
+  for (GgmlType t : {GgmlType::q5_0, GgmlType::q8_0})
+    for (Impl impl : {Impl::gguf, Impl::x16})
+      for (int64_t th : thread_counts())
+        benchmark::RegisterBenchmark(
+            ("decode_640/" + std::string(type_name(t)) + "/" + impl_name(impl)).c_str(), BM_decode,
+            t, impl, kGemmaUp)
+            ->Arg(th)
+            ->ArgName("threads")
+            ->UseRealTime()
+            ->MinTime(0.3);
   return 0;
 }
 const int registered = register_all();
