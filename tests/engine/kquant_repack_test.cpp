@@ -21,9 +21,11 @@ namespace {
 
 class KquantRepackTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    path_ = (test::temp_dir() / "fish_kquant_repack_tiny_q4_k_m.gguf").string();
-    auto ft = parse_file_type("q4_k_m");
+  static void SetUpTestSuite() { write_tiny("q4_k_m"); }
+  // The tiny shape as file type `type`, in the temp dir; path_ names it.
+  static void write_tiny(const std::string& type) {
+    path_ = (test::temp_dir() / ("fish_kquant_repack_tiny_" + type + ".gguf")).string();
+    auto ft = parse_file_type(type);
     ASSERT_TRUE(ft.ok());
     ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {9, 1}, path_).ok());
   }
@@ -113,12 +115,7 @@ TEST(KquantRepackQ8_0, Q8_0MatricesStayGgufRowsWhenRepackQ8_0IsOff) {
 // per-row logits.
 class KquantRepackQ5_0Test : public KquantRepackTest {
  protected:
-  static void SetUpTestSuite() {
-    path_ = (test::temp_dir() / "fish_kquant_repack_tiny_q5_0.gguf").string();
-    auto ft = parse_file_type("q5_0");
-    ASSERT_TRUE(ft.ok());
-    ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {9, 1}, path_).ok());
-  }
+  static void SetUpTestSuite() { write_tiny("q5_0"); }
 };
 
 TEST_F(KquantRepackQ5_0Test, EveryQ5_0MatrixGetsACopyAndScalarLogitsAreThePerRowOnes) {
