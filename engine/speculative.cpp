@@ -81,6 +81,31 @@ Status check_draft_vocab(const Model& target, const Model& draft) {
   return Status::success();
 }
 
+Result<DraftSetup> make_drafter(std::string_view mode, const std::string& draft_model,
+                                const Model& target, int64_t n_ctx, int n_threads) {
+  DraftSetup d;
+  if (mode != "draft" && !draft_model.empty())
+    return make_error("speculative {}: a draft model ({}) is only for speculative draft", mode,
+                      draft_model);
+  if (mode == "off") return d;
+  if (mode == "lookup") {
+    d.drafter = std::make_unique<LookupDrafter>();
+    return d;
+  }
+  if (mode != "draft")
+    return make_error("speculative \"{}\" is not allowed (allowed: off, draft, lookup)", mode);
+  if (draft_model.empty())
+    return make_error("speculative draft: no draft model (hint: --draft MODEL or draft_model)");
+  FISH_ASSIGN_OR_RETURN(d.model, Model::load(draft_model));
+  FISH_TRY(check_draft_vocab(target, *d.model));
+  SessionOptions opt;
+  opt.n_ctx = n_ctx;
+  opt.n_threads = n_threads;
+  FISH_ASSIGN_OR_RETURN(d.session, Session::create(d.model, opt));
+  d.drafter = std::make_unique<ModelDrafter>(*d.session);
+  return d;
+}
+
 Result<SpeculativeStats> speculative_decode(Session& target, Drafter& drafter,
                                             std::span<const int32_t> ctx, int32_t first,
                                             int64_t n_predict, int64_t draft_n,

@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -56,6 +58,19 @@ class LookupDrafter : public Drafter {
  private:
   int min_, max_;
 };
+
+// A drafter and what it owns.
+struct DraftSetup {
+  std::shared_ptr<const Model> model;  // mode draft: the draft model
+  std::unique_ptr<Session> session;    // mode draft: its CPU session
+  std::unique_ptr<Drafter> drafter;    // null for mode off
+};
+// The drafter of `mode` (Config::speculative: off | draft | lookup) for `target`: draft loads
+// draft_model (default load options) and opens a CPU session of n_ctx positions and n_threads
+// threads on it. Errors: an unknown mode; draft without a draft_model, or draft_model given
+// for another mode; the draft model's load, vocabulary (check_draft_vocab) or session errors.
+Result<DraftSetup> make_drafter(std::string_view mode, const std::string& draft_model,
+                                const Model& target, int64_t n_ctx, int n_threads);
 
 // Errors when `draft` cannot draft for `target`: the vocabulary sizes differ, or a token's text
 // differs (the first such id and both texts named; ids must mean the same pieces).
