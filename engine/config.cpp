@@ -152,7 +152,7 @@ std::span<const FieldSpec<Config>> config_fields() {
       {"draft_model",
        &Config::draft_model,
        "speculative draft: the draft model's GGUF path (same vocabulary and tokenizer as the "
-       "model; runs on the CPU); \"\": none",
+       "model; runs on the CPU; the other modes ignore it); \"\": none",
        {}},
       {"draft_n", &Config::draft_n, "speculative: tokens drafted per verify", {}, 1, 16},
   };

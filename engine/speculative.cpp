@@ -84,9 +84,6 @@ Status check_draft_vocab(const Model& target, const Model& draft) {
 Result<DraftSetup> make_drafter(std::string_view mode, const std::string& draft_model,
                                 const Model& target, int64_t n_ctx, int n_threads) {
   DraftSetup d;
-  if (mode != "draft" && !draft_model.empty())
-    return make_error("speculative {}: a draft model ({}) is only for speculative draft", mode,
-                      draft_model);
   if (mode == "off") return d;
   if (mode == "lookup") {
     d.drafter = std::make_unique<LookupDrafter>();

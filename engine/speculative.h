@@ -67,8 +67,8 @@ struct DraftSetup {
 };
 // The drafter of `mode` (Config::speculative: off | draft | lookup) for `target`: draft loads
 // draft_model (default load options) and opens a CPU session of n_ctx positions and n_threads
-// threads on it. Errors: an unknown mode; draft without a draft_model, or draft_model given
-// for another mode; the draft model's load, vocabulary (check_draft_vocab) or session errors.
+// threads on it (the other modes ignore draft_model). Errors: an unknown mode; draft without a
+// draft_model; the draft model's load, vocabulary (check_draft_vocab) or session errors.
 Result<DraftSetup> make_drafter(std::string_view mode, const std::string& draft_model,
                                 const Model& target, int64_t n_ctx, int n_threads);
 

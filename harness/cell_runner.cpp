@@ -229,7 +229,7 @@ void speed_metrics(json& m, const PathSamples& ps, const DecodeWeights& dw, bool
 // threads.
 Result<DraftSetup> cell_drafter(const Config& c, const Model& target) {
   std::string path = c.draft_model;
-  if (!path.empty()) {
+  if (c.speculative == "draft" && !path.empty()) {
     const ModelEntry me = resolve_model(path, /*create=*/true);
     if (!me.error.empty()) return make_error("draft_model: {}", me.error);
     path = me.path;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/synthetic_model.h"
+#include "speculative_test_util.h"
 #include "test_env.h"
 
 namespace fish {
@@ -44,38 +45,10 @@ std::vector<int32_t> random_tokens(int n, int32_t n_vocab, uint32_t seed) {
   return t;
 }
 
-// Plain greedy decoding: the prompt, then one token per forward.
-std::vector<int32_t> plain_greedy(Session& s, const std::vector<int32_t>& prompt, int64_t n) {
-  std::vector<int32_t> out;
-  auto t = s.forward_greedy(prompt, 0);
-  EXPECT_TRUE(t.ok());
-  out.push_back(t.value());
-  while (int64_t(out.size()) < n) {
-    t = s.append_greedy(std::span<const int32_t>(&out.back(), 1));
-    EXPECT_TRUE(t.ok());
-    out.push_back(t.value());
-  }
-  return out;
-}
-
-struct SpecRun {
-  std::vector<int32_t> tokens;
-  SpeculativeStats stats;
-};
-
-SpecRun speculative(Session& s, Drafter& d, const std::vector<int32_t>& prompt, int64_t n,
-                    int64_t draft_n) {
-  SpecRun r;
-  auto first = s.forward_greedy(prompt, 0);
-  EXPECT_TRUE(first.ok());
-  auto st = speculative_decode(s, d, prompt, first.value(), n, draft_n, [&](int32_t t) {
-    r.tokens.push_back(t);
-    return true;
-  });
-  EXPECT_TRUE(st.ok()) << st.error().message;
-  r.stats = st.value();
-  return r;
-}
+using test::CorruptingDrafter;
+using test::plain_greedy;
+using test::SpecRun;
+using test::speculative;
 
 class SpeculativeTest : public ::testing::Test {
  protected:
@@ -128,27 +101,6 @@ TEST_F(SpeculativeTest, SmallerDraftModelMatchesPlainGreedy) {
     EXPECT_EQ(s->n_past(), 12 + 33 - 1) << "the target holds all but the last token";
   }
 }
-
-// Drafts the known greedy continuation with draft index c % (n + 1) wrong on call c: a rejection
-// at every index of a draft in turn, and a whole draft kept every (n + 1)th call.
-class CorruptingDrafter : public Drafter {
- public:
-  CorruptingDrafter(std::vector<int32_t> full, int32_t n_vocab)
-      : full_(std::move(full)), n_vocab_(n_vocab) {}
-  Result<std::vector<int32_t>> draft(std::span<const int32_t> ctx, int64_t n) override {
-    std::vector<int32_t> out;
-    const int64_t bad = calls_++ % (n + 1);
-    for (size_t p = ctx.size(); p < ctx.size() + size_t(n) && p < full_.size(); ++p)
-      out.push_back(int64_t(out.size()) == bad ? (full_[p] + 1) % n_vocab_ : full_[p]);
-    return out;
-  }
-  std::string describe() const override { return "corrupting"; }
-
- private:
-  std::vector<int32_t> full_;
-  int32_t n_vocab_;
-  int64_t calls_ = 0;
-};
 
 TEST_F(SpeculativeTest, RejectedDraftsRollBackAndTheTargetsTokenFollows) {
   auto ref = session(target_);
