@@ -176,8 +176,9 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   FISH_ASSIGN_OR_RETURN(st.vec,
                         ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options().idot_rows)));
   st.vec_rows = matvec_rows(mk, ctx_.options().idot_rows);
+  FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
-                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, mk)));
+                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
     Pipeline p;  // left empty for a tile the rule never picks (A/B variants unless forced)
     if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile)) {

@@ -39,8 +39,8 @@ inline constexpr const char* kStageNames[kNumStages] = {
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;       // the decode kernel (FISH_VK_MATVEC's rule), matmul_<type>
-  std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
+  Pipeline vec, wide, tiled;  // the decode kernel (FISH_VK_MATVEC's rule), matvec8_, matmul_
+  std::vector<Pipeline> cm;   // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)

@@ -54,13 +54,16 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     barrier();
     stage_done(kQuant);
   }
+  // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
+  const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
   for (const MatmulStep& st : group.steps) {
-    const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
+    const CoopmatTile* cm = vec || wide ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
-    const Pipeline& p = vec  ? st.vec
-                        : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
-                             : st.tiled;
+    const Pipeline& p = vec    ? st.vec
+                        : wide ? st.wide
+                        : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
+                               : st.tiled;
     cmds_.bind(p, vec ? st.vec_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);

@@ -1,5 +1,5 @@
 // Speculative decoding (engine/speculative.h) with the target on a GPU layer span, on lavapipe:
-// the verify batches of 2..8 tokens (matvec up to FISH_MATVEC_MAX_TOK, the tiled matmul above)
+// the verify batches of 2..8 tokens (matvec up to FISH_MATVEC_MAX_TOK, matvec8_<type> above)
 // and the rollback of the device KV give the tokens plain greedy decoding gives on the same
 // span (forward_greedy one token at a time, the span's output head): the model as its own (CPU)
 // draft, drafts wrong at known places, prompt lookup; and SmolLM2 as its own draft.
