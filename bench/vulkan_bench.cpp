@@ -27,8 +27,9 @@
 //   BM_VulkanVerify: a speculative verify (docs/speculative.md) on a whole-model layer span:
 //     synthetic Llama-1B (written to the temp directory on first use) and 8B (FISH_VERIFY_8B: a
 //     pre-written `fish make-model --shape llama-8b --type q4_k_m` file; skipped when unset or
-//     absent) Q4_K_M, n_tok 1..8 forwarded at position 128 with every row's logits (as
-//     speculative_decode runs it) then kv_truncate(128); tok_per_s and ratio_to_1 = median
+//     absent) Q4_K_M, n_tok 1..8 forwarded at position 128 with every row's greedy id
+//     (Session::forward_greedy_rows, as speculative_decode runs it: the span's head over the
+//     rows) then kv_truncate(128); tok_per_s and ratio_to_1 = median
 //     verify time / median time of one decode step (forward_greedy of one token at 128, the
 //     span's head) measured in the same benchmark.
 //   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
@@ -639,13 +640,13 @@ void BM_VulkanVerify(benchmark::State& state) {
     (void)s.kv_truncate(kVerifyPos);
   }
   for (int i = 0; i < 3; ++i) {  // warm-up of this n_tok's kernels
-    (void)s.forward(toks, kVerifyPos, LogitsMode::all);
+    (void)s.forward_greedy_rows(toks, kVerifyPos);
     (void)s.kv_truncate(kVerifyPos);
   }
   std::vector<double> verify;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    const auto r = s.forward(toks, kVerifyPos, LogitsMode::all);
+    const auto r = s.forward_greedy_rows(toks, kVerifyPos);
     if (!r.ok()) return state.SkipWithError(r.error().message.c_str());
     const Status st = s.kv_truncate(kVerifyPos);
     const double dt = seconds(t0);

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/sampling.h"
 #include "engine/tokenizer.h"
 
 namespace fish {
@@ -113,7 +112,6 @@ Result<SpeculativeStats> speculative_decode(Session& target, Drafter& drafter,
                       target.n_past(), ctx.size());
   SpeculativeStats st;
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t V = target.model().params().n_vocab;
   // seq: the prompt and every emitted token; the target's KV holds all but the last.
   std::vector<int32_t> seq(ctx.begin(), ctx.end());
   seq.push_back(first);
@@ -130,16 +128,14 @@ Result<SpeculativeStats> speculative_decode(Session& target, Drafter& drafter,
     batch.assign(1, seq.back());
     batch.insert(batch.end(), draft.begin(), draft.end());
     const int64_t pos = int64_t(seq.size()) - 1;
-    FISH_ASSIGN_OR_RETURN(std::span<const float> lg, target.forward(batch, pos, LogitsMode::all));
+    FISH_ASSIGN_OR_RETURN(const std::span<const int32_t> ids,
+                          target.forward_greedy_rows(batch, pos));
     ++st.verifies;
     st.drafted += int64_t(draft.size());
-    // Row i's argmax is the target's token after batch[0..i]; draft[i] stands iff it equals it.
+    // ids[i] is the target's token after batch[0..i]; draft[i] stands iff it equals it.
     size_t a = 0;
-    int32_t next = 0;
-    for (;; ++a) {
-      next = greedy_token(lg.subspan(a * size_t(V), size_t(V)));
-      if (a == draft.size() || draft[a] != next) break;
-    }
+    while (a < draft.size() && draft[a] == ids[a]) ++a;
+    const int32_t next = ids[a];
     st.accepted += int64_t(a);
     FISH_TRY(target.kv_truncate(pos + 1 + int64_t(a)));  // batch[0] and the kept drafts
     for (size_t i = 0; i <= a && go; ++i) {

@@ -1,5 +1,6 @@
 // Greedy speculative decoding (docs/speculative.md): a drafter proposes n tokens, the target
-// Session verifies them in one forward of n + 1 tokens (LogitsMode::all), the longest prefix
+// Session verifies them in one forward of n + 1 tokens (Session::forward_greedy_rows: every row's
+// argmax; on a GPU span with the output head only the ids come back), the longest prefix
 // that matches the target's argmax is kept, and the target's own next token follows it. The
 // emitted tokens are the target's greedy tokens, as plain greedy decoding emits them; a draft
 // only changes how many positions one target forward covers.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling.h"
 #include "engine/synthetic_model.h"
 #include "speculative_test_util.h"
 #include "test_env.h"
@@ -165,6 +166,24 @@ TEST_F(SpeculativeTest, SinkStopsGenerationAndShortBudgetsDraftNothingExtra) {
     EXPECT_EQ(st2.value().verifies, n_predict - 1);
     EXPECT_EQ(st2.value().drafted, 0);
   }
+}
+
+TEST_F(SpeculativeTest, ForwardGreedyRowsIsTheArgmaxOfEveryRowsLogits) {
+  const auto p = prompt(7);
+  auto a = session(target_);
+  auto b = session(target_);
+  ASSERT_TRUE(a->forward(p, 0).ok());
+  ASSERT_TRUE(b->forward(p, 0).ok());
+  const std::vector<int32_t> verify = {3, 99, 256, 7, 511};
+  auto ids = a->forward_greedy_rows(verify, 12);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  auto lg = b->forward(verify, 12, LogitsMode::all);
+  ASSERT_TRUE(lg.ok());
+  const size_t V = size_t(target_->params().n_vocab);
+  ASSERT_EQ(ids.value().size(), verify.size());
+  for (size_t t = 0; t < verify.size(); ++t)
+    EXPECT_EQ(ids.value()[t], greedy_token(lg.value().subspan(t * V, V))) << "row " << t;
+  EXPECT_EQ(a->n_past(), 17);
 }
 
 TEST_F(SpeculativeTest, RejectsBadArguments) {

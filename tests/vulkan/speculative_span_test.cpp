@@ -9,6 +9,7 @@
 #include "engine/session.h"
 #include "engine/speculative.h"
 #include "engine/vulkan/vulkan_backend.h"
+#include "fish_vk_layout.h"
 #include "speculative_test_util.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
@@ -91,6 +92,35 @@ TEST(SpeculativeSpan, VerifyBatchesOnTheSpanGivePlainGreedyTokens) {
     ASSERT_TRUE(s3->span_active());
     EXPECT_EQ(test::speculative(*s3, lookup, prompt, 30, 4).tokens, want) << "lookup";
   }
+}
+
+// The span's head over 1..8 rows (forward_greedy_rows: only the ids back) against one-token
+// greedy steps (the head over the last row) over the same tokens on the same span.
+TEST(SpeculativeSpan, HeadOverEveryRowEqualsOneTokenGreedySteps) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  Gpu g = place(*model);
+  ASSERT_TRUE(g.placement && g.placement->span() && g.placement->span()->has_head());
+  EXPECT_EQ(g.placement->span()->head_rows(), FISH_MATVEC_WIDE_TOK);
+  const std::vector<int32_t> prompt = {5, 77, 901, 13, 500, 8, 640, 222, 31};
+  const std::vector<int32_t> tail = {999, 5, 77, 901, 13, 17, 1000, 2};
+  auto s = session(model, g.placement);
+  ASSERT_TRUE(s->span_active());
+  ASSERT_TRUE(s->forward(prompt, 0).ok());
+  std::vector<int32_t> steps;
+  for (size_t i = 0; i < tail.size(); ++i) {
+    auto t = s->forward_greedy(std::span(tail).subspan(i, 1), int64_t(prompt.size() + i));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    steps.push_back(t.value());
+  }
+  for (size_t n = 1; n <= tail.size(); ++n) {
+    auto ids = s->forward_greedy_rows(std::span(tail).subspan(0, n), int64_t(prompt.size()));
+    ASSERT_TRUE(ids.ok()) << ids.error().message;
+    EXPECT_EQ(std::vector<int32_t>(ids.value().begin(), ids.value().end()),
+              std::vector<int32_t>(steps.begin(), steps.begin() + int64_t(n)))
+        << n << " rows";
+  }
+  EXPECT_EQ(s->gpu_fallbacks(), 0);
 }
 
 TEST(SpeculativeSpan, SmolLm2OnTheSpanAsItsOwnDraftGivesPlainGreedyTokens) {
