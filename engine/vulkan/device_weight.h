@@ -43,7 +43,8 @@ const char* matvec_kernel_name(MatvecKernel k);  // "idot", "fast", "generic"
 bool has_idot_kernel(GgmlType type);
 
 // The module of a matmul over n_tok tokens: the decode kernel `k` names for n_tok <=
-// FISH_MATVEC_MAX_TOK (matvec_idot_<type>, matvec_<type>, matvec1_<type>), else matmul_<type>.
+// FISH_MATVEC_MAX_TOK (matvec_idot_<type>, matvec_<type>, matvec1_<type>), matvec8_<type> (f32
+// activations) up to FISH_MATVEC_WIDE_TOK, else matmul_<type>.
 std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
 // The integer-dot matvec's workgroup size for rows of n_in values: `forced` (FISH_VK_IDOT_WG)
 // when non-zero, else the power of two in [32, 128] that gives each thread about 4 of the row's
@@ -66,7 +67,8 @@ uint32_t quant_groups(uint32_t k, uint32_t n_tok);
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
 // apart with the part's row 0 at y_offset (floats from the Y binding's start). With a
 // cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens; a
-// matvec's workgroups hold vec_rows rows (matvec_rows).
+// matvec's workgroups hold vec_rows rows (matvec_rows; matvec8's FISH_MATVEC_ROWS: 5..8 tokens
+// without a tile are matvec8's grid).
 struct MatmulGrid {
   MatmulPush pc{};
   uint32_t gx = 1, gy = 1;

@@ -431,7 +431,9 @@ TEST(VulkanMatvecKnob, RulePicksIdotOnlyWhereItApplies) {
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::fast, fast), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::generic, fast), MatvecKernel::generic);
   EXPECT_EQ(vk::matmul_module(q4k, 1, MatvecKernel::idot), "matvec_idot_q4_k");
-  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_MAX_TOK + 1, MatvecKernel::idot), "matmul_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_MAX_TOK + 1, MatvecKernel::idot), "matvec8_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_WIDE_TOK, MatvecKernel::generic), "matvec8_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_WIDE_TOK + 1, MatvecKernel::idot), "matmul_q4_k");
 }
 
 // The backend says which decode kernel runs (the gpu line of result rows).
