@@ -251,7 +251,7 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "rows per workgroup of the integer-dot decode matvec (default 4; tuning)"},
+       "rows per workgroup of the integer-dot decode matvec (default 2; tuning)"},
       {"FISH_VK_IDOT_WG",
        S::gpu,
        E::results,

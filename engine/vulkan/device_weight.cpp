@@ -48,7 +48,7 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
   if (forced != 0) return forced;
   uint32_t wg = 32;  // one NVIDIA warp; the reduction handles any subgroup size
-  while (wg < 128 && int64_t(wg) * 2 * 4 * 32 <= n_in) wg *= 2;
+  while (wg < 128 && n_in > int64_t(wg) * 16 * 32) wg *= 2;  // <= 16 chunks of 32 a thread
   return wg;
 }
 

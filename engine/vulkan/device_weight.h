@@ -47,9 +47,11 @@ bool has_idot_kernel(GgmlType type);
 // activations) up to FISH_MATVEC_WIDE_TOK, else matmul_<type>.
 std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
 // The integer-dot matvec's workgroup size for rows of n_in values: `forced` (FISH_VK_IDOT_WG)
-// when non-zero, else the power of two in [32, 128] that gives each thread about 4 of the row's
-// 32-value chunks (n_in / 128, rounded down): a thread that owns one chunk of a 4096-value row
-// spends more time in the workgroup reduction than in its loads.
+// when non-zero, else 32 threads (one NVIDIA warp: the reduction is one subgroupAdd and no
+// barrier does real work) up to 16 of the row's 32-value chunks a thread (n_in <= 16384), and
+// twice that per doubling beyond, at most 128. The H200 sweep (rows 1/2/4 x 32/64/128 threads,
+// 2048..14336-value rows: results/runs/h200-decode-wg-586895f) had 32 threads first on 11 of 12
+// shapes; rows longer than 16384 were not measured.
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
 // Its pipeline: matvec_idot_ specialised to idot_rows rows a workgroup (FISH_VK_IDOT_ROWS) and
 // idot_wg threads (idot_workgroup).

@@ -32,7 +32,6 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   // Every knob goes through the one table, so a value it does not list is an error naming the
   // variable and its allowed values (and the backend reports it as the reason it is off).
   static_assert(FISH_SPAN_ATTN_MAX_SPLIT == 64, "FISH_VK_ATTN_SPLIT's row in base/env_knobs.cpp");
-  static_assert(FISH_MATVEC_ROWS == 4, "VulkanOptions::idot_rows' default");
   VulkanOptions o;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> gpu, env_word("FISH_GPU"));
   o.enabled = !(gpu && is_off_word(*gpu));

@@ -252,12 +252,13 @@ TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
   }
 }
 
-TEST(VulkanMatvecKnob, WorkgroupRuleGivesEachThreadSeveralChunks) {
+TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
   EXPECT_EQ(vk::idot_workgroup(2048, 0), 32u);   // the 1B's attention: 2 chunks a thread
   EXPECT_EQ(vk::idot_workgroup(4096, 0), 32u);   // the 8B's attention, gate, up: 4
-  EXPECT_EQ(vk::idot_workgroup(8192, 0), 64u);   // the 1B's down: 4
-  EXPECT_EQ(vk::idot_workgroup(14336, 0), 64u);  // the 8B's down: 7
-  EXPECT_EQ(vk::idot_workgroup(16384, 0), 128u);
+  EXPECT_EQ(vk::idot_workgroup(14336, 0), 32u);  // the 8B's down: 14
+  EXPECT_EQ(vk::idot_workgroup(16384, 0), 32u);  // 16
+  EXPECT_EQ(vk::idot_workgroup(16385, 0), 64u);
+  EXPECT_EQ(vk::idot_workgroup(32768, 0), 64u);
   EXPECT_EQ(vk::idot_workgroup(1 << 20, 0), 128u);
   EXPECT_EQ(vk::idot_workgroup(4096, 256), 256u);  // FISH_VK_IDOT_WG wins
 }
