@@ -1,6 +1,7 @@
 // Flags from field-table rows, and fish generate's own table; see cli_fields.h.
 #include "harness/cli_fields.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -38,6 +39,31 @@ std::span<const FieldSpec<GenerateFields>> generate_fields() {
       {"seed", &GenerateFields::seed, "sampling seed", {}, seed.min, seed.max},
   };
   return t;
+}
+
+std::vector<ConfigFlag> generate_config_flags() {
+  // Rows that describe how fish run measures a cell, or that generate sizes itself.
+  static constexpr std::string_view kNotFlags[] = {"n_ctx", "depth", "engine", "llama_bench"};
+  std::vector<ConfigFlag> flags;
+  for (const FieldSpec<Config>& f : config_fields()) {
+    if (std::find(std::begin(kNotFlags), std::end(kNotFlags), f.name) != std::end(kNotFlags))
+      continue;
+    const std::string flag = field_flag(f.name);
+    // The last spelling names the flag in messages: --threads, as users have typed it.
+    flags.push_back({f.name == "n_threads" ? flag + ",--threads" : flag, f.name});
+  }
+  return flags;
+}
+
+void add_generate_config_flags(CLI::App* cmd, Config* cfg) {
+  for (const ConfigFlag& f : generate_config_flags())
+    add_field_option(cmd, f.flags, cfg, config_fields(), f.field);
+}
+
+std::string field_flag(std::string_view field) {
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 SamplingParams sampling_params(const GenerateFields& g) {
