@@ -44,13 +44,20 @@ std::span<const FieldSpec<GenerateFields>> generate_fields() {
 std::vector<ConfigFlag> generate_config_flags() {
   // Rows that describe how fish run measures a cell, or that generate sizes itself.
   static constexpr std::string_view kNotFlags[] = {"n_ctx", "depth", "engine", "llama_bench"};
+  // Spellings users had before the flags came from the table; the last spelling of a flag names
+  // it in messages, so these come last.
+  struct Older {
+    std::string_view field, flag;
+  };
+  static constexpr Older kOlder[] = {{"n_threads", "--threads"}};
   std::vector<ConfigFlag> flags;
   for (const FieldSpec<Config>& f : config_fields()) {
     if (std::find(std::begin(kNotFlags), std::end(kNotFlags), f.name) != std::end(kNotFlags))
       continue;
-    const std::string flag = field_flag(f.name);
-    // The last spelling names the flag in messages: --threads, as users have typed it.
-    flags.push_back({f.name == "n_threads" ? flag + ",--threads" : flag, f.name});
+    std::string flag = field_flag(f.name);
+    for (const Older& o : kOlder)
+      if (o.field == f.name) flag += "," + std::string(o.flag);
+    flags.push_back({std::move(flag), f.name});
   }
   return flags;
 }
