@@ -6,9 +6,11 @@
 //     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
 //     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
 //     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
-//     8B output head), and idot with 2 / 8 / 16 rows a workgroup (FISH_VK_IDOT_ROWS, label "rows
-//     N") for tuning; bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's
-//     rate (it runs first).
+//     8B output head), and for tuning idot with 1 / 2 / 4 / 8 rows and 32 / 64 / 128 / 256
+//     threads a workgroup (FISH_VK_IDOT_ROWS, FISH_VK_IDOT_WG; label "rows R wg W") at the 8B's
+//     shapes (q4_k, q6_k, q8_0) and the 1B's (q4_k: 2048 x 2048, 8192 x 2048, 2048 x 8192);
+//     bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs
+//     first).
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -24,6 +26,14 @@
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
 //     KVs as fill ~96 MiB (beyond the H200's L2); device time per layer and KV GB/s.
+//   BM_VulkanVerify: a speculative verify (docs/speculative.md) on a whole-model layer span:
+//     synthetic Llama-1B (written to the temp directory on first use) and 8B (FISH_VERIFY_8B: a
+//     pre-written `fish make-model --shape llama-8b --type q4_k_m` file; skipped when unset or
+//     absent) Q4_K_M, n_tok 1..8 forwarded at position 128 with every row's greedy id
+//     (Session::forward_greedy_rows, as speculative_decode runs it: the span's head over the
+//     rows) then kv_truncate(128); tok_per_s and ratio_to_1 = median
+//     verify time / median time of one decode step (forward_greedy of one token at 128, the
+//     span's head) measured in the same benchmark.
 //   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
 //     shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride) move, bytes read + written per s;
 //     the shader copy is what a kernel can reach, the reference for the matvec GB/s.
@@ -41,6 +51,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -48,6 +60,10 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/gpu_placement.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/synthetic_model.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_span.h"
@@ -69,15 +85,16 @@ constexpr int64_t kDistinctRows = 512;
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
 double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
-// The backend decoding with FISH_VK_MATVEC mode `mode` and FISH_VK_IDOT_ROWS `rows` (0: the
-// environment's), opened on first use, leaked.
-vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows) {
-  static std::map<std::pair<vk::MatvecMode, uint32_t>, vk::VulkanBackend*> by_mode;
-  vk::VulkanBackend*& b = by_mode[{mode, rows}];
+// The backend decoding with FISH_VK_MATVEC mode `mode`, FISH_VK_IDOT_ROWS `rows` and
+// FISH_VK_IDOT_WG `wg` (0: the environment's), opened on first use, leaked.
+vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows, uint32_t wg) {
+  static std::map<std::tuple<vk::MatvecMode, uint32_t, uint32_t>, vk::VulkanBackend*> by_mode;
+  vk::VulkanBackend*& b = by_mode[{mode, rows, wg}];
   if (!b) {
     auto opt = vk::VulkanOptions::from_env();
     if (opt.ok()) opt->matvec = mode;
     if (opt.ok() && rows > 0) opt->idot_rows = rows;
+    if (opt.ok() && wg > 0) opt->idot_wg = wg;
     b = new vk::VulkanBackend(opt);
     (void)b->open();
   }
@@ -198,13 +215,13 @@ void BM_VulkanMatmul(benchmark::State& state) {
 }
 
 // Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), idot rows a
-// workgroup (0: the default).
+// workgroup and threads a workgroup (0: the defaults).
 void BM_VulkanMatvec(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const auto mode = vk::MatvecMode(state.range(4));
-  const auto rows = uint32_t(state.range(5));
-  vk::VulkanBackend* b = backend_matvec(mode, rows);
+  const auto rows = uint32_t(state.range(5)), wg = uint32_t(state.range(6));
+  vk::VulkanBackend* b = backend_matvec(mode, rows, wg);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -244,7 +261,7 @@ void BM_VulkanMatvec(benchmark::State& state) {
     state.counters["pct_shader_copy"] =
         100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
   state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode),
-                             rows > 0 ? fmt::format(" rows {}", rows) : ""));
+                             rows > 0 || wg > 0 ? fmt::format(" rows {} wg {}", rows, wg) : ""));
 }
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
@@ -528,6 +545,136 @@ void BM_VulkanPrefillAttention(benchmark::State& state) {
   state.counters["TFLOPs"] = flops / std::max(per, 1e-12) * 1e-12;
   state.SetLabel(fmt::format("{} pp{} {}", sh.name, n, flash ? "flash" : "one-pass"));
 }
+// The verify model of BM_VulkanVerify (0: Llama-1B, 1: 8B) on a span of every layer, kept while
+// consecutive benchmarks ask for the same one; error: why it cannot run.
+struct VerifySetup {
+  int which = -1;
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<GpuPlacement> placement;
+  std::unique_ptr<Session> session;
+  std::string error;
+};
+constexpr int64_t kVerifyPos = 128;
+
+std::string verify_model_path(int which) {
+  if (which == 1) {
+    const char* p = std::getenv("FISH_VERIFY_8B");
+    return p != nullptr && std::filesystem::exists(p) ? p : "";
+  }
+  const std::string p =
+      (std::filesystem::temp_directory_path() / "fish_bench_llama-1b-q4_k_m.gguf").string();
+  if (!std::filesystem::exists(p)) {
+    auto ft = parse_file_type("q4_k_m");
+    if (!ft.ok() || !write_synthetic_model(*find_model_shape("llama-1b"), ft.value(), {}, p).ok())
+      return "";
+  }
+  return p;
+}
+
+VerifySetup& verify_setup(int which) {
+  static VerifySetup v;
+  if (v.which == which) return v;
+  v.session.reset();  // before the placement (device memory) and the model it uses
+  v.placement.reset();
+  v = VerifySetup{};
+  v.which = which;
+  const std::string path = verify_model_path(which);
+  if (path.empty()) {
+    v.error = which == 1 ? "FISH_VERIFY_8B unset or absent (a llama-8b q4_k_m file)"
+                         : "cannot write the synthetic llama-1b";
+    return v;
+  }
+  auto m = Model::load(path);
+  if (!m.ok()) {
+    v.error = m.error().message;
+    return v;
+  }
+  v.model = m.value();
+  SessionOptions opt;
+  opt.n_ctx = 256;
+  opt.n_batch = kVerifyPos;
+  GpuRequest req;
+  req.span = SpanRequest{opt.n_ctx, opt.n_batch, opt.n_ctx};
+  v.placement = GpuPlacement::place_layers(*v.model, *backend(), req);
+  if (v.placement->span() == nullptr || v.placement->n_gpu_layers() < v.model->params().n_layer) {
+    v.error = "not every layer on a span: " + v.placement->summary();
+    return v;
+  }
+  opt.gpu = v.placement;
+  auto s = Session::create(v.model, opt);
+  if (!s.ok()) {
+    v.error = s.error().message;
+    return v;
+  }
+  v.session = std::move(s.value());
+  std::vector<int32_t> prompt(static_cast<size_t>(kVerifyPos));
+  for (int64_t i = 0; i < kVerifyPos; ++i) prompt[size_t(i)] = int32_t((i * 7919 + 11) % 32000);
+  if (auto r = v.session->forward(prompt, 0); !r.ok()) v.error = r.error().message;
+  return v;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Args: model (0: 1B, 1: 8B), n_tok.
+void BM_VulkanVerify(benchmark::State& state) {
+  const int which = int(state.range(0));
+  const int64_t n_tok = state.range(1);
+  VerifySetup& v = verify_setup(which);
+  if (!v.error.empty() || !v.session) {
+    state.SkipWithError(v.error.c_str());
+    return;
+  }
+  Session& s = *v.session;
+  std::vector<int32_t> toks(static_cast<size_t>(n_tok));
+  for (int64_t i = 0; i < n_tok; ++i) toks[size_t(i)] = int32_t(100 + 37 * i);
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // One decode step at the same position, the reference (the first calls compile pipelines).
+  std::vector<double> step;
+  for (int i = 0; i < 13; ++i) {
+    const auto t0 = Clock::now();
+    const auto r = s.forward_greedy(std::span<const int32_t>(toks.data(), 1), kVerifyPos);
+    if (!r.ok()) return state.SkipWithError(r.error().message.c_str());
+    if (i >= 3) step.push_back(seconds(t0));
+    (void)s.kv_truncate(kVerifyPos);
+  }
+  for (int i = 0; i < 3; ++i) {  // warm-up of this n_tok's kernels
+    (void)s.forward_greedy_rows(toks, kVerifyPos);
+    (void)s.kv_truncate(kVerifyPos);
+  }
+  std::vector<double> verify;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const auto r = s.forward_greedy_rows(toks, kVerifyPos);
+    if (!r.ok()) return state.SkipWithError(r.error().message.c_str());
+    const Status st = s.kv_truncate(kVerifyPos);
+    const double dt = seconds(t0);
+    if (!st.ok()) return state.SkipWithError(st.error().message.c_str());
+    verify.push_back(dt);
+    state.SetIterationTime(dt);
+  }
+  const double t_verify = median_of(verify), t_step = median_of(step);
+  state.counters["verify_ms"] = 1e3 * t_verify;
+  state.counters["decode_step_ms"] = 1e3 * t_step;
+  state.counters["tok_per_s"] = t_verify > 0 ? double(n_tok) / t_verify : 0.0;
+  state.counters["ratio_to_1"] = t_step > 0 ? t_verify / t_step : 0.0;
+  if (s.gpu_fallbacks() > 0) state.SkipWithError("a span forward failed and ran on the CPU");
+  state.SetLabel(fmt::format("{} q4_k_m n_tok {}", which == 0 ? "llama-1b" : "llama-8b", n_tok));
+}
+BENCHMARK(BM_VulkanVerify)
+    ->Apply([](benchmark::internal::Benchmark* bm) {  // model-major: one model resident at a time
+      for (int64_t which : {0, 1})
+        for (int64_t n_tok = 1; n_tok <= 8; ++n_tok) bm->Args({which, n_tok});
+    })
+    ->MinTime(0.5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_VulkanPrefillAttention)
     ->ArgsProduct({{0, 1}, {512, 2048}, {0, 1}})
     ->Iterations(3)
@@ -540,12 +687,14 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
     for (vk::MatvecMode m : {vk::MatvecMode::fast, vk::MatvecMode::idot, vk::MatvecMode::generic}) {
       if (m == vk::MatvecMode::idot && !vk::has_idot_kernel(t)) continue;
       if (m == vk::MatvecMode::generic && n_tok > 1) continue;
-      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0});
+      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0, 0});
     }
   };
-  const auto rows = [&](GgmlType t, Shape s) {  // FISH_VK_IDOT_ROWS for tuning, n_tok 1
-    for (int64_t r : {2, 8, 16})
-      bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r});
+  // FISH_VK_IDOT_ROWS x FISH_VK_IDOT_WG for tuning, n_tok 1.
+  const auto tune = [&](GgmlType t, Shape s) {
+    for (int64_t r : {1, 2, 4, 8})
+      for (int64_t wg : {32, 64, 128, 256})
+        bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r, wg});
   };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
@@ -553,8 +702,9 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
       for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
   add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
   add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
-  for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) rows(GgmlType::q4_k, s);
-  rows(GgmlType::q6_k, {4096, 14336});
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0})
+    for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) tune(t, s);
+  for (Shape s : {Shape{2048, 2048}, {8192, 2048}, {2048, 8192}}) tune(GgmlType::q4_k, s);
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)

@@ -145,6 +145,18 @@ std::span<const FieldSpec<Config>> config_fields() {
        "llama.cpp cells: the llama-bench binary, a path or cpu / vulkan / cuda (the build of "
        "scripts/peer/build_llama_cpp.sh in $FISH_CACHE/peer); empty: FISH_LLAMA_BENCH",
        {}},
+      {"speculative",
+       &Config::speculative,
+       "greedy speculative decoding (docs/speculative.md): off, draft (draft_model drafts) or "
+       "lookup (prompt n-gram lookup); the tokens equal plain greedy decoding's, decode_tok_s "
+       "is the speculative loop's, spec_speedup its ratio to plain decode in the same repetition",
+       {"off", "draft", "lookup"}},
+      {"draft_model",
+       &Config::draft_model,
+       "speculative draft: the draft model's GGUF path (same vocabulary and tokenizer as the "
+       "model; runs on the CPU; the other modes ignore it); \"\": none",
+       {}},
+      {"draft_n", &Config::draft_n, "speculative: tokens drafted per verify", {}, 1, 16},
   };
   return table;
 }

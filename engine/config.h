@@ -64,6 +64,11 @@ struct Config {
   int64_t depth = -1;
   std::string engine = "fish";
   std::string llama_bench;
+  // Greedy speculative decoding (engine/speculative.h, docs/speculative.md): off | draft (a
+  // draft model, draft_model) | lookup (prompt n-gram lookup); draft_n tokens per verify.
+  std::string speculative = "off";
+  std::string draft_model;  // GGUF path of the draft model ("" = none)
+  int64_t draft_n = 4;
 };
 
 // Order matches FieldSpec::Member's alternatives.

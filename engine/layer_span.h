@@ -61,9 +61,18 @@ class LayerSpan {
     (void)x, (void)n_tok, (void)pos0, (void)logits, (void)token;
     return make_error("span: no output head");
   }
+  // As forward_head, the head over every row: tokens[t] = the greedy id of row t, t < n_tok (a
+  // speculative verify: only the ids cross the bus). Errors: as forward_head; n_tok above
+  // head_rows().
+  virtual Status forward_head_rows(const float* x, int64_t n_tok, int64_t pos0, int32_t* tokens) {
+    (void)x, (void)n_tok, (void)pos0, (void)tokens;
+    return make_error("span: no output head");
+  }
   // Whether forward_head runs (the span holds the last layer, its desc named the output head and
   // the backend took it).
   virtual bool has_head() const { return false; }
+  // Rows forward_head_rows takes (0: none).
+  virtual int64_t head_rows() const { return 0; }
   // Keeps positions < n valid (n >= kv_length() changes nothing).
   virtual void kv_truncate(int64_t n) = 0;
   // Makes room for n positions (<= n_ctx) on the device, keeping the valid ones.

@@ -43,10 +43,10 @@ struct MatrixView {
   int64_t n_out = 0;
   size_t n_bytes = 0;
   std::string name;  // tensor name, for messages
-  // The x16 interleaved copy (kernels/kquant_x16.h) of a Q4_K / Q5_K / Q6_K / Q8_0 matrix when the
-  // model was loaded with kquant_repack, else nullptr. `data` stays valid either way (the file
-  // mapping): without keep_gguf its pages were released after packing and come back from the
-  // file only if something reads them (GPU upload, int4 repacking, the f32 path).
+  // The x16 interleaved copy (kernels/kquant_x16.h) of a Q4_K / Q5_K / Q6_K / Q8_0 / Q5_0 matrix
+  // when the model was loaded with kquant_repack, else nullptr. `data` stays valid either way (the
+  // file mapping): without keep_gguf its pages were released after packing and come back from
+  // the file only if something reads them (GPU upload, int4 repacking, the f32 path).
   const void* x16 = nullptr;
 };
 
@@ -104,8 +104,8 @@ struct ModelLoadOptions {
   // Per-tensor input-column importance for an activation-aware fq3 fit (engine/requant.h), or
   // nullptr for the plain fit. Only read during load.
   const RequantImportance* importance = nullptr;
-  // Repack every Q4_K / Q5_K / Q6_K / Q8_0 matrix (layers and head) into the x16 layout at load
-  // (after requant), the packed copy replacing the GGUF bytes in memory (their mapped pages
+  // Repack every Q4_K / Q5_K / Q6_K / Q8_0 / Q5_0 matrix (layers and head) into the x16 layout at
+  // load (after requant), the packed copy replacing the GGUF bytes in memory (their mapped pages
   // released) unless keep_gguf. Config field kquant_repack (engine/config.h) sets these.
   bool kquant_repack = false;
   bool keep_gguf = false;

@@ -258,8 +258,16 @@ Result<int32_t> Session::forward_greedy(std::span<const int32_t> tokens, int64_t
   return id;
 }
 
+Result<std::span<const int32_t>> Session::forward_greedy_rows(std::span<const int32_t> tokens,
+                                                              int64_t pos0) {
+  row_ids_.resize(tokens.size());
+  FISH_TRY(forward_impl(tokens, pos0, LogitsMode::all, nullptr, row_ids_.data()));
+  return std::span<const int32_t>(row_ids_);
+}
+
 Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> tokens, int64_t pos0,
-                                                     LogitsMode mode, int32_t* token) {
+                                                     LogitsMode mode, int32_t* token,
+                                                     int32_t* rows) {
   const ModelParams& p = model_->params();
   const int64_t n = int64_t(tokens.size());
   if (n == 0) return make_error("session: forward called with no tokens");
@@ -289,9 +297,10 @@ Result<std::span<const float>> Session::forward_impl(std::span<const int32_t> to
     float* out =
         all ? logits_.data() + size_t(b) * size_t(p.n_vocab) : (last ? logits_.data() : nullptr);
     int32_t* id = last ? token : nullptr;
-    if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id)) {
+    int32_t* ids = rows != nullptr ? rows + b : nullptr;
+    if (!forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id, ids)) {
       span_fallback(pos0 + b);
-      forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id);
+      forward_batch(tokens.data() + b, nb, pos0 + b, all, out, id, ids);
     }
     kv_.set_n_past(pos0 + b + nb);
   }
@@ -442,7 +451,7 @@ void Session::matmul_f32(const MatrixView& w, const float* x, int64_t n, float* 
 }
 
 bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits,
-                            float* logits, int32_t* token) {
+                            float* logits, int32_t* token, int32_t* rows) {
   const ModelParams& p = model_->params();
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff, hd = p.head_dim;
   const float eps = p.norm_eps;
@@ -531,6 +540,9 @@ bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
     });
   }
 
+  // The span's output head over every row (a verify): only the ids come back.
+  if (rows != nullptr && span_ != nullptr && span_->has_head() && n <= span_->head_rows())
+    return span_->forward_head_rows(x_.data(), n, pos0, rows).ok();
   // The span's output head (last-row logits): the logits, or for a greedy step only the id, come
   // back instead of x.
   if (span_ != nullptr && span_->has_head() && !all_logits && logits != nullptr) {
@@ -543,13 +555,15 @@ bool Session::forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool
 
   if (logits == nullptr) return true;  // a middle chunk of a last-logits forward
   const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t rows = n - first;
-  for_tokens(pool_, rows, [&](int64_t t) {
+  const int64_t n_rows = n - first;
+  for_tokens(pool_, n_rows, [&](int64_t t) {
     rmsnorm(x_.data() + (first + t) * E, model_->output_norm().data(), xn_.data() + t * E, E, eps);
   });
   invalidate_act();
-  matmul(model_->output(), xn_.data(), rows, logits);
+  matmul(model_->output(), xn_.data(), n_rows, logits);
   if (token) *token = greedy_token(std::span<const float>(logits, size_t(p.n_vocab)));
+  for (int64_t t = 0; rows != nullptr && t < n_rows; ++t)
+    rows[t] = greedy_token(std::span<const float>(logits + t * p.n_vocab, size_t(p.n_vocab)));
   return true;
 }
 

@@ -94,6 +94,12 @@ class Session {
   Result<int32_t> append_greedy(std::span<const int32_t> tokens) {
     return forward_greedy(tokens, n_past());
   }
+  // A speculative verify's step: as forward(tokens, pos0, LogitsMode::all) and the greedy id of
+  // every row (ids[t] = greedy_token of row t's logits), without the logits where a GPU layer
+  // span runs the output head and takes the rows at once (layer_span.h forward_head_rows: only
+  // the ids cross the bus). Same errors as forward; the span stays valid until the next forward.
+  Result<std::span<const int32_t>> forward_greedy_rows(std::span<const int32_t> tokens,
+                                                       int64_t pos0);
 
   // Teacher forcing: resets, feeds `tokens` in chunks of `chunk` and calls fn(t, logits) for
   // every position t (logits = the distribution over the token after tokens[0..t]).
@@ -143,11 +149,15 @@ class Session {
   // Returns false when the span forward failed (nothing of this batch is then trusted).
   // token (last-row logits only): also its greedy id; with a span head that runs it the logits
   // are then not computed (logits is left as is).
+  // rows (all_logits only): also every row's greedy id; with a span head that takes the n rows
+  // the logits are then not computed.
   bool forward_batch(const int32_t* tokens, int64_t n, int64_t pos0, bool all_logits, float* logits,
-                     int32_t* token = nullptr);
-  // forward() and forward_greedy(): token null, or the greedy id of the last row.
+                     int32_t* token = nullptr, int32_t* rows = nullptr);
+  // forward(), forward_greedy() and forward_greedy_rows(): token null, or the greedy id of the
+  // last row; rows null, or (LogitsMode::all) every row's greedy id.
   Result<std::span<const float>> forward_impl(std::span<const int32_t> tokens, int64_t pos0,
-                                              LogitsMode mode, int32_t* token);
+                                              LogitsMode mode, int32_t* token,
+                                              int32_t* rows = nullptr);
   // After a failed span forward: CPU (or stage 1) for the span's layers from now on, with KV
   // for every layer rebuilt by replaying tokens [0, n_valid) of history_.
   void span_fallback(int64_t n_valid);
@@ -197,6 +207,7 @@ class Session {
   std::vector<float> gate_;         // n_ff
   std::vector<float> up_;           // n_ff
   std::vector<float> logits_;       // n_vocab per returned row
+  std::vector<int32_t> row_ids_;    // forward_greedy_rows' ids
   std::vector<float> att_scratch_;  // scores: n_head x n_ctx, or per thread group x n_ctx
   std::vector<float> deq_scratch_;  // f32 mode: per thread one dequantised weight row
   // Quantised activations, one buffer per activation format (q8_0, q8_1, q8_k); bit i of

@@ -177,8 +177,14 @@ Result<QualityReference> quality_reference(const std::shared_ptr<const Model>& m
 }
 
 void append(PathSamples& acc, const PathSamples& s) {
-  acc.prefill_tok_s.insert(acc.prefill_tok_s.end(), s.prefill_tok_s.begin(), s.prefill_tok_s.end());
-  acc.decode_tok_s.insert(acc.decode_tok_s.end(), s.decode_tok_s.begin(), s.decode_tok_s.end());
+  auto add = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  add(acc.prefill_tok_s, s.prefill_tok_s);
+  add(acc.decode_tok_s, s.decode_tok_s);
+  add(acc.plain_decode_tok_s, s.plain_decode_tok_s);
+  add(acc.accepted_per_verify, s.accepted_per_verify);
+  acc.spec_tokens_differ += s.spec_tokens_differ;
   if (s.error && !acc.error) acc.error = s.error;
 }
 
@@ -212,6 +218,23 @@ void speed_metrics(json& m, const PathSamples& ps, const DecodeWeights& dw, bool
     m["prefill_vs_cpu"] = speed_metric_json(paired_ratios(ps.prefill_tok_s, cpu->prefill_tok_s));
     m["decode_vs_cpu"] = speed_metric_json(paired_ratios(ps.decode_tok_s, cpu->decode_tok_s));
   }
+  if (!ps.accepted_per_verify.empty()) {  // a speculative cell
+    m["accepted_per_verify"] = speed_metric_json(ps.accepted_per_verify);
+    m["spec_speedup"] = speed_metric_json(paired_ratios(ps.decode_tok_s, ps.plain_decode_tok_s));
+  }
+}
+
+// The drafter of a speculative cell (none for speculative off): the draft model resolved as the
+// cell's models are (a path or synthetic:SHAPE:TYPE), on a CPU session of the cell's n_ctx and
+// threads.
+Result<DraftSetup> cell_drafter(const Config& c, const Model& target) {
+  std::string path = c.draft_model;
+  if (c.speculative == "draft" && !path.empty()) {
+    const ModelEntry me = resolve_model(path, /*create=*/true);
+    if (!me.error.empty()) return make_error("draft_model: {}", me.error);
+    path = me.path;
+  }
+  return make_drafter(c.speculative, path, target, c.n_ctx, int(c.n_threads));
 }
 
 int resolved_threads(const Config& c) {
@@ -299,6 +322,7 @@ struct CellRunner::PathRun {
   size_t acc;  // into CellState::paths
   std::unique_ptr<CellPlacement> gpu;
   std::unique_ptr<Session> session;
+  DraftSetup draft;  // speculative cells: the drafter (and the draft model's CPU session)
 };
 
 CellRunner::CellRunner(const RunPlan& plan, bool retry_errors, ResultsWriter& writer,
@@ -544,6 +568,12 @@ bool CellRunner::open_paths(size_t i, double t0, std::vector<PathRun>& runs) {
       continue;
     }
     r.session = std::move(sess.value());
+    auto draft = cell_drafter(c.config, *L.model);
+    if (!draft.ok()) {
+      if (!close_with("error", draft.error().message)) return false;
+      continue;
+    }
+    r.draft = std::move(draft.value());
     runs.push_back(std::move(r));
   }
 
@@ -614,7 +644,12 @@ bool CellRunner::visit_fish_cell(size_t i, const Visit& v) {
     Session* s = r.session.get();
     const std::vector<int32_t>* prompt = &L.prompt;
     const int64_t depth = c.config.depth, n_gen = e_.workload.n_gen;
-    fns.push_back([s, prompt, n_gen, depth] { return run_repetition(*s, *prompt, n_gen, depth); });
+    const std::optional<SpecDecode> spec =
+        r.draft.drafter ? std::optional<SpecDecode>({r.draft.drafter.get(), c.config.draft_n})
+                        : std::nullopt;
+    fns.push_back([s, prompt, n_gen, depth, spec] {
+      return run_repetition(*s, *prompt, n_gen, depth, spec ? &*spec : nullptr);
+    });
   }
   // llama-bench warms up in every call: after the first visit a twin's warmup turns are no-ops
   // instead of llama-bench samples thrown away.

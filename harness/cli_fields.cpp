@@ -49,7 +49,7 @@ std::vector<ConfigFlag> generate_config_flags() {
   struct Older {
     std::string_view field, flag;
   };
-  static constexpr Older kOlder[] = {{"n_threads", "--threads"}};
+  static constexpr Older kOlder[] = {{"n_threads", "--threads"}, {"draft_model", "--draft"}};
   std::vector<ConfigFlag> flags;
   for (const FieldSpec<Config>& f : config_fields()) {
     if (std::find(std::begin(kNotFlags), std::end(kNotFlags), f.name) != std::end(kNotFlags))

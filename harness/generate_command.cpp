@@ -1,6 +1,7 @@
 // `fish generate -m MODEL -p PROMPT -n N [--n-ctx C] [--seed S --temp X ...] [--chat]
-// [--<config field> V ...]` Streams the continuation to stdout, then one stats line on stderr.
-// Its Config flags come from the field table (generate_config_flags), and the run is planned
+// [--lookup] [--<config field> V ...]` Streams the continuation to stdout, then one stats line on
+// stderr (docs/speculative.md for the drafts). Its Config flags come from the field table
+// (generate_config_flags: --draft, --draft-n, --gpu-layers, ...), and the run is planned
 // (plan_session) and placed (CellPlacement) as a fish run cell is.
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "engine/requant.h"
 #include "engine/sampling.h"
 #include "engine/session.h"
+#include "engine/speculative.h"
 #include "engine/tokenizer.h"
 #include "harness/cli_fields.h"
 #include "harness/commands.h"
@@ -93,6 +95,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     GenerateFields gen;  // tokens to generate, context, sampling
     bool chat = false;
     bool ignore_eos = false;
+    bool lookup = false;  // speculative decoding with prompt-lookup drafts
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -120,6 +123,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   add_generate_config_flags(cmd, &a->cfg);
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
+  cmd->add_flag("--lookup", a->lookup,
+                "Greedy speculative decoding with prompt-lookup drafts (n-grams of the context)");
   cmd->callback([a, exit_code] {
     *exit_code = kExitUsage;
     auto fail = [](const Error& e) {
@@ -184,6 +189,18 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (!sess_r.ok()) return fail(sess_r.error());
     Session& s = *sess_r.value();
     Sampler sampler(sampling_params(a->gen));
+    // The drafter: --lookup or --speculative lookup; --draft MODEL or --speculative draft.
+    const bool lookup = a->lookup || cfg.speculative == "lookup";
+    const bool draft = !cfg.draft_model.empty() || cfg.speculative == "draft";
+    if (lookup && draft) return fail(make_error("--lookup and --draft: one drafter at a time"));
+    if ((lookup || draft) && sampler.params().temperature > 0.0f)
+      return fail(make_error("speculative decoding is greedy (hint: --temp 0)"));
+    auto drafter_r = make_drafter(lookup  ? "lookup"
+                                  : draft ? "draft"
+                                          : "off",
+                                  cfg.draft_model, *model, opt.n_ctx, int(cfg.n_threads));
+    if (!drafter_r.ok()) return fail(drafter_r.error());
+    Drafter* drafter = drafter_r.value().drafter.get();
     Streamer out(tok);
 
     const auto t0 = Clock::now();
@@ -201,9 +218,26 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     const double t_prefill = seconds_since(t0);
     int32_t next = first.value();
 
-    int n_decoded = 0;
+    int64_t n_decoded = 0;
     const auto t1 = Clock::now();
-    for (int64_t i = 0; i < a->gen.n_predict; ++i) {
+    std::string spec_detail;
+    if (drafter != nullptr) {  // the same tokens as the loop below, fewer target forwards
+      auto st = speculative_decode(s, *drafter, prompt, next, a->gen.n_predict, cfg.draft_n,
+                                   [&](int32_t id) {
+                                     if (!a->ignore_eos && tok.is_eog(id)) return false;
+                                     out.push(id);
+                                     return true;
+                                   });
+      if (!st.ok()) return fail(st.error());
+      const SpeculativeStats& ss = st.value();
+      n_decoded = ss.generated - 1;
+      spec_detail = fmt::format(
+          " | speculative {}, draft_n {}: {} verifies, {:.2f} accepted per verify ({}/{} "
+          "drafted)",
+          drafter->describe(), cfg.draft_n, ss.verifies, ss.accepted_per_verify(), ss.accepted,
+          ss.drafted);
+    }
+    for (int64_t i = 0; drafter == nullptr && i < a->gen.n_predict; ++i) {
       if (!a->ignore_eos && tok.is_eog(next)) break;
       out.push(next);
       if (i + 1 == a->gen.n_predict) break;
@@ -223,10 +257,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     const std::string path =
         int4 != nullptr ? int4->describe() : std::string(weight_path_name(s.weight_path()));
     std::fprintf(stderr,
-                 "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%d "
+                 "fish generate: prompt %zu tokens | prefill %.1f tok/s | decode %.2f tok/s (%lld "
                  "tokens) | weights %.1f GB/s (%.1f MB/token) | host kv %.1f MB (n_ctx %lld%s) | "
-                 "threads %d | isa %s | act %s | weight path %s | gpu %s\n",
-                 prompt.size(), prefill_tps, decode_tps, n_decoded,
+                 "threads %d | isa %s | act %s | weight path %s | gpu %s%s\n",
+                 prompt.size(), prefill_tps, decode_tps, (long long)n_decoded,
                  bytes_per_token * decode_tps / 1e9, bytes_per_token / 1e6,
                  double(s.kv_bytes()) / 1e6, (long long)s.n_ctx(),
                  // The ring choice only exists for models with sliding-window layers.
@@ -235,7 +269,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
                      : "",
                  s.n_threads(), std::string(isa_name(s.kernel_isa())).c_str(),
                  s.weight_path() == WeightPath::ref ? "f32" : cfg.act.c_str(), path.c_str(),
-                 gpu_detail.c_str());
+                 gpu_detail.c_str(), spec_detail.c_str());
     if (s.gpu_fallbacks() > 0)  // why: the backend's status names the failed call
       std::fprintf(stderr, "fish generate: GPU calls failed %lld time(s) and ran on the CPU (%s)\n",
                    (long long)s.gpu_fallbacks(), gpu_backend_status().c_str());

@@ -34,7 +34,7 @@ int64_t workload_ctx_need(const Workload& w, int64_t depth) {
 }
 
 Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen,
-                                 int64_t depth) {
+                                 int64_t depth, const SpecDecode* spec) {
   const int64_t n_prompt = int64_t(prompt.size());
   const int64_t need = depth < 0 ? n_prompt + n_gen : depth + std::max(n_prompt, n_gen);
   if (need > s.n_ctx())
@@ -68,14 +68,40 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
     if (!first.ok()) return first.take_error();
     next = first.value();
   }
+  const int32_t first = next;
+  std::vector<int32_t> plain;  // the tokens, for the speculative comparison
   const auto t1 = Clock::now();
   for (int64_t i = 0; i < n_gen; ++i) {
     auto tok = s.append_greedy(std::span<const int32_t>(&next, 1));
     if (!tok.ok()) return tok.take_error();
     next = tok.value();
+    if (spec) plain.push_back(next);
   }
   const double t_decode = seconds_since(t1);
-  return RepSample{double(n_prompt) / t_prefill, double(n_gen) / t_decode};
+  RepSample r{double(n_prompt) / t_prefill, double(n_gen) / t_decode};
+  if (spec == nullptr) return r;
+  // The same start again (untimed), then the speculative decode of the same n_gen tokens.
+  std::vector<int32_t> ctx(prompt.begin(), prompt.end());
+  if (depth >= 0) {
+    FISH_TRY(fill());
+    ctx = prefix;
+  } else {
+    s.reset();
+    FISH_TRY(s.forward_greedy(prompt, 0));
+  }
+  std::vector<int32_t> got;
+  FISH_ASSIGN_OR_RETURN(
+      const SpeculativeStats st,
+      speculative_decode(s, *spec->drafter, ctx, first, n_gen + 1, spec->draft_n, [&](int32_t t) {
+        got.push_back(t);
+        return true;
+      }));
+  r.plain_decode_tok_s = r.decode_tok_s;
+  r.decode_tok_s = st.tok_per_s();
+  r.accepted_per_verify = st.accepted_per_verify();
+  r.spec_tokens_differ =
+      got.size() != plain.size() + 1 || !std::equal(plain.begin(), plain.end(), got.begin() + 1);
+  return r;
 }
 
 std::vector<PathSamples> measure_paths(
@@ -91,6 +117,11 @@ std::vector<PathSamples> measure_paths(
     if (rep < spec.warmup) return;
     out[p].prefill_tok_s.push_back(r->prefill_tok_s);
     out[p].decode_tok_s.push_back(r->decode_tok_s);
+    if (r->plain_decode_tok_s > 0) {  // a speculative repetition
+      out[p].plain_decode_tok_s.push_back(r->plain_decode_tok_s);
+      out[p].accepted_per_verify.push_back(r->accepted_per_verify);
+      out[p].spec_tokens_differ += r->spec_tokens_differ ? 1 : 0;
+    }
   };
   const int64_t total = spec.warmup + spec.repetitions;
   if (spec.interleave) {
@@ -128,6 +159,7 @@ std::vector<std::string> validity_flags(const PathSamples& p, double max_cv) {
   if ((!p.prefill_tok_s.empty() && coefficient_of_variation(p.prefill_tok_s) > max_cv) ||
       (!p.decode_tok_s.empty() && coefficient_of_variation(p.decode_tok_s) > max_cv))
     v.push_back("noisy");
+  if (p.spec_tokens_differ > 0) v.push_back("spec_tokens_differ");
   return v;
 }
 

@@ -22,6 +22,7 @@
 #include "base/result.h"
 #include "engine/gpu_placement.h"
 #include "engine/session.h"
+#include "engine/speculative.h"
 #include "engine/tokenizer.h"
 #include "harness/experiment.h"
 
@@ -29,13 +30,28 @@ namespace fish {
 
 struct RepSample {
   double prefill_tok_s = 0;
-  double decode_tok_s = 0;
+  double decode_tok_s = 0;  // speculative: the speculative loop's
+  // Speculative repetitions only (spec_decode set; else 0): plain greedy decode of the same n_gen
+  // tokens, draft tokens kept per verify, and whether the speculative tokens differed from the
+  // plain ones.
+  double plain_decode_tok_s = 0;
+  double accepted_per_verify = 0;
+  bool spec_tokens_differ = false;
+};
+
+// Speculative decode phase of a repetition: the drafter and tokens per draft.
+struct SpecDecode {
+  Drafter* drafter = nullptr;
+  int64_t draft_n = 4;
 };
 
 // One repetition on `s` (see the header comment; depth >= 0: Config::depth, llama-bench's -d).
+// With `spec`, the plain decode is followed by the same prefill again (untimed) and a timed
+// speculative decode of n_gen tokens (engine/speculative.h); decode_tok_s is then the
+// speculative one and plain_decode_tok_s the plain one of the same repetition.
 // Errors: the engine's (e.g. n_prompt + n_gen beyond n_ctx).
 Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, int64_t n_gen,
-                                 int64_t depth = -1);
+                                 int64_t depth = -1, const SpecDecode* spec = nullptr);
 // The KV positions a repetition needs (n_prompt + n_gen; with a depth, depth +
 // max(n_prompt, n_gen)).
 int64_t workload_ctx_need(const Workload& w, int64_t depth);
@@ -43,6 +59,10 @@ int64_t workload_ctx_need(const Workload& w, int64_t depth);
 // The samples of one path.
 struct PathSamples {
   std::vector<double> prefill_tok_s, decode_tok_s;
+  // Speculative cells (empty otherwise): per repetition as RepSample's, and how many
+  // repetitions' speculative tokens differed from plain greedy decoding's.
+  std::vector<double> plain_decode_tok_s, accepted_per_verify;
+  int64_t spec_tokens_differ = 0;
   std::optional<Error> error;  // the first failed repetition; the path stops there
 };
 
@@ -61,7 +81,9 @@ nlohmann::json sample_summary_json(std::span<const double> samples);
 nlohmann::json speed_metric_json(std::span<const double> samples);
 
 // Validity flags of a row: "few_repetitions" (fewer than 6 samples: no order-statistic pair of
-// the median reaches 95% coverage), "noisy" (a speed metric's CV above max_cv).
+// the median reaches 95% coverage), "noisy" (a speed metric's CV above max_cv),
+// "spec_tokens_differ" (a speculative repetition emitted other tokens than plain greedy
+// decoding: a batch's argmax differed from a one-token forward's).
 std::vector<std::string> validity_flags(const PathSamples& p, double max_cv);
 
 // Validity flags of a gpu-path row: "cpu_fallback" when GPU calls of the cell's sessions failed

@@ -38,6 +38,11 @@ std::span<const MetricField> metric_fields() {
        "gpu rows: prefill tok/s over the cell's cpu row, repetition by repetition"},
       {"decode_vs_cpu", K::ratio, "x", "decode gpu/cpu", S::repetitions, false, false,
        "gpu rows: the same for decode"},
+      {"accepted_per_verify", K::ratio, "", "accepted/verify", S::repetitions, true, false,
+       "speculative cells: draft tokens kept per verify (each verify also yields one token of "
+       "the model's own)"},
+      {"spec_speedup", K::ratio, "x", "spec speedup", S::repetitions, true, false,
+       "speculative cells: decode tok/s over plain greedy decode's, repetition by repetition"},
       {"weight_GBps", K::scalar, "GB/s", "weight GB/s", S::weights, true, false,
        "median decode tok/s x the weight bytes a decode step reads"},
       {"weight_GBps_pct_stream", K::scalar, "%", "% stream", S::weights, true, false,

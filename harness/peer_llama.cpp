@@ -165,6 +165,8 @@ std::string llama_unsupported(const Config& c, const QualitySpec& q,
   if (!c.gpu_span) why.push_back("gpu_span false (FISH's stage 1 offload)");
   if (c.vram_budget_mb != 0) why.push_back(fmt::format("vram_budget_mb {}", c.vram_budget_mb));
   if (c.swa_kv != d.swa_kv) why.push_back(fmt::format("swa_kv {}", c.swa_kv));
+  if (c.speculative != d.speculative)
+    why.push_back(fmt::format("speculative {} (FISH's speculative decoding)", c.speculative));
   if (!q.metrics.empty())
     why.push_back(
         "quality metrics (llama-bench measures speed only: exclude the llama.cpp cells "

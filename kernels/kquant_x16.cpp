@@ -4,13 +4,16 @@
 #include "kernels/kquant_x16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstring>
+#include <vector>
 
 #include "kernels/amx.h"
 #include "quant/f16.h"
 #include "quant/k_quants.h"
 #include "quant/q4_k.h"
+#include "quant/q5_0.h"
 #include "quant/q5_k.h"
 #include "quant/q6_k.h"
 #include "quant/q8_0.h"
@@ -32,6 +35,9 @@ constexpr size_t d = 0, sc = 32, ql = 288, qh = 2336, bytes = 3360;
 }
 namespace q8 {
 constexpr size_t d = 0, qs = 32, bytes = 544;
+}
+namespace q50 {
+constexpr size_t d = 0, qh = 32, qs = 96, bytes = 352;
 }
 
 // Byte l (0..31) of a row's 32-byte group -> its place in a [8 quad][16 rows][4] interleave.
@@ -120,6 +126,39 @@ void pack_q8(const BlockQ8_0* src, uint8_t* dst) {
 void unpack_q8(const uint8_t* src, int r, BlockQ8_0& b) {
   std::memcpy(&b.d, src + q8::d + 2 * r, 2);
   for (int l = 0; l < 32; ++l) b.qs[l] = int8_t(src[q8::qs + quad_at(l, r)]);
+}
+
+// A Q5_0 row's fifth bits: GGUF bit j (weight j) <-> bit 8 * (j % 4) + j / 4 of the x16 word
+// (bit k of byte b = weight 4k + b), and back.
+inline uint32_t q5_0_qh_to_x16(uint32_t v) {
+  uint32_t o = 0;
+  for (int j = 0; j < 32; ++j) o |= ((v >> j) & 1u) << (8 * (j & 3) + (j >> 2));
+  return o;
+}
+inline uint32_t q5_0_qh_from_x16(uint32_t o) {
+  uint32_t v = 0;
+  for (int j = 0; j < 32; ++j) v |= ((o >> (8 * (j & 3) + (j >> 2))) & 1u) << j;
+  return v;
+}
+
+void pack_q5_0(const BlockQ5_0* src, uint8_t* dst) {
+  for (int r = 0; r < R; ++r) {
+    std::memcpy(dst + q50::d + 2 * r, &src[r].d, 2);
+    uint32_t qh;
+    std::memcpy(&qh, src[r].qh, 4);
+    qh = q5_0_qh_to_x16(qh);
+    std::memcpy(dst + q50::qh + 4 * r, &qh, 4);
+    for (int l = 0; l < 16; ++l) dst[q50::qs + quad_at(l, r)] = src[r].qs[l];
+  }
+}
+
+void unpack_q5_0(const uint8_t* src, int r, BlockQ5_0& b) {
+  std::memcpy(&b.d, src + q50::d + 2 * r, 2);
+  uint32_t qh;
+  std::memcpy(&qh, src + q50::qh + 4 * r, 4);
+  qh = q5_0_qh_from_x16(qh);
+  std::memcpy(b.qh, &qh, 4);
+  for (int l = 0; l < 16; ++l) b.qs[l] = src[q50::qs + quad_at(l, r)];
 }
 
 template <typename Block, typename PackFn>
@@ -225,6 +264,20 @@ float term_q8(const uint8_t* blk, const BlockQ8_0& b, int r) {
   return float(sumi) * (f16_to_f32(load_u16(blk + q8::d + 2 * r)) * f16_to_f32(b.d));
 }
 
+// Q5_0: sumi * (dw * dx) over the codes q - 16 (vec_dot_q5_0_q8_0_ref).
+float term_q5_0(const uint8_t* blk, const BlockQ8_0& b, int r) {
+  uint32_t qh;
+  std::memcpy(&qh, blk + q50::qh + 4 * r, 4);
+  int sumi = 0;
+  for (int j = 0; j < 32; ++j) {
+    const uint8_t q = blk[q50::qs + quad_at(j & 15, r)];
+    const int lo = j < 16 ? (q & 0xF) : (q >> 4);
+    const int hi = int((qh >> (8 * (j & 3) + (j >> 2))) & 1u) << 4;
+    sumi += ((lo | hi) - 16) * b.qs[j];
+  }
+  return float(sumi) * (f16_to_f32(load_u16(blk + q50::d + 2 * r)) * f16_to_f32(b.d));
+}
+
 }  // namespace
 
 void kx16_q4_k_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
@@ -243,13 +296,22 @@ void kx16_q8_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t 
                    float* y, int64_t ldy, int64_t rows) {
   ref_tile<BlockQ8_0>(w, q8::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q8);
 }
+void kx16_q5_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
+  ref_tile<BlockQ8_0>(w, q50::bytes, nb, np, x, xs, nt, y, ldy, rows, term_q5_0);
+}
 
 bool kx16_supported(GgmlType t) {
-  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k || t == GgmlType::q8_0;
+  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k ||
+         t == GgmlType::q8_0 || t == GgmlType::q5_0;
+}
+
+bool kx16_q8_0_act(GgmlType t) {
+  return t == GgmlType::q8_0 || t == GgmlType::q5_0;
 }
 
 int64_t kx16_block_elems(GgmlType t) {
-  return t == GgmlType::q8_0 ? kQK8_0 : kQK_K;
+  return kx16_q8_0_act(t) ? kQK8_0 : kQK_K;
 }
 
 size_t kx16_block_bytes(GgmlType t) {
@@ -262,6 +324,8 @@ size_t kx16_block_bytes(GgmlType t) {
       return q6::bytes;
     case GgmlType::q8_0:
       return q8::bytes;
+    case GgmlType::q5_0:
+      return q50::bytes;
     default:
       return 0;
   }
@@ -291,6 +355,9 @@ void kx16_pack(GgmlType t, const void* w, int64_t n_out, int64_t n_in, void* dst
     case GgmlType::q8_0:
       pack_matrix<BlockQ8_0>(w, n_out, n_in, dst, p0, p1, bb, be, pack_q8);
       break;
+    case GgmlType::q5_0:
+      pack_matrix<BlockQ5_0>(w, n_out, n_in, dst, p0, p1, bb, be, pack_q5_0);
+      break;
     default:
       break;
   }
@@ -316,6 +383,9 @@ void kx16_unpack_row(GgmlType t, const void* packed, int64_t n_in, int64_t row, 
         break;
       case GgmlType::q8_0:
         unpack_q8(blk, r, static_cast<BlockQ8_0*>(dst)[i]);
+        break;
+      case GgmlType::q5_0:
+        unpack_q5_0(blk, r, static_cast<BlockQ5_0*>(dst)[i]);
         break;
       default:
         break;
@@ -348,10 +418,40 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx)
       {GgmlType::q5_k, {kx16_q5_k_ref, kx16_q5_k_avx2, kx16_q5_k_avx512}, kx16_q5_k_amx},
       {GgmlType::q6_k, {kx16_q6_k_ref, kx16_q6_k_avx2, kx16_q6_k_avx512}, kx16_q6_k_amx},
       {GgmlType::q8_0, {kx16_q8_0_ref, kx16_q8_0_avx2, kx16_q8_0_avx512}, kx16_q8_0_amx},
+      {GgmlType::q5_0, {kx16_q5_0_ref, kx16_q5_0_avx2, kx16_q5_0_avx512}, kx16_q5_0_amx},
   };
   for (const Variants& v : kTable)
     if (v.type == t) return amx ? v.amx : v.fn[int(level)];
   return nullptr;
+}
+
+namespace {
+std::atomic<size_t>& prefetch_setting() {
+  static std::atomic<size_t> bytes(kKx16PrefetchDefault);
+  return bytes;
+}
+}  // namespace
+
+size_t kx16_prefetch_bytes() {
+  return prefetch_setting().load(std::memory_order_relaxed);
+}
+void kx16_set_prefetch_bytes(size_t bytes) {
+  prefetch_setting().store(bytes, std::memory_order_relaxed);
+}
+
+const int32_t* kx16_q8_0_sums16(const void* x, size_t x_stride, int64_t n_tok, int64_t nb) {
+  thread_local std::vector<int32_t> out;
+  out.resize(size_t(n_tok * nb));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* row =
+        reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + size_t(t) * x_stride);
+    for (int64_t i = 0; i < nb; ++i) {
+      int32_t s = 0;
+      for (int l = 0; l < kQK8_0; ++l) s += row[i].qs[l];
+      out[size_t(t * nb + i)] = 16 * s;
+    }
+  }
+  return out.data();
 }
 
 void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_t n_in,
@@ -360,7 +460,7 @@ void kx16_matmul(Kx16Fn kernel, GgmlType t, const void* w, int64_t n_out, int64_
   const int64_t nb = n_in / kx16_block_elems(t);
   const int64_t np = (n_out + R - 1) / R;
   const size_t panel_bytes = size_t(nb) * kx16_block_bytes(t);
-  const size_t xs = size_t(nb) * (t == GgmlType::q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_K));
+  const size_t xs = size_t(nb) * (kx16_q8_0_act(t) ? sizeof(BlockQ8_0) : sizeof(BlockQ8_K));
   const auto* wb = static_cast<const uint8_t*>(w);
   // Prefill: chunks of panels that stay in L2 (~192 KiB) are walked against every token; the
   // kernel itself takes 4 tokens per pass over a panel. Decode: the thread's panels in one call.

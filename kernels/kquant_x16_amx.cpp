@@ -14,6 +14,7 @@
 // operations and order, -ffp-contract=off). Q8_0 (q8_0_blocks): B is the panel block itself (8
 // quads, K = 32), one C per block, the reference's sum += float(sumi) * (dw * dx). So every
 // output is BITWISE EQUAL to vec_dot_*_q8_k_ref / vec_dot_q8_0_q8_0_ref, as the other x16 kernels.
+// Q5_0 (q5_0_blocks): as Q8_0, B the block's codes q - 16 expanded once per block.
 //
 // Loop order: panel, super-block (its folded codes written once to an L1 buffer of B tiles),
 // 16-token block; the f32 sums of a panel live in a per-thread scratch of n_tok x 16 floats.
@@ -309,6 +310,57 @@ void q8_0_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, si
   }
 }
 
+// Full 16-token blocks of Q5_0 x Q8_0: B is the block's signed codes q - 16 (-16..15), expanded
+// once per block (kx16_zmm::Q50) into one B tile that every 16-token block uses; C = the
+// reference's sumi, and per block sum += float(sumi) * (dw * dx), the panel's f32 sums in the
+// per-thread scratch.
+template <int... K>
+inline void q5_0_codes(const uint8_t* blk, uint8_t* codes, std::integer_sequence<int, K...>) {
+  const __m512i qh = load512(blk + 32);
+  (_mm512_store_si512(codes + K * 64,
+                      _mm512_sub_epi8(Q50::codes<K>(blk, qh), _mm512_set1_epi8(16))),
+   ...);
+}
+
+void q5_0_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, size_t xs,
+                 int64_t n16, int64_t n_store, float* y, int64_t ldy, int64_t rows) {
+  const Tiles tiles(kConfigK32);
+  float* acc = panel_scratch(n16);
+  alignas(64) uint8_t codes[8 * 64];
+  alignas(64) int32_t c[kTok * R];
+  const size_t panel_bytes = size_t(nb) * Q50::kBytes;
+  for (int64_t p = 0; p < np; ++p) {
+    const int64_t valid = std::min<int64_t>(R, rows - p * R);
+    if (valid <= 0) break;
+    std::fill(acc, acc + n16 * R, 0.0f);
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* blk = wb + size_t(p) * panel_bytes + size_t(i) * Q50::kBytes;
+      q5_0_codes(blk, codes, std::make_integer_sequence<int, 8>{});
+      _tile_loadd(2, codes, 64);
+      const __m512 dw = f16x16(blk);
+      for (int64_t m0 = 0; m0 < n16; m0 += kTok) {
+        const uint8_t* xb = x + size_t(m0) * xs + size_t(i) * sizeof(BlockQ8_0);
+        _tile_zero(0);
+        _tile_loadd(1, xb + offsetof(BlockQ8_0, qs), long(xs));
+        _tile_dpbssd(0, 1, 2);
+        _tile_stored(0, c, 64);
+        for (int t = 0; t < kTok; ++t) {
+          uint16_t dx;
+          std::memcpy(&dx, xb + size_t(t) * xs + offsetof(BlockQ8_0, d), 2);
+          const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(dx)));
+          float* a = acc + (m0 + t) * R;
+          _mm512_storeu_ps(
+              a, _mm512_add_ps(_mm512_loadu_ps(a),
+                               _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + t * R)),
+                                             dd)));
+        }
+      }
+    }
+    for (int64_t t = 0; t < n_store; ++t)
+      store_rows(_mm512_loadu_ps(acc + t * R), y + t * ldy + p * R, valid);
+  }
+}
+
 // The blocks kernels: x holds n16 token rows (a multiple of 16), outputs for the first n_store.
 using BlocksFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, size_t, int64_t,
                           int64_t, float*, int64_t, int64_t);
@@ -352,6 +404,10 @@ void kx16_q6_k_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t 
 void kx16_q8_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                    float* y, int64_t ldy, int64_t rows) {
   run(q8_0_blocks, kx16_q8_0_avx512, w, nb, np, x, xs, nt, y, ldy, rows);
+}
+void kx16_q5_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                   float* y, int64_t ldy, int64_t rows) {
+  run(q5_0_blocks, kx16_q5_0_avx512, w, nb, np, x, xs, nt, y, ldy, rows);
 }
 
 }  // namespace fish

@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/kquant_x16.h"
 #include "kernels/simd_avx2.h"
@@ -265,6 +266,21 @@ struct Q80 {
   static constexpr size_t kBytes = 544;
 };
 
+// Q8_0 / Q5_0 block epilogue, the reference's sum += float(sumi) * (dw * dx) per row and token
+// (the blocks' d[16] f16 first).
+template <int NT, int NG>
+inline void block_epilogue(const uint8_t* blk, const BlockQ8_0* const* xt, int64_t i, int g0,
+                           const __m256i (&isum)[NG][NT], __m256 (&acc)[NG][NT]) {
+  for (int g = 0; g < NG; ++g) {
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
+      acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
+    }
+  }
+}
+
 template <typename F, int NT, int NG>
 inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt, int g0, float* y,
                     int64_t ldy, int64_t rows_valid) {
@@ -290,22 +306,69 @@ inline void tile_q8(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt
         }
       }
     }
+    block_epilogue<NT, NG>(blk, xt, i, g0, isum, acc);
+  }
+  store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
+}
+
+// Q5_0 x Q8_0 (352-byte panel blocks: d[16] f16 | qh[16 rows][4 B], bit k of byte b = weight
+// 4k + b's fifth bit | qs[4 quad][16 rows][4 B]): per quad k maddubs(q, x) on the codes q = 0..31
+// (pair sums <= 2 x 31 x 128: no saturation), madd with ones to int32; isum starts at -16 x the
+// block's activation sum (kx16_q8_0_sums16), so it ends as the reference's sum (q - 16) x; then
+// sum += float(sumi) * (dw * dx).
+struct Q50 {
+  static constexpr size_t kBytes = 352;
+};
+
+template <int NT, int NG, int... K>
+inline void q5_quads(const uint8_t* blk, const __m256i (&qh)[NG], const BlockQ8_0* const* xt,
+                     int64_t i, int g0, __m256i (&isum)[NG][NT], std::integer_sequence<int, K...>) {
+  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+  (
+      [&] {
+        __m256i xv[NT];
+        for (int t = 0; t < NT; ++t) xv[t] = bcast32(xt[t][i].qs + 4 * K);
+        for (int g = 0; g < NG; ++g) {
+          const __m256i w = load256(blk + 96 + (K & 3) * 64 + 32 * (g0 + g));
+          const __m256i lo = K < 4 ? _mm256_and_si256(w, m4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+          const __m256i q = _mm256_or_si256(lo, bit_to_16<K>(qh[g]));
+          for (int t = 0; t < NT; ++t)
+            isum[g][t] = _mm256_add_epi32(
+                isum[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[t]), ones));
+        }
+      }(),
+      ...);
+}
+
+template <int NT, int NG>
+inline void tile_q5(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt,
+                    const int32_t* const* xs16, int g0, float* y, int64_t ldy,
+                    int64_t rows_valid) {
+  __m256 acc[NG][NT];
+  for (int g = 0; g < NG; ++g)
+    for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = panel + size_t(i) * Q50::kBytes;
+    __m256i isum[NG][NT], qh[NG];
     for (int g = 0; g < NG; ++g) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (g0 + g))));
-      for (int t = 0; t < NT; ++t) {
-        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(f16_to_f32_simd(xt[t][i].d)));
-        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum[g][t]), dd));
-      }
+      qh[g] = load256(blk + 32 + 32 * (g0 + g));
+      for (int t = 0; t < NT; ++t) isum[g][t] = _mm256_set1_epi32(-xs16[t][i]);
     }
+    q5_quads<NT, NG>(blk, qh, xt, i, g0, isum, std::make_integer_sequence<int, 8>{});
+    block_epilogue<NT, NG>(blk, xt, i, g0, isum, acc);
   }
   store_tile<NT, NG>(acc, g0, y, ldy, rows_valid);
 }
 
 template <typename F, int NT, int NG>
-inline void tile_any(const uint8_t* panel, int64_t nb, const void* const* xt, int g0, float* y,
-                     int64_t ldy, int64_t rows_valid) {
-  if constexpr (std::is_same_v<F, Q80>) {
+inline void tile_any(const uint8_t* panel, int64_t nb, const void* const* xt,
+                     const int32_t* const* xs16, int g0, float* y, int64_t ldy,
+                     int64_t rows_valid) {
+  if constexpr (std::is_same_v<F, Q50>) {
+    tile_q5<NT, NG>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), xs16, g0, y, ldy,
+                    rows_valid);
+  } else if constexpr (std::is_same_v<F, Q80>) {
     tile_q8<F, NT, NG>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), g0, y, ldy,
                        rows_valid);
   } else {
@@ -315,13 +378,13 @@ inline void tile_any(const uint8_t* panel, int64_t nb, const void* const* xt, in
 }
 
 template <typename F, int NT>
-inline void panel_tokens(const uint8_t* panel, int64_t nb, const void* const* xt, float* y,
-                         int64_t ldy, int64_t rows_valid) {
+inline void panel_tokens(const uint8_t* panel, int64_t nb, const void* const* xt,
+                         const int32_t* const* xs16, float* y, int64_t ldy, int64_t rows_valid) {
   if constexpr (NT == 1) {
-    tile_any<F, 1, 2>(panel, nb, xt, 0, y, ldy, rows_valid);
+    tile_any<F, 1, 2>(panel, nb, xt, xs16, 0, y, ldy, rows_valid);
   } else {
-    tile_any<F, NT, 1>(panel, nb, xt, 0, y, ldy, rows_valid);
-    if (rows_valid > 8) tile_any<F, NT, 1>(panel, nb, xt, 1, y, ldy, rows_valid);
+    tile_any<F, NT, 1>(panel, nb, xt, xs16, 0, y, ldy, rows_valid);
+    if (rows_valid > 8) tile_any<F, NT, 1>(panel, nb, xt, xs16, 1, y, ldy, rows_valid);
   }
 }
 
@@ -330,10 +393,15 @@ void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_
          int64_t ldy, int64_t rows) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const size_t panel_bytes = size_t(nb) * F::kBytes;
+  const int32_t* sums = std::is_same_v<F, Q50> ? kx16_q8_0_sums16(x, xs, nt, nb) : nullptr;
   for (int64_t t0 = 0; t0 < nt; t0 += 4) {
     const int n = int(std::min<int64_t>(4, nt - t0));
     const void* xt[4];
-    for (int t = 0; t < n; ++t) xt[t] = row_at<uint8_t>(x, xs, t0 + t);
+    const int32_t* xs16[4] = {};
+    for (int t = 0; t < n; ++t) {
+      xt[t] = row_at<uint8_t>(x, xs, t0 + t);
+      if (sums != nullptr) xs16[t] = sums + (t0 + t) * nb;
+    }
     float* yt = y + t0 * ldy;
     for (int64_t p = 0; p < np; ++p) {
       const int64_t valid = std::min<int64_t>(R, rows - p * R);
@@ -342,16 +410,16 @@ void run(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_
       float* yp = yt + p * R;
       switch (n) {
         case 1:
-          panel_tokens<F, 1>(panel, nb, xt, yp, ldy, valid);
+          panel_tokens<F, 1>(panel, nb, xt, xs16, yp, ldy, valid);
           break;
         case 2:
-          panel_tokens<F, 2>(panel, nb, xt, yp, ldy, valid);
+          panel_tokens<F, 2>(panel, nb, xt, xs16, yp, ldy, valid);
           break;
         case 3:
-          panel_tokens<F, 3>(panel, nb, xt, yp, ldy, valid);
+          panel_tokens<F, 3>(panel, nb, xt, xs16, yp, ldy, valid);
           break;
         default:
-          panel_tokens<F, 4>(panel, nb, xt, yp, ldy, valid);
+          panel_tokens<F, 4>(panel, nb, xt, xs16, yp, ldy, valid);
           break;
       }
     }
@@ -375,6 +443,10 @@ void kx16_q6_k_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t
 void kx16_q8_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
                     float* y, int64_t ldy, int64_t rows) {
   run<Q80>(w, nb, np, x, xs, nt, y, ldy, rows);
+}
+void kx16_q5_0_avx2(const void* w, int64_t nb, int64_t np, const void* x, size_t xs, int64_t nt,
+                    float* y, int64_t ldy, int64_t rows) {
+  run<Q50>(w, nb, np, x, xs, nt, y, ldy, rows);
 }
 
 }  // namespace fish

@@ -164,6 +164,25 @@ struct Q6K {
   }
 };
 
+// Q5_0 (352-byte panel blocks: d[16] f16 | qh[16 rows][4 B], bit k of byte b = weight 4k + b's
+// fifth bit | qs[4 quad][16 rows][4 B] = GGUF qs[4q + b]): the 64 codes 0..31 of quad K, weights
+// 4K .. 4K + 3 of the 16 rows (the low nibbles of qs quad K for K < 4, the high ones of K - 4).
+struct Q50 {
+  static constexpr size_t kBytes = 352;
+  template <int K>
+  static __m512i codes(const uint8_t* blk, __m512i qh) {
+    const __m512i w = load512(blk + 96 + (K & 3) * 64);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i lo;
+    if constexpr (K < 4) {
+      lo = _mm512_and_si512(w, m4);
+    } else {
+      lo = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    }
+    return _mm512_or_si512(lo, bit_to_16<K>(qh));
+  }
+};
+
 inline void store_rows(__m512 v, float* y, int64_t rows_valid) {
   if (rows_valid >= R) {
     _mm512_storeu_ps(y, v);

@@ -6,9 +6,16 @@
 
 // matvec (n_tok <= FISH_MATVEC_MAX_TOK): one workgroup = FISH_MATVEC_ROWS rows x all tokens,
 // FISH_MATVEC_WG threads striding over the rows' 8-value units (4 warps of 32 on NVIDIA).
+// matvec8_<type> (a speculative verify's FISH_MATVEC_MAX_TOK + 1 .. FISH_MATVEC_WIDE_TOK
+// tokens, weights read once for all of them): the f32 matvec sources compiled with
+// FISH_MATVEC_MAX_TOK = FISH_MATVEC_WIDE_TOK (shaders/CMakeLists.txt), so decode's kernels and
+// their registers stay as they are.
 #define FISH_MATVEC_WG 128
 #define FISH_MATVEC_ROWS 4
+#ifndef FISH_MATVEC_MAX_TOK
 #define FISH_MATVEC_MAX_TOK 4
+#endif
+#define FISH_MATVEC_WIDE_TOK 8
 
 #include "fish_vk_q8.h"  // the q8_1 activation layout of matvec_idot_<type>
 

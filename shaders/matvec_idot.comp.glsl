@@ -10,9 +10,10 @@
 // 8..16 weights in f32. Bindings (fish_vk_layout.h): W uint[] packed rows (row_bytes apart), X the
 // q8_1 buffer of K = n_in values per token (x_stride is not read), Y float[] n_tok rows of
 // y_stride from y_offset. Push constants and grid as matvec_fast: one workgroup = ROWS rows x all
-// tokens (specialisation constant 0, FISH_VK_IDOT_ROWS; default FISH_MATVEC_ROWS), FISH_MATVEC_WG
-// threads, grid groups_x x ceil(n_groups / groups_x); rows past n_out are clamped to the last row
-// and not stored.
+// tokens (specialisation constant 0, FISH_VK_IDOT_ROWS; default FISH_MATVEC_ROWS), WG threads
+// (specialisation constant 1, the workgroup size: FISH_VK_IDOT_WG or idot_workgroup's rule in
+// engine/vulkan/device_weight.h, so a short row gives each thread several chunks), grid groups_x x
+// ceil(n_groups / groups_x); rows past n_out are clamped to the last row and not stored.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -37,7 +38,7 @@ int dot4(uint a, uint b) {
   return sdot(a, b, 0);
 }
 
-layout(local_size_x = FISH_MATVEC_WG) in;
+layout(local_size_x_id = 1) in;  // WG threads: 32..256, a multiple of the subgroup size
 layout(constant_id = 0) const uint ROWS = FISH_MATVEC_ROWS;  // rows a workgroup (1..32)
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
@@ -166,7 +167,7 @@ void main() {
   float acc[NACC];
   [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
-  for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += FISH_MATVEC_WG) {
+  for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += gl_WorkGroupSize.x) {
     Raw raw[ROWS];  // every row's loads issued before any use
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {

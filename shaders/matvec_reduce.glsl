@@ -16,26 +16,34 @@ bool workgroup_rows(out uint row0, out uint rb[ROWS]) {
 shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
 
 // subgroupAdd, one shared slot per subgroup (any subgroup size: the slots are drained in passes
-// of SLOTS), then thread i < NACC stores accumulator i unless its row or token is past the end.
+// of SLOTS), then thread i stores accumulators i, i + WG, ... (< NACC; a workgroup of 32 threads
+// may hold up to 128) unless its row or token is past the end.
+const uint PER_THREAD = (NACC + 31u) / 32u;  // accumulators a thread stores (32 threads or more)
 void reduce_store(float acc[NACC], uint row0) {
   [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
     if (t < pc.n_tok)
       [[unroll]] for (uint r = 0u; r < ROWS; ++r)
         acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
-  const uint i = gl_LocalInvocationID.x;
-  float total = 0.0;
+  const uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  float total[PER_THREAD];
+  [[unroll]] for (uint j = 0u; j < PER_THREAD; ++j) total[j] = 0.0;
   for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += SLOTS) {  // one pass unless subgroups < 4 lanes
     const uint slot = gl_SubgroupID - g0;
     if (subgroupElect() && slot < SLOTS)
       [[unroll]] for (uint k = 0u; k < NACC; ++k) partial[k][slot] = acc[k];
     barrier();
-    if (i < NACC)
-      for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total += partial[i][g];
+    [[unroll]] for (uint j = 0u; j < PER_THREAD; ++j) {
+      const uint i = lid + j * wg;
+      if (i < NACC)
+        for (uint g = 0u; g < min(SLOTS, gl_NumSubgroups - g0); ++g) total[j] += partial[i][g];
+    }
     barrier();
   }
-  if (i < NACC) {
+  [[unroll]] for (uint j = 0u; j < PER_THREAD; ++j) {
+    const uint i = lid + j * wg;
+    if (i >= NACC) continue;
     const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
     const uint t = i % FISH_MATVEC_MAX_TOK;
-    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total;
+    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total[j];
   }
 }

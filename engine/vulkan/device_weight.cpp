@@ -44,17 +44,26 @@ const char* matvec_kernel_name(MatvecKernel k) {
 }
 
 std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
-  if (n_tok > FISH_MATVEC_MAX_TOK) return fmt::format("matmul_{}", type_name(type));
+  if (n_tok > FISH_MATVEC_WIDE_TOK) return fmt::format("matmul_{}", type_name(type));
+  if (n_tok > FISH_MATVEC_MAX_TOK) return fmt::format("matvec8_{}", type_name(type));
   const char* op = k == MatvecKernel::idot   ? "matvec_idot"
                    : k == MatvecKernel::fast ? "matvec"
                                              : "matvec1";
   return fmt::format("{}_{}", op, type_name(type));
 }
 
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows) {
+uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
+  if (forced != 0) return forced;
+  uint32_t wg = 32;  // one NVIDIA warp; the reduction handles any subgroup size
+  while (wg < 128 && int64_t(wg) * 2 * 4 * 32 <= n_in) wg *= 2;
+  return wg;
+}
+
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows,
+                         uint32_t idot_wg) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
-  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows};
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows, idot_wg};
   return s;
 }
 
@@ -89,7 +98,9 @@ MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, ui
   g.pc.x_stride = x_stride;
   g.pc.y_stride = y_stride;
   g.pc.y_offset = y_offset;
-  if (n_tok <= FISH_MATVEC_MAX_TOK) {  // vec_rows rows a workgroup, 2-D past the limit
+  if (n_tok <= FISH_MATVEC_MAX_TOK || (n_tok <= FISH_MATVEC_WIDE_TOK && !cm)) {
+    // vec_rows rows a workgroup (matvec8: FISH_MATVEC_ROWS), 2-D past the limit
+    if (n_tok > FISH_MATVEC_MAX_TOK) vec_rows = FISH_MATVEC_ROWS;
     g.pc.n_groups = (part.n_rows + vec_rows - 1) / vec_rows;
     g.pc.groups_x = std::min(g.pc.n_groups, max_groups_x);
     g.gx = g.pc.groups_x;

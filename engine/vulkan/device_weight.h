@@ -52,10 +52,18 @@ const char* matvec_kernel_name(MatvecKernel k);  // "idot", "fast", "generic"
 bool has_idot_kernel(GgmlType type);
 
 // The module of a matmul over n_tok tokens: the decode kernel `k` names for n_tok <=
-// FISH_MATVEC_MAX_TOK (matvec_idot_<type>, matvec_<type>, matvec1_<type>), else matmul_<type>.
+// FISH_MATVEC_MAX_TOK (matvec_idot_<type>, matvec_<type>, matvec1_<type>), matvec8_<type> (f32
+// activations) up to FISH_MATVEC_WIDE_TOK, else matmul_<type>.
 std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
-// Its pipeline: matvec_idot_ specialised to idot_rows rows a workgroup (FISH_VK_IDOT_ROWS).
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows);
+// The integer-dot matvec's workgroup size for rows of n_in values: `forced` (FISH_VK_IDOT_WG)
+// when non-zero, else the power of two in [32, 128] that gives each thread about 4 of the row's
+// 32-value chunks (n_in / 128, rounded down): a thread that owns one chunk of a 4096-value row
+// spends more time in the workgroup reduction than in its loads.
+uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
+// Its pipeline: matvec_idot_ specialised to idot_rows rows a workgroup (FISH_VK_IDOT_ROWS) and
+// idot_wg threads (idot_workgroup).
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows,
+                         uint32_t idot_wg);
 // Rows a workgroup of decode kernel k (matmul_grid's vec_rows).
 uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows);
 
@@ -68,7 +76,8 @@ uint32_t quant_groups(uint32_t k, uint32_t n_tok);
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
 // apart with the part's row 0 at y_offset (floats from the Y binding's start). With a
 // cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens; a
-// matvec's workgroups hold vec_rows rows (matvec_rows).
+// matvec's workgroups hold vec_rows rows (matvec_rows; matvec8's FISH_MATVEC_ROWS: 5..8 tokens
+// without a tile are matvec8's grid).
 struct MatmulGrid {
   MatmulPush pc{};
   uint32_t gx = 1, gy = 1;

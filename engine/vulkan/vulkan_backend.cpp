@@ -268,6 +268,7 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->open_locked(this).ok()) return "off";
   if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
+  if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
   const CoopmatTile* t = impl_->ctx->coopmat_tile(uint32_t(n_out), uint32_t(n_tok));
   if (!t) return "tiled f32";
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
@@ -571,7 +572,10 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
   }
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
-    const CoopmatTile* cm = kernel == 't' ? nullptr : ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
+    // 5..8 tokens run matvec8_<type> (weights read once) unless a tile is forced.
+    const bool wide = n_tok > FISH_MATVEC_MAX_TOK && n_tok <= FISH_MATVEC_WIDE_TOK;
+    const CoopmatTile* cm =
+        kernel == 't' || wide ? nullptr : ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
     if (kernel != 0 && kernel != 't') {
       cm = nullptr;
       for (const CoopmatTile& t : ctx->coopmat_tiles())
@@ -582,7 +586,8 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
     FISH_ASSIGN_OR_RETURN(const Pipeline p,
                           cm ? ctx->coopmat_pipeline(w.type, *cm)
-                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows)));
+                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows,
+                                                        idot_workgroup(w.n_in_pad, opt->idot_wg))));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);

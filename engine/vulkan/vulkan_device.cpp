@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 
 #include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vk_check.h"
@@ -234,6 +236,74 @@ struct FeatureChain {
   }
 };
 
+// The process's Vulkan instances, one per validation setting, created on first use and never
+// destroyed (as the loader is never closed). A backend opens and closes devices, not instances:
+// every vkCreateInstance / vkDestroyInstance pair makes the loader load and unload the driver, and
+// on the H200's NVIDIA driver a process that had done that a few dozen times (one backend per
+// test case) got VK_ERROR_INCOMPATIBLE_DRIVER from every later vkCreateInstance.
+struct ProcessInstance {
+  VkInstance handle = VK_NULL_HANDLE;
+  bool validation = false;  // the validation layer is on
+  std::string notes;
+};
+
+Result<ProcessInstance> create_instance(bool validate) {
+  ProcessInstance inst;
+  // Instance: 1.1, portability enumeration when present, validation when asked and installed.
+  uint32_t n_ext = 0;
+  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr));
+  std::vector<VkExtensionProperties> iexts(n_ext);
+  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, iexts.data()));
+  std::vector<const char*> inst_exts;
+  VkInstanceCreateFlags inst_flags = 0;
+  if (has_ext(iexts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    inst_exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    inst_flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  std::vector<const char*> layers;
+  if (validate) {
+    uint32_t n_layers = 0;
+    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, nullptr));
+    std::vector<VkLayerProperties> lp(n_layers);
+    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, lp.data()));
+    const char* kValidation = "VK_LAYER_KHRONOS_validation";
+    if (std::any_of(lp.begin(), lp.end(), [&](const VkLayerProperties& l) {
+          return std::strcmp(l.layerName, kValidation) == 0;
+        })) {
+      layers.push_back(kValidation);
+      inst.validation = true;
+    } else {
+      inst.notes = "FISH_VK_VALIDATE=1 but VK_LAYER_KHRONOS_validation is not installed";
+    }
+  }
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "fish";
+  app.pEngineName = "fish";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.flags = inst_flags;
+  ici.pApplicationInfo = &app;
+  ici.enabledExtensionCount = uint32_t(inst_exts.size());
+  ici.ppEnabledExtensionNames = inst_exts.data();
+  ici.enabledLayerCount = uint32_t(layers.size());
+  ici.ppEnabledLayerNames = layers.data();
+  FISH_VK_CHECK(vkCreateInstance(&ici, nullptr, &inst.handle));
+  return inst;
+}
+
+Result<ProcessInstance> process_instance(bool validate) {
+  static std::mutex mu;
+  static std::optional<ProcessInstance> made[2];
+  std::lock_guard lock(mu);
+  std::optional<ProcessInstance>& slot = made[validate ? 1 : 0];
+  if (!slot) {
+    Result<ProcessInstance> r = create_instance(validate);
+    if (!r.ok()) return r.error();
+    slot = std::move(r.value());
+  }
+  return *slot;
+}
+
 }  // namespace
 
 std::string DeviceFeatures::describe() const {
@@ -286,46 +356,11 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
     return make_error("the Vulkan loader is {}; FISH needs 1.1", api_string(loader_version));
 
   std::unique_ptr<VulkanDevice> d(new VulkanDevice());
-
-  // Instance: 1.1, portability enumeration when present, validation when asked and installed.
-  uint32_t n_ext = 0;
-  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr));
-  std::vector<VkExtensionProperties> iexts(n_ext);
-  FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, iexts.data()));
-  std::vector<const char*> inst_exts;
-  VkInstanceCreateFlags inst_flags = 0;
-  if (has_ext(iexts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
-    inst_exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
-    inst_flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-  }
-  std::vector<const char*> layers;
-  if (opt.validate) {
-    uint32_t n_layers = 0;
-    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, nullptr));
-    std::vector<VkLayerProperties> lp(n_layers);
-    FISH_VK_CHECK(vkEnumerateInstanceLayerProperties(&n_layers, lp.data()));
-    const char* kValidation = "VK_LAYER_KHRONOS_validation";
-    if (std::any_of(lp.begin(), lp.end(), [&](const VkLayerProperties& l) {
-          return std::strcmp(l.layerName, kValidation) == 0;
-        })) {
-      layers.push_back(kValidation);
-      d->validation = true;
-    } else {
-      d->notes = "FISH_VK_VALIDATE=1 but VK_LAYER_KHRONOS_validation is not installed";
-    }
-  }
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.pApplicationName = "fish";
-  app.pEngineName = "fish";
-  app.apiVersion = VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ici.flags = inst_flags;
-  ici.pApplicationInfo = &app;
-  ici.enabledExtensionCount = uint32_t(inst_exts.size());
-  ici.ppEnabledExtensionNames = inst_exts.data();
-  ici.enabledLayerCount = uint32_t(layers.size());
-  ici.ppEnabledLayerNames = layers.data();
-  FISH_VK_CHECK(vkCreateInstance(&ici, nullptr, &d->instance));
+  Result<ProcessInstance> inst = process_instance(opt.validate);
+  if (!inst.ok()) return inst.error();
+  d->instance = inst->handle;
+  d->validation = inst->validation;
+  d->notes = inst->notes;
   volkLoadInstanceOnly(d->instance);
 
   // Devices: rank every one, remember why the others were skipped.
@@ -448,7 +483,7 @@ VulkanDevice::~VulkanDevice() {
     vk.vkDeviceWaitIdle(device);
     vk.vkDestroyDevice(device, nullptr);
   }
-  if (instance) vkDestroyInstance(instance, nullptr);
+  // The instance is the process's (process_instance): not destroyed here.
 }
 
 uint64_t VulkanDevice::heap_budget_free(uint32_t heap) const {

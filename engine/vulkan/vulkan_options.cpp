@@ -51,6 +51,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   }
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows, env_word("FISH_VK_IDOT_ROWS"));
   if (rows) o.idot_rows = uint32_t(std::stoul(*rows));  // one of the row's words: 1..16
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> wg, env_word("FISH_VK_IDOT_WG"));
+  if (wg && *wg != "auto") o.idot_wg = uint32_t(std::stoul(*wg));  // the row's words: 32..256
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);

@@ -16,6 +16,9 @@
 //                             matvec_<type>; generic (1 too) the reference matvec1_<type>
 //   FISH_VK_IDOT_ROWS=1|2|4|8|16  rows per workgroup of matvec_idot_<type> (its specialisation
 //                             constant; default FISH_MATVEC_ROWS = 4): a tuning knob
+//   FISH_VK_IDOT_WG=auto|32|64|128|256  threads per workgroup of matvec_idot_<type> (its
+//                             workgroup size, a specialisation constant): auto (default) the
+//                             rule of idot_workgroup (device_weight.h) from the row length
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -66,6 +69,7 @@ struct VulkanOptions {
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 4;  // FISH_VK_IDOT_ROWS (FISH_MATVEC_ROWS)
+  uint32_t idot_wg = 0;    // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   bool head = true;        // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required

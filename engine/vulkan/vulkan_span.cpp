@@ -87,8 +87,8 @@ void VulkanSpan::layout_arena() {
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   if (has_head_) {
-    off_logits_ = region(uint64_t(p_.n_vocab));
-    off_tok_ = region(1);
+    off_logits_ = region(uint64_t(p_.n_vocab) * kHeadRows);
+    off_tok_ = region(kHeadRows);
   }
   arena_bytes_ = cur * 4 + 16;
 }
@@ -174,10 +174,12 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
   FISH_ASSIGN_OR_RETURN(st.vec,
-                        ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options().idot_rows)));
+                        ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options().idot_rows,
+                                                  idot_workgroup(w.n_in, ctx_.options().idot_wg))));
   st.vec_rows = matvec_rows(mk, ctx_.options().idot_rows);
+  FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
-                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_MAX_TOK + 1, mk)));
+                        ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
     Pipeline p;  // left empty for a tile the rule never picks (A/B variants unless forced)
     if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile)) {
@@ -332,9 +334,9 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                           VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                           Memory::host, true, "span x staging", budget_));
   if (has_head_) {
-    FISH_ASSIGN_OR_RETURN(head_host_,
-                          ctx_.alloc(uint64_t(p_.n_vocab + 1) * 4, VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                                     Memory::host, true, "span head staging", budget_));
+    FISH_ASSIGN_OR_RETURN(head_host_, ctx_.alloc(uint64_t(p_.n_vocab + kHeadRows) * 4,
+                                                 VK_BUFFER_USAGE_TRANSFER_DST_BIT, Memory::host,
+                                                 true, "span head staging", budget_));
   }
   FISH_ASSIGN_OR_RETURN(cmds_, Commands::create(ctx_));
   FISH_TRY(upload_params(prm));
@@ -408,8 +410,15 @@ Status VulkanSpan::forward_head(const float* x, int64_t n_tok, int64_t pos0, flo
   return run(x, n_tok, pos0, nullptr, logits, token);
 }
 
+Status VulkanSpan::forward_head_rows(const float* x, int64_t n_tok, int64_t pos0, int32_t* tokens) {
+  if (!has_head_) return make_error("span: no output head (FISH_VK_HEAD=0, or no output matrix)");
+  if (n_tok < 1 || n_tok > kHeadRows)
+    return make_error("span: the head takes 1..{} rows at once, not {}", kHeadRows, n_tok);
+  return run(x, n_tok, pos0, nullptr, nullptr, tokens, n_tok);
+}
+
 Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
-                       int32_t* token) {
+                       int32_t* token, int64_t head_rows) {
   std::lock_guard lock(ctx_.mutex());
   if (ctx_.lost())
     return make_error("span: the device is lost ({}); the engine runs on the CPU",
@@ -441,10 +450,10 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_)
     record_chunk(t0, std::min(chunk_, n_tok - t0), pos0 + t0);
   const uint64_t V = uint64_t(p_.n_vocab);
-  if (token != nullptr) record_head(n_tok - 1);
+  if (token != nullptr) record_head(n_tok - head_rows, head_rows);
   cmds_.barrier(Sync::compute, Sync::transfer);
-  if (token != nullptr) {  // the id, and the logits when asked; x stays on the device
-    cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, 4);
+  if (token != nullptr) {  // the ids, and the logits when asked; x stays on the device
+    cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, uint64_t(head_rows) * 4);
     if (logits != nullptr) cmds_.copy(arena_, uint64_t(off_logits_) * 4, head_host_, 0, V * 4);
   } else {
     cmds_.copy(arena_, uint64_t(off_x_) * 4, x_host_, 0, x_bytes);
@@ -455,9 +464,7 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward"));
   if (token != nullptr) {
     const auto* h = static_cast<const uint8_t*>(head_host_.mapped);
-    uint32_t id = 0;
-    std::memcpy(&id, h + V * 4, 4);
-    *token = int32_t(id);
+    std::memcpy(token, h + V * 4, size_t(head_rows) * 4);  // u32 ids < n_vocab as int32
     if (logits != nullptr) std::memcpy(logits, h, V * 4);
   } else {
     std::memcpy(x_out, x_host_.mapped, x_bytes);

@@ -39,8 +39,8 @@ inline constexpr const char* kStageNames[kNumStages] = {
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
-  Pipeline vec, tiled;       // the decode kernel (FISH_VK_MATVEC's rule), matmul_<type>
-  std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
+  Pipeline vec, wide, tiled;  // the decode kernel (FISH_VK_MATVEC's rule), matvec8_, matmul_
+  std::vector<Pipeline> cm;   // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
@@ -98,7 +98,9 @@ class VulkanSpan final : public LayerSpan {
   }
   Status forward_head(const float* x, int64_t n_tok, int64_t pos0, float* logits,
                       int32_t* token) override;
+  Status forward_head_rows(const float* x, int64_t n_tok, int64_t pos0, int32_t* tokens) override;
   bool has_head() const override { return has_head_; }
+  int64_t head_rows() const override { return has_head_ ? kHeadRows : 0; }
   void kv_truncate(int64_t n) override {
     std::lock_guard lock(ctx_.mutex());
     kv_len_ = std::min(kv_len_, std::max<int64_t>(0, n));
@@ -122,10 +124,13 @@ class VulkanSpan final : public LayerSpan {
   std::string profile() const override;
 
  private:
-  // The forward of forward() and forward_head(): x in; then x back into x_out (head off) or, with
-  // the head (token not null), the id and, when logits is not null, the logits back.
+  // Rows the head takes at once (forward_head_rows): a speculative verify's, the matvec kernels'.
+  static constexpr int64_t kHeadRows = FISH_MATVEC_WIDE_TOK;
+  // The forward of forward(), forward_head() and forward_head_rows(): x in; then x back into
+  // x_out (head off) or, with the head (token not null), the id (head_rows: of the last
+  // head_rows rows, one id each) and, when logits is not null, the last row's logits back.
   Status run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
-             int32_t* token);
+             int32_t* token, int64_t head_rows = 1);
   // ---- creation (vulkan_span.cpp) ----
   Status check_shapes() const;
   void layout_arena();
@@ -143,8 +148,9 @@ class VulkanSpan final : public LayerSpan {
 
   // ---- recording (vulkan_span_record.cpp) ----
   void record_chunk(int64_t t0, int64_t nc, int64_t pos);
-  // The output head over x's row `row`: final norm (+ q8_1 copy), output matvec, argmax.
-  void record_head(int64_t row);
+  // The output head over x's rows [row, row + n): final norm (+ q8_1 copy), output matvec
+  // (logits row i at off_logits_ + i * n_vocab), argmax of each row (id i at off_tok_ + i).
+  void record_head(int64_t row, int64_t n = 1);
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);

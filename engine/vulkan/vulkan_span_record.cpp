@@ -54,13 +54,16 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     barrier();
     stage_done(kQuant);
   }
+  // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
+  const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
   for (const MatmulStep& st : group.steps) {
-    const CoopmatTile* cm = vec ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
+    const CoopmatTile* cm = vec || wide ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
-    const Pipeline& p = vec  ? st.vec
-                        : cm ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
-                             : st.tiled;
+    const Pipeline& p = vec    ? st.vec
+                        : wide ? st.wide
+                        : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
+                               : st.tiled;
     cmds_.bind(p, vec ? st.vec_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
@@ -274,24 +277,27 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   }
 }
 
-void VulkanSpan::record_head(int64_t row) {
-  const uint32_t E = uint32_t(p_.n_embd);
+void VulkanSpan::record_head(int64_t row, int64_t n) {
+  const uint32_t E = uint32_t(p_.n_embd), V = uint32_t(p_.n_vocab), rows = uint32_t(n);
   bind_ops();
-  // xn row 0 = rmsnorm(x[row]) * output_norm, with its q8_1 copy when the output matvec is idot.
-  SpanPush pc = norm_push(1, off_x_ + uint32_t(row) * E, E, off_xn_, E, out_norm_);
-  const bool q8 = fuse_q8(head_, 1, &pc);
-  op(q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, 1, 1);
+  // xn rows 0..n-1 = rmsnorm(x[row..]) * output_norm, with the q8_1 copy when the output matvec
+  // is idot (n <= FISH_MATVEC_MAX_TOK).
+  SpanPush pc = norm_push(rows, off_x_ + uint32_t(row) * E, E, off_xn_, E, out_norm_);
+  const bool q8 = fuse_q8(head_, rows, &pc);
+  op(q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, rows, 1);
   barrier();
   stage_done(kRmsnorm);
-  matmuls(head_, 1, q8);
+  matmuls(head_, rows, q8);
   barrier();
   stage_done(kMatvec);
   bind_ops();
-  SpanPush am{};
-  am.n = uint32_t(p_.n_vocab);
-  am.a_off = off_logits_;
-  am.c_off = off_tok_;
-  op(ops_.argmax, am, 1, 1);
+  for (uint32_t i = 0; i < rows; ++i) {  // one workgroup a row
+    SpanPush am{};
+    am.n = V;
+    am.a_off = off_logits_ + i * V;
+    am.c_off = off_tok_ + i;
+    op(ops_.argmax, am, 1, 1);
+  }
   stage_done(kArgmax);
 }
 

@@ -7,14 +7,24 @@
 #      FISH_VK_MATVEC=idot, then the same suites under FISH_VK_MATVEC=fast;
 #   2. fish_vulkan_bench: BM_VulkanDeviceCopy / BM_VulkanShaderCopy, then BM_VulkanMatvec (fast vs
 #      idot vs generic at the 8B shapes, q6_k 128256 x 4096 head), weight GB/s and % of the copy;
-#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) in three
-#      configs: idot (FISH_VK_MATVEC=idot, the output head + argmax in the span), idot-head0
-#      (the same with FISH_VK_HEAD=0: x comes back, the head runs outside; issue 14 item 3's A/B)
+#   3. fish run experiments/gpu_decode.json (synthetic Llama-1B / 8B Q4_K_M, tg128) in the
+#      configs of DECODE_MODES (default "idot idot-wg128"), one after another: idot
+#      (FISH_VK_MATVEC=idot, the output head + argmax in the span, FISH_VK_IDOT_WG's rule),
+#      idot-wg128 (the same with 128 threads a workgroup everywhere, the size before the rule),
+#      idot-head0 (FISH_VK_HEAD=0: x comes back, the head runs outside; issue 14 item 3's A/B)
 #      and fast (FISH_VK_MATVEC=fast);
 #   4. fish generate 8B and 1B with FISH_GPU_PROFILE=2 in those configs (the span's stage times
 #      and steps: an idot span shows q8_1 with 0 steps, the q8_1 inputs fused into the ops).
 # The synthetic models are written in the background (12 threads) while the tests run. Steps
 # past the budget (FISH_DECODE_BUDGET_S, default 280 s) are skipped and listed in skipped.txt.
+# Optional, so one call can carry the other decode-side checks of a session:
+#   EXTRA_TESTS   gtest patterns added to step 1's idot filter (e.g. 'Speculative*:VulkanCoopmat.*')
+#   BENCH_FILTER  step 2's --benchmark_filter (default 'Copy|Matvec'; BM_VulkanVerify reads the
+#                 8B from FISH_VERIFY_8B, set here to the synthetic 8B once it is written)
+#   HOST_TESTS=1  the CPU kernel tests on the host (fish_test_kernels Kx16* / VecDot* / Registry*,
+#                 fish_test_engine KquantRepack*; pack them into .devcarry/bin) while step 1 runs
+#   PREFILL_BENCH a --benchmark_filter run last, while the budget lasts (BM_VulkanCoopmatPeak /
+#                 BM_VulkanPrefillMatmul tiles), into vulkan_prefill_bench.json
 #
 # Here (the dev machine), after building BUILD (Release, FISH_BUILD_TESTS=ON FISH_BUILD_BENCH=ON):
 #   bash scripts/device/gpu_decode.sh pack BUILD
@@ -81,13 +91,26 @@ tests() {  # tests MODE TIMEOUT FILTER: fish_test_vulkan under FISH_VK_MATVEC=MO
   say "tests $mode: $(grep -E '^\[  (PASSED|FAILED) ' $out | tr '\n' ' ') $(grep -m1 'FAILED TEST' $out) $(grep -m1 'idot span:' $out)"
   grep -E "^\[  FAILED  \] [A-Z]" $out | head -10 | tee -a $W/summary.txt
 }
+if [ "${HOST_TESTS:-0}" = 1 ]; then
+  ( timeout 150 $B/fish_test_kernels --gtest_filter='Kx16*:VecDot*:Registry*' > $W/tests-host-kernels.txt 2>&1
+    echo "rc=$?" >> $W/tests-host-kernels.txt
+    timeout 100 $B/fish_test_engine --gtest_filter='KquantRepack*' > $W/tests-host-engine.txt 2>&1
+    echo "rc=$?" >> $W/tests-host-engine.txt ) &
+  pids+=($!)
+fi
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanSpan.OutputHead*:VulkanBackend.*'
-tests idot 100 "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites:-*SmolLm2*:*Gemma3*"
+tests idot ${IDOT_TESTS_S:-100} "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites${EXTRA_TESTS:+:$EXTRA_TESTS}:-*SmolLm2*:*Gemma3*"
 left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
 
+stamp "waiting for the synthetic models"
+for p in "${pids[@]}"; do wait $p; done
+for f in $W/tests-host-*.txt; do
+  [ -f $f ] && say "$(basename $f): $(grep -E '^\[  (PASSED|FAILED) ' $f | tr '\n' ' ') $(tail -n 1 $f)"
+done
+export FISH_VERIFY_8B=$FISH_SYNTHETIC_DIR/llama-8b-q4_k_m-s1.gguf
 if left 70 "fish_vulkan_bench"; then
-  stamp "fish_vulkan_bench Copy|Matvec"
-  timeout 110 $B/fish_vulkan_bench --benchmark_filter='Copy|Matvec' \
+  stamp "fish_vulkan_bench ${BENCH_FILTER:-Copy|Matvec}"
+  timeout ${BENCH_S:-150} $B/fish_vulkan_bench --benchmark_filter="${BENCH_FILTER:-Copy|Matvec}" \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
   grep -E "Copy|Matvec|rc=" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-170 > $W/bench-short.txt
@@ -103,18 +126,19 @@ if left 70 "fish_vulkan_bench"; then
     }
     for (i = last + 1; i <= NF; i++) label = label " " $i
     sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
+  grep -E "^BM_VulkanVerify" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-200 | sed 's/^/bench: /' >> $W/summary.txt
 fi
 
-# A config's knobs: idot, idot-head0 (FISH_VK_HEAD=0), fast.
+# A config's knobs: idot, idot-wg128 (FISH_VK_IDOT_WG=128), idot-head0 (FISH_VK_HEAD=0), fast.
+modes=${DECODE_MODES:-idot idot-wg128}
 knobs() {
   case $1 in
     idot-head0) echo FISH_VK_MATVEC=idot FISH_VK_HEAD=0 ;;
+    idot-wg128) echo FISH_VK_MATVEC=idot FISH_VK_IDOT_WG=128 ;;
     *) echo FISH_VK_MATVEC=$1 ;;
   esac
 }
-stamp "waiting for the synthetic models"
-for p in "${pids[@]}"; do wait $p; done
-for mode in idot idot-head0 fast; do
+for mode in $modes; do
   left 45 "fish run gpu_decode ($mode)" || continue
   stamp "fish run gpu_decode ($mode)"
   env $(knobs $mode) timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
@@ -125,7 +149,7 @@ done
 
 P="The quick brown fox jumps over the lazy dog and then"
 for s in llama-8b llama-1b; do
-  for mode in idot idot-head0 fast; do
+  for mode in $modes; do
     left 20 "fish generate $s ($mode)" || continue
     stamp "generate $s $mode"
     env $(knobs $mode) FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
@@ -134,3 +158,12 @@ for s in llama-8b llama-1b; do
     grep -h "^fish generate:" $W/gen-$s-$mode.txt | cut -c1-700 | sed "s/^/gen $s $mode: /" | tee -a $W/summary.txt
   done
 done
+
+if [ -n "${PREFILL_BENCH:-}" ] && left 40 "fish_vulkan_bench $PREFILL_BENCH"; then
+  stamp "fish_vulkan_bench $PREFILL_BENCH"
+  timeout $(( budget - $(elapsed) - 5 )) $B/fish_vulkan_bench --benchmark_filter="$PREFILL_BENCH" \
+    --benchmark_out=$W/vulkan_prefill_bench.json --benchmark_out_format=json \
+    > $W/vulkan_prefill_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_prefill_bench.log
+  grep -E "^BM_|rc=" $W/vulkan_prefill_bench.log | sed 's/  */ /g' | cut -c1-170 | sed 's/^/prefill: /' >> $W/summary.txt
+fi

@@ -21,9 +21,11 @@ namespace {
 
 class KquantRepackTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    path_ = (test::temp_dir() / "fish_kquant_repack_tiny_q4_k_m.gguf").string();
-    auto ft = parse_file_type("q4_k_m");
+  static void SetUpTestSuite() { write_tiny("q4_k_m"); }
+  // The tiny shape as file type `type`, in the temp dir; path_ names it.
+  static void write_tiny(const std::string& type) {
+    path_ = (test::temp_dir() / ("fish_kquant_repack_tiny_" + type + ".gguf")).string();
+    auto ft = parse_file_type(type);
     ASSERT_TRUE(ft.ok());
     ASSERT_TRUE(write_synthetic_model(*find_model_shape("tiny"), ft.value(), {9, 1}, path_).ok());
   }
@@ -106,6 +108,36 @@ TEST(KquantRepackQ8_0, Q8_0MatricesStayGgufRowsWhenRepackQ8_0IsOff) {
   EXPECT_GE(all.value()->kquant_repack().matrices, q8);
   EXPECT_EQ(all.value()->kquant_repack().matrices - kq.value()->kquant_repack().matrices,
             q8 + (kq.value()->output().type == GgmlType::q8_0 ? 1 : 0));
+}
+
+// A Q5_0 file (Q4_K_M's type for rows that are not whole super-blocks: Gemma 3 270M's layers):
+// every Q5_0 matrix gets an x16 copy of GGUF's size, and scalar sessions on it give bitwise the
+// per-row logits.
+class KquantRepackQ5_0Test : public KquantRepackTest {
+ protected:
+  static void SetUpTestSuite() { write_tiny("q5_0"); }
+};
+
+TEST_F(KquantRepackQ5_0Test, EveryQ5_0MatrixGetsACopyAndScalarLogitsAreThePerRowOnes) {
+  auto off = load(false);
+  auto on = load(true);
+  ASSERT_TRUE(off && on);
+  int q5 = 0;
+  for (const LayerWeights& L : on->layers())
+    for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
+      if (mv->type != GgmlType::q5_0) continue;
+      ++q5;
+      EXPECT_NE(mv->x16, nullptr) << mv->name;
+    }
+  ASSERT_GT(q5, 0) << "the q5_0 file has no q5_0 layer matrix: the test checks nothing";
+  // Q5_0 and the Q6_K head take GGUF's bytes (tiny's row counts are multiples of 16).
+  EXPECT_EQ(on->kquant_repack().packed_bytes, on->kquant_repack().gguf_bytes);
+  for (int threads : {1, 2}) {
+    const std::vector<float> a = logits(off, Isa::scalar, threads);
+    const std::vector<float> b = logits(on, Isa::scalar, threads);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << threads << " threads";
+  }
 }
 
 TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {

@@ -369,6 +369,15 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
       parse_experiment(exp_text(R"("defaults": {"n_ctx": 512, "kquant_repack": "off"})"), "e");
   ASSERT_TRUE(e_off.ok()) << e_off.error().message;
   EXPECT_NE(cell_id(*e_off, expand_cells(*e_off)[0], sha), "7cfc94c03e61f351");
+  // So are the speculative fields.
+  auto e_spec_off = parse_experiment(
+      exp_text(R"("defaults": {"n_ctx": 512, "speculative": "off", "draft_n": 4})"), "e");
+  ASSERT_TRUE(e_spec_off.ok()) << e_spec_off.error().message;
+  EXPECT_EQ(cell_id(*e_spec_off, expand_cells(*e_spec_off)[0], sha), "7cfc94c03e61f351");
+  auto e_spec =
+      parse_experiment(exp_text(R"("defaults": {"n_ctx": 512, "speculative": "lookup"})"), "e");
+  ASSERT_TRUE(e_spec.ok()) << e_spec.error().message;
+  EXPECT_NE(cell_id(*e_spec, expand_cells(*e_spec)[0], sha), "7cfc94c03e61f351");
   // Same parameters written differently (key order, measure/output sections): same id.
   auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "m.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",

@@ -479,6 +479,53 @@ TEST_F(RunCommand, ASyntheticModelIsWrittenOnceAndReused) {
   EXPECT_EQ(a[0]["cell_id"], b[0]["cell_id"]);
 }
 
+// A speculative sweep: lookup and the model as its own draft report decode tok/s, accepted per
+// verify and the speedup over the plain decode of the same repetitions; the own draft accepts
+// every draft (draft_n per verify) and no row's tokens differ from plain greedy decoding; a
+// draft model of another vocabulary is an error row naming both sizes, and the sweep goes on.
+TEST_F(RunCommand, SpeculativeCellsReportAcceptanceAndSpeedupOverPlainDecode) {
+  const std::string other = dir_.file("vocab.gguf");
+  ASSERT_EQ(run_shell(fish_bin() + " make-model --shape smollm2-135m --type q4_0 --out " + other,
+                      dir_.file("log")),
+            0);
+  const std::string exp = write_exp(R"({"schema_version": 1, "name": "s", "model": ")" + model_ +
+                                    R"(", "defaults": {"n_ctx": 64, "n_threads": 1},
+    "sweep": {"speculative": ["off", "lookup", "draft"], "draft_model": [")" +
+                                    model_ + R"(", ")" + other + R"("]},
+    "exclude": [{"speculative": "off", "draft_model": ")" +
+                                    other + R"("},
+                {"speculative": "lookup", "draft_model": ")" +
+                                    other + R"("}],
+    "workload": {"n_prompt": 8, "n_gen": 9},
+    "measure": {"warmup": 0, "repetitions": 2, "stream_MiB": 4}, "output": {"formats": []}})");
+  EXPECT_EQ(run_shell(fish_run(exp + " --out " + dir_.file("o")), dir_.file("log")),
+            kExitCellsFailed)
+      << slurp(dir_.file("log"));
+  const std::vector<json> rows = rows_of(dir_.file("o/s.jsonl"));
+  ASSERT_EQ(rows.size(), 4u);
+  for (const json& r : rows) {
+    const std::string mode = r["config"]["speculative"];
+    const json& m = r["metrics"];
+    if (r["config"]["draft_model"] == other) {
+      EXPECT_EQ(r["status"], "error");
+      EXPECT_THAT(r.dump(), HasSubstr("49152 tokens")) << r.dump();
+      continue;
+    }
+    ASSERT_EQ(r["status"], "ok") << r.dump();
+    EXPECT_EQ(r["validity"].dump().find("spec_tokens_differ"), std::string::npos) << r.dump();
+    if (mode == "off") {
+      EXPECT_TRUE(m["accepted_per_verify"].is_null());
+      EXPECT_TRUE(m["spec_speedup"].is_null());
+      continue;
+    }
+    ASSERT_EQ(m["spec_speedup"]["samples"].size(), 2u) << r.dump();
+    EXPECT_GT(m["spec_speedup"]["median"].get<double>(), 0.0);
+    EXPECT_GT(m["decode_tok_s"]["median"].get<double>(), 0.0);
+    if (mode == "draft")  // 9 tokens after the first: verifies of 1 + 4, 1 + 3 (draft_n 4)
+      EXPECT_DOUBLE_EQ(m["accepted_per_verify"]["median"].get<double>(), 3.5) << r.dump();
+  }
+}
+
 TEST(ResolveShard, FlagThenSlurmThenIndexedJobThenNone) {
   std::map<std::string, std::string> env;
   auto get = [&](const char* n) -> const char* {

@@ -1,7 +1,7 @@
-// x16 K-quant / Q8_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every tile
-// kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal to the
-// scalar per-row reference vec_dot_*_q8_k_ref of the GGUF rows, on random data with row counts that
-// are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
+// x16 K-quant / Q8_0 / Q5_0 layout (kernels/kquant_x16.h): the repacking is lossless, and every
+// tile kernel (scalar, AVX2, AVX-512 and AMX; any token count, any thread count) is bitwise equal
+// to the scalar per-row reference vec_dot_*_ref of the GGUF rows, on random data with row counts
+// that are not multiples of 16 (the padded tail panel), odd super-block counts and 1..9 tokens.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,7 +18,8 @@
 namespace fish {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0};
+constexpr GgmlType kTypes[] = {GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k, GgmlType::q8_0,
+                               GgmlType::q5_0};
 using Bytes = std::vector<uint8_t>;
 
 std::vector<uint8_t> pack_all(GgmlType t, const std::vector<uint8_t>& w, int64_t n_out,
@@ -106,6 +107,10 @@ TEST(Kx16, LayoutSizes) {
   EXPECT_EQ(kx16_block_bytes(GgmlType::q8_0), 16 * sizeof(BlockQ8_0));
   EXPECT_EQ(kx16_block_elems(GgmlType::q8_0), 32);
   EXPECT_EQ(kx16_matrix_bytes(GgmlType::q8_0, 17, 640), 2u * 20u * 544u);
+  EXPECT_EQ(kx16_block_bytes(GgmlType::q5_0), 16 * sizeof(BlockQ5_0));  // GGUF's bytes, no more
+  EXPECT_EQ(kx16_block_elems(GgmlType::q5_0), 32);
+  EXPECT_TRUE(kx16_q8_0_act(GgmlType::q5_0));
+  EXPECT_FALSE(kx16_q8_0_act(GgmlType::q4_k));
   EXPECT_EQ(kx16_block_bytes(GgmlType::q4_0), 0u);
   EXPECT_FALSE(kx16_supported(GgmlType::q4_0));
   // 33 rows -> 3 panels; 3 super-blocks each.

@@ -315,9 +315,9 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
 }
 
 // Every token count the kernels meet in spans and chunks, 1 .. 600, through the rule (matvec
-// below 5, the tiled kernel below 16, then the double-buffered tile of the shape) and through the
-// largest tile forced, on rows fewer than one tile (7) and not a multiple of any (133): partial
-// tiles on both sides, grids of one workgroup and of many.
+// below 5, matvec8 to 8, the tiled kernel below 16, then the double-buffered tile of the shape) and
+// through the largest tile forced, on rows fewer than one tile (7) and not a multiple of any (133):
+// partial tiles on both sides, grids of one workgroup and of many.
 TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT(probe);
@@ -421,6 +421,7 @@ TEST(VulkanCoopmat, RequiredAndOffOptions) {
     EXPECT_EQ(b.prefill_kernel(4096, 512), "tiled f32");
     EXPECT_EQ(b.prefill_kernel(4096, 15), "tiled f32");
     EXPECT_EQ(b.prefill_kernel(4096, 4), "matvec");
+    EXPECT_EQ(b.prefill_kernel(4096, 8), "matvec8");
     EXPECT_NE(b.describe().find("prefill tiled f32"), std::string::npos) << b.describe();
   }
   {

@@ -154,7 +154,8 @@ TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
   for (WeightHandle h : hs) backend_->release(h);
 }
 
-// The decode kernels (n_tok 1..FISH_MATVEC_MAX_TOK) on K of one block, a few blocks, and more
+// The decode kernels (n_tok 1..FISH_MATVEC_MAX_TOK, and matvec8_<type> for the verify's
+// FISH_MATVEC_MAX_TOK + 1..FISH_MATVEC_WIDE_TOK) on K of one block, a few blocks, and more
 // chunks than a workgroup has threads (the chunk loop wraps with idle threads; matvec_fast's
 // chunks are 32 values, fq3's 64), rows not a multiple of FISH_MATVEC_ROWS: matvec_<type>
 // (matvec_fast for the bandwidth-bound types, fq3 included) with FISH_VK_MATVEC=fast,
@@ -171,7 +172,7 @@ void check_matvec_kernels(vk::VulkanBackend& backend) {
       const MatrixView v = view(w, t, n_out, n_in, fmt::format("matvec {}", type_name(t)));
       auto h = backend.upload(v);
       ASSERT_TRUE(h.ok()) << h.error().message;
-      for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
+      for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_WIDE_TOK; ++n_tok) {
         const std::vector<float> x = test::random_input(n_tok * n_in, rng);
         std::vector<float> y(size_t(n_tok * n_out), -1.0f);
         const Status s = backend.matmul(h.value(), x.data(), n_tok, y.data());

@@ -226,6 +226,42 @@ TEST_F(VulkanMatvecIdot, RowsPerWorkgroupVariantsMatch) {
   }
 }
 
+// FISH_VK_IDOT_WG (the kernel's workgroup size, a specialisation constant): every size the knob
+// admits, rows of 72 chunks (not a multiple of any size: some threads get one chunk more), and
+// n_out not a multiple of the rows a workgroup.
+TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
+  std::mt19937 rng(43);
+  for (uint32_t wg : {32u, 64u, 128u, 256u}) {
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->idot_wg = wg;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0}) {
+      const int64_t n_in = 72 * 32, n_out = 2 * 16 + 3;
+      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+      const std::string name = fmt::format("idot wg {} {}", wg, type_name(t));
+      const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
+      auto h = b.upload(w);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
+        check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
+      b.release(h.value());
+    }
+  }
+}
+
+TEST(VulkanMatvecKnob, WorkgroupRuleGivesEachThreadSeveralChunks) {
+  EXPECT_EQ(vk::idot_workgroup(2048, 0), 32u);   // the 1B's attention: 2 chunks a thread
+  EXPECT_EQ(vk::idot_workgroup(4096, 0), 32u);   // the 8B's attention, gate, up: 4
+  EXPECT_EQ(vk::idot_workgroup(8192, 0), 64u);   // the 1B's down: 4
+  EXPECT_EQ(vk::idot_workgroup(14336, 0), 64u);  // the 8B's down: 7
+  EXPECT_EQ(vk::idot_workgroup(16384, 0), 128u);
+  EXPECT_EQ(vk::idot_workgroup(1 << 20, 0), 128u);
+  EXPECT_EQ(vk::idot_workgroup(4096, 256), 256u);  // FISH_VK_IDOT_WG wins
+}
+
 TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {
   auto opt = vk::VulkanOptions::from_env();
   ASSERT_TRUE(opt.ok());
@@ -348,6 +384,25 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_EQ(o->idot_rows, 8u);
   }
+  {
+    test::ScopedEnv e("FISH_VK_IDOT_WG", "64");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_wg, 64u);
+  }
+  {
+    test::ScopedEnv e("FISH_VK_IDOT_WG", "auto");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_wg, 0u);
+  }
+  {
+    test::ScopedEnv e("FISH_VK_IDOT_WG", "48");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok());
+    EXPECT_NE(o.error().message.find("FISH_VK_IDOT_WG='48'"), std::string::npos)
+        << o.error().message;
+  }
   test::ScopedEnv e("FISH_VK_IDOT_ROWS", "3");
   auto o = vk::VulkanOptions::from_env();
   ASSERT_FALSE(o.ok());
@@ -376,7 +431,9 @@ TEST(VulkanMatvecKnob, RulePicksIdotOnlyWhereItApplies) {
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::fast, fast), MatvecKernel::fast);
   EXPECT_EQ(vk::matvec_kernel(q4k, MatvecMode::generic, fast), MatvecKernel::generic);
   EXPECT_EQ(vk::matmul_module(q4k, 1, MatvecKernel::idot), "matvec_idot_q4_k");
-  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_MAX_TOK + 1, MatvecKernel::idot), "matmul_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_MAX_TOK + 1, MatvecKernel::idot), "matvec8_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_WIDE_TOK, MatvecKernel::generic), "matvec8_q4_k");
+  EXPECT_EQ(vk::matmul_module(q4k, FISH_MATVEC_WIDE_TOK + 1, MatvecKernel::idot), "matmul_q4_k");
 }
 
 // The backend says which decode kernel runs (the gpu line of result rows).

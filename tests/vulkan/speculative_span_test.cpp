@@ -1,0 +1,152 @@
+// Speculative decoding (engine/speculative.h) with the target on a GPU layer span, on lavapipe:
+// the verify batches of 2..8 tokens (matvec up to FISH_MATVEC_MAX_TOK, matvec8_<type> above)
+// and the rollback of the device KV give the tokens plain greedy decoding gives on the same
+// span (forward_greedy one token at a time, the span's output head): the model as its own (CPU)
+// draft, drafts wrong at known places, prompt lookup; and SmolLM2 as its own draft.
+#include <gtest/gtest.h>
+
+#include "engine/gpu_placement.h"
+#include "engine/session.h"
+#include "engine/speculative.h"
+#include "engine/vulkan/vulkan_backend.h"
+#include "fish_vk_layout.h"
+#include "speculative_test_util.h"
+#include "test_env.h"
+#include "vulkan_test_util.h"
+
+namespace fish {
+namespace {
+
+constexpr int64_t kCtx = 96;
+
+// A 2-layer llama with an untied output and grouped-query heads.
+std::shared_ptr<const Model> synthetic_llama() {
+  static std::shared_ptr<const Model> model = [] {
+    const ModelShape shape{"test-spec", "llama", "2-layer speculative test llama",
+                           2,           256,     512,
+                           4,           2,       64,
+                           1024,        false,   512,
+                           10000.0f,    1e-5f,   0};
+    return test::synthetic_q4_k_m(shape, {17, 2}, "fish_spec_2l_q4_k_m.gguf");
+  }();
+  return model;
+}
+
+std::unique_ptr<Session> session(std::shared_ptr<const Model> m,
+                                 std::shared_ptr<const GpuPlacement> pl) {
+  SessionOptions opt;
+  opt.n_ctx = kCtx;
+  opt.n_batch = 32;
+  opt.gpu = std::move(pl);
+  auto s = Session::create(std::move(m), opt);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return std::move(s).value();
+}
+
+struct Gpu {
+  std::unique_ptr<vk::VulkanBackend> backend;
+  std::shared_ptr<const GpuPlacement> placement;
+};
+
+Gpu place(const Model& m) {
+  Gpu g;
+  g.backend = std::make_unique<vk::VulkanBackend>(vk::VulkanOptions::from_env());
+  const Status st = g.backend->open();
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  if (!st.ok()) return g;
+  g.placement = GpuPlacement::place_layers(m, *g.backend,
+                                           test::placement_request(-1, SpanRequest{kCtx, 32, 32}));
+  return g;
+}
+
+TEST(SpeculativeSpan, VerifyBatchesOnTheSpanGivePlainGreedyTokens) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  Gpu g = place(*model);
+  ASSERT_TRUE(g.placement && g.placement->span()) << (g.placement ? g.placement->summary() : "");
+  const std::vector<int32_t> prompt = {5, 77, 901, 13, 500, 8, 640, 222, 31, 999, 5, 77, 901};
+  std::vector<int32_t> want;
+  {
+    auto ref = session(model, g.placement);
+    ASSERT_TRUE(ref->span_active());
+    want = test::plain_greedy(*ref, prompt, 30);
+  }
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), want.begin(), want.end());
+  for (int64_t n : {1, 3, 4, 7}) {  // verifies of 2, 4, 5 and 8 tokens
+    auto s = session(model, g.placement);
+    ASSERT_TRUE(s->span_active());
+    test::CorruptingDrafter bad(full, int32_t(model->params().n_vocab));
+    const test::SpecRun got = test::speculative(*s, bad, prompt, 30, n);
+    EXPECT_EQ(got.tokens, want) << "corrupting, draft_n " << n;
+    EXPECT_LT(got.stats.accepted, got.stats.drafted);
+    EXPECT_EQ(s->gpu_fallbacks(), 0);
+  }
+  {
+    auto s = session(model, g.placement);
+    auto d = session(model, nullptr);  // the draft on the CPU
+    ModelDrafter own(*d);
+    EXPECT_EQ(test::speculative(*s, own, prompt, 30, 7).tokens, want) << "own draft";
+    LookupDrafter lookup;
+    s.reset();  // the span is free again
+    auto s3 = session(model, g.placement);
+    ASSERT_TRUE(s3->span_active());
+    EXPECT_EQ(test::speculative(*s3, lookup, prompt, 30, 4).tokens, want) << "lookup";
+  }
+}
+
+// The span's head over 1..8 rows (forward_greedy_rows: only the ids back) against one-token
+// greedy steps (the head over the last row) over the same tokens on the same span.
+TEST(SpeculativeSpan, HeadOverEveryRowEqualsOneTokenGreedySteps) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  Gpu g = place(*model);
+  ASSERT_TRUE(g.placement && g.placement->span() && g.placement->span()->has_head());
+  EXPECT_EQ(g.placement->span()->head_rows(), FISH_MATVEC_WIDE_TOK);
+  const std::vector<int32_t> prompt = {5, 77, 901, 13, 500, 8, 640, 222, 31};
+  const std::vector<int32_t> tail = {999, 5, 77, 901, 13, 17, 1000, 2};
+  auto s = session(model, g.placement);
+  ASSERT_TRUE(s->span_active());
+  ASSERT_TRUE(s->forward(prompt, 0).ok());
+  std::vector<int32_t> steps;
+  for (size_t i = 0; i < tail.size(); ++i) {
+    auto t = s->forward_greedy(std::span(tail).subspan(i, 1), int64_t(prompt.size() + i));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    steps.push_back(t.value());
+  }
+  for (size_t n = 1; n <= tail.size(); ++n) {
+    auto ids = s->forward_greedy_rows(std::span(tail).subspan(0, n), int64_t(prompt.size()));
+    ASSERT_TRUE(ids.ok()) << ids.error().message;
+    EXPECT_EQ(std::vector<int32_t>(ids.value().begin(), ids.value().end()),
+              std::vector<int32_t>(steps.begin(), steps.begin() + int64_t(n)))
+        << n << " rows";
+  }
+  EXPECT_EQ(s->gpu_fallbacks(), 0);
+}
+
+TEST(SpeculativeSpan, SmolLm2OnTheSpanAsItsOwnDraftGivesPlainGreedyTokens) {
+  const std::string path = test::model_path(test::kSmolLm2);
+  if (path.empty())
+    FAIL() << "SmolLM2 not in FISH_MODELS_DIR (tests need the real models: scripts/setup.sh)";
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const std::shared_ptr<const Model> model = m.value();
+  Gpu g = place(*model);
+  ASSERT_TRUE(g.placement && g.placement->span()) << (g.placement ? g.placement->summary() : "");
+  const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314, 504, 3575, 282, 4649, 314};
+  std::vector<int32_t> want;
+  {
+    auto ref = session(model, g.placement);
+    want = test::plain_greedy(*ref, prompt, 16);
+  }
+  auto s = session(model, g.placement);
+  ASSERT_TRUE(s->span_active());
+  auto d = session(model, nullptr);
+  ModelDrafter own(*d);
+  const test::SpecRun got = test::speculative(*s, own, prompt, 16, 5);
+  EXPECT_EQ(got.tokens, want);
+  EXPECT_EQ(s->gpu_fallbacks(), 0);
+}
+
+}  // namespace
+}  // namespace fish
