@@ -6,8 +6,8 @@
 //     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
 //     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
 //     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
-//     8B output head), and for tuning idot with 1 / 2 / 4 / 8 rows and 32 / 64 / 128 / 256
-//     threads a workgroup (FISH_VK_IDOT_ROWS, FISH_VK_IDOT_WG; label "rows R wg W") at the 8B's
+//     8B output head), and for tuning idot with 1 / 2 / 4 rows and 32 / 64 / 128 threads a
+//     workgroup (FISH_VK_IDOT_ROWS, FISH_VK_IDOT_WG; label "rows R wg W") at the 8B's
 //     shapes (q4_k, q6_k, q8_0) and the 1B's (q4_k: 2048 x 2048, 8192 x 2048, 2048 x 8192);
 //     bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs
 //     first).
@@ -692,8 +692,8 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
   };
   // FISH_VK_IDOT_ROWS x FISH_VK_IDOT_WG for tuning, n_tok 1.
   const auto tune = [&](GgmlType t, Shape s) {
-    for (int64_t r : {1, 2, 4, 8})
-      for (int64_t wg : {32, 64, 128, 256})
+    for (int64_t r : {1, 2, 4})
+      for (int64_t wg : {32, 64, 128})
         bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r, wg});
   };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.

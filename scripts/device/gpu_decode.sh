@@ -17,10 +17,13 @@
 #      and steps: an idot span shows q8_1 with 0 steps, the q8_1 inputs fused into the ops).
 # The synthetic models are written in the background (12 threads) while the tests run. Steps
 # past the budget (FISH_DECODE_BUDGET_S, default 280 s) are skipped and listed in skipped.txt.
-# Optional, so one call can carry the other decode-side checks of a session:
+# Optional, so one call can carry the other decode-side checks of a session (FAST_TESTS=0 skips
+# the FISH_VK_MATVEC=fast tests of step 1):
 #   EXTRA_TESTS   gtest patterns added to step 1's idot filter (e.g. 'Speculative*:VulkanCoopmat.*')
 #   BENCH_FILTER  step 2's --benchmark_filter (default 'Copy|Matvec'; BM_VulkanVerify reads the
 #                 8B from FISH_VERIFY_8B, set here to the synthetic 8B once it is written)
+#   VERIFY_BENCH=1  BM_VulkanVerify (speculative verify of 1..8 tokens, 1B and 8B) in its own
+#                 bench invocation after step 2, into vulkan_verify_bench.json
 #   HOST_TESTS=1  the CPU kernel tests on the host (fish_test_kernels Kx16* / VecDot* / Registry*,
 #                 fish_test_engine KquantRepack*; pack them into .devcarry/bin) while step 1 runs
 #   PREFILL_BENCH a --benchmark_filter run last, while the budget lasts (BM_VulkanCoopmatPeak /
@@ -100,7 +103,7 @@ if [ "${HOST_TESTS:-0}" = 1 ]; then
 fi
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanSpan.OutputHead*:VulkanBackend.*'
 tests idot ${IDOT_TESTS_S:-100} "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites${EXTRA_TESTS:+:$EXTRA_TESTS}:-*SmolLm2*:*Gemma3*"
-left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
+[ "${FAST_TESTS:-1}" = 1 ] && left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
 
 stamp "waiting for the synthetic models"
 for p in "${pids[@]}"; do wait $p; done
@@ -127,6 +130,14 @@ if left 70 "fish_vulkan_bench"; then
     for (i = last + 1; i <= NF; i++) label = label " " $i
     sub(/\/min_time.*/, "", $1); print "bench:", $1, g, p, label}' >> $W/summary.txt
   grep -E "^BM_VulkanVerify" $W/vulkan_bench.log | sed 's/  */ /g' | cut -c1-200 | sed 's/^/bench: /' >> $W/summary.txt
+fi
+
+if [ "${VERIFY_BENCH:-0}" = 1 ] && left 50 "fish_vulkan_bench Verify"; then
+  stamp "fish_vulkan_bench Verify"
+  timeout ${VERIFY_S:-60} $B/fish_vulkan_bench --benchmark_filter=Verify \
+    --benchmark_out=$W/vulkan_verify_bench.json --benchmark_out_format=json > $W/vulkan_verify_bench.log 2>&1
+  echo "rc=$?" >> $W/vulkan_verify_bench.log
+  grep -E "^BM_VulkanVerify|rc=" $W/vulkan_verify_bench.log | sed 's/  */ /g' | cut -c1-200 | sed 's/^/verify: /' >> $W/summary.txt
 fi
 
 # A config's knobs: idot, idot-wg128 (FISH_VK_IDOT_WG=128), idot-head0 (FISH_VK_HEAD=0), fast.
