@@ -206,7 +206,7 @@ TEST(SessionPlan, GenerateKeepsItsDocumentedFlagSpellings) {
     if (f == "--help-fields") continue;  // fish run's, named in the note
     const bool generate_own = f == "--n-predict" || f == "--n-ctx" || f == "--seed" ||
                               f == "--temp" || f == "--top-k" || f == "--top-p" || f == "--chat" ||
-                              f == "--ignore-eos";
+                              f == "--ignore-eos" || f == "--lookup";
     EXPECT_TRUE(generate_own || app.get_option_no_throw(f) != nullptr) << f;
     ++checked;
   }
