@@ -102,7 +102,7 @@ std::span<const EnvKnob> env_knobs() {
        0,
        1 << 20,
        "engine/gpu_placement.cpp",
-       "at most N layers on the GPU (caps fish run's gpu_layers)"},
+       "at most N layers on the GPU (caps the Config field gpu_layers: fish run, bench, generate)"},
       {"FISH_GPU_PROFILE",
        S::gpu,
        E::instrumentation,
@@ -118,8 +118,8 @@ std::span<const EnvKnob> env_knobs() {
        0,
        3,
        vk_options,
-       "re-quantise the device copy at upload, a kernels/requant.h mode (fish run's gpu_requant "
-       "overrides it)"},
+       "re-quantise the device copy at upload, a kernels/requant.h mode (the Config field "
+       "gpu_requant overrides it: fish run, bench, generate)"},
       {"FISH_GPU_SPAN", S::gpu, E::results, switch_words(), 0, -1, "engine/gpu_placement.cpp",
        "0/off/false/no: per-matmul offload of the placed layers, no layer span"},
       {"FISH_GPU_VERBOSE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
@@ -286,8 +286,8 @@ std::span<const EnvKnob> env_knobs() {
        1,
        int64_t(1) << 30,
        vk_options,
-       "FISH's ceiling on device memory in MiB (default 85% of free at open; caps fish run's "
-       "vram_budget_mb)"},
+       "FISH's ceiling on device memory in MiB (default 85% of free at open; caps the Config field "
+       "vram_budget_mb: fish run, bench, generate)"},
   };
   return table;
 }

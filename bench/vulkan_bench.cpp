@@ -593,8 +593,9 @@ VerifySetup& verify_setup(int which) {
   SessionOptions opt;
   opt.n_ctx = 256;
   opt.n_batch = kVerifyPos;
-  v.placement = GpuPlacement::place_layers(*v.model, *backend(), -1,
-                                           SpanRequest{opt.n_ctx, opt.n_batch, opt.n_ctx});
+  GpuRequest req;
+  req.span = SpanRequest{opt.n_ctx, opt.n_batch, opt.n_ctx};
+  v.placement = GpuPlacement::place_layers(*v.model, *backend(), req);
   if (v.placement->span() == nullptr || v.placement->n_gpu_layers() < v.model->params().n_layer) {
     v.error = "not every layer on a span: " + v.placement->summary();
     return v;

@@ -1,6 +1,8 @@
 // Config field table and the non-template helpers of the field machinery; see config.h.
 #include "engine/config.h"
 
+#include <algorithm>
+
 #include "kernels/cpu_features.h"
 
 namespace fish {
@@ -228,6 +230,33 @@ Result<SessionOptions> session_options(const Config& c) {
   o.weights.direct_dequant = c.direct_dequant;
   o.weights.dequant_threshold = c.dequant_threshold;
   return o;
+}
+
+Result<GpuRequest> gpu_request(const Config& c) {
+  FISH_ASSIGN_OR_RETURN(int64_t env_cap, gpu_layers_from_env());
+  GpuRequest r;
+  r.max_layers = c.gpu_layers;
+  if (env_cap >= 0) r.max_layers = r.max_layers < 0 ? env_cap : std::min(r.max_layers, env_cap);
+  if (c.vram_budget_mb > 0) r.upload.budget_bytes = uint64_t(c.vram_budget_mb) << 20;
+  if (c.gpu_requant >= 0) r.upload.requant = int(c.gpu_requant);
+  r.upload.n_threads = int(c.n_threads);
+  r.span = span_request_from_env(c.gpu_span ? c.n_ctx : 0, c.n_batch);
+  return r;
+}
+
+void SessionPlan::set_n_ctx(int64_t n_ctx) {
+  session.n_ctx = n_ctx;
+  if (gpu && gpu->span.n_ctx > 0) gpu->span.n_ctx = n_ctx;
+}
+
+Result<SessionPlan> plan_session(const Config& c, bool gpu_path) {
+  SessionPlan p;
+  FISH_ASSIGN_OR_RETURN(p.load, model_load_options(c));
+  FISH_ASSIGN_OR_RETURN(p.session, session_options(c));
+  if (gpu_path) {
+    FISH_ASSIGN_OR_RETURN(p.gpu, gpu_request(c));
+  }
+  return p;
 }
 
 Result<ModelLoadOptions> model_load_options(const Config& c) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -109,6 +110,27 @@ const FieldSpec<Config>* find_config_field(std::string_view name);
 // model and the backend). Errors: an isa this CPU (or a FISH_SCALAR_ONLY build) cannot run,
 // naming the best it can; a weight_path / group_size / zero_point outside the table's values.
 Result<SessionOptions> session_options(const Config& c);
+
+// Config -> what the gpu path asks of the backend: gpu_layers capped by FISH_GPU_LAYERS,
+// vram_budget_mb (0: the backend's ceiling), gpu_requant (-1: FISH_GPU_REQUANT), n_threads for
+// re-quantising uploads, and a span over n_ctx positions and n_batch tokens unless gpu_span is
+// false or FISH_GPU_SPAN=0. Errors: FISH_GPU_LAYERS is not a non-negative integer.
+// Precondition: c's fields are within the table's ranges (parsing checks them).
+Result<GpuRequest> gpu_request(const Config& c);
+
+// One run resolved from its Config, once, for every command that runs the engine (fish run and
+// fish bench cells, fish generate): how to load the model, the session's options and, on the
+// gpu path, what to place. Placement (it needs the loaded model) fills session.gpu.
+struct SessionPlan {
+  ModelLoadOptions load;
+  SessionOptions session;
+  std::optional<GpuRequest> gpu;  // nullopt: the cpu path
+  // The session's context, and the span's with it (a command that sizes n_ctx from its prompt).
+  void set_n_ctx(int64_t n_ctx);
+};
+// The plan of a cpu path run, or with gpu_path its gpu_request too.
+// Errors: as model_load_options, session_options and (gpu_path) gpu_request.
+Result<SessionPlan> plan_session(const Config& c, bool gpu_path);
 
 // Config -> the model load options (requant; kquant_repack; n_threads for the conversion). Cells
 // whose load options differ need their own model load. Errors: requant outside 0..3, a

@@ -50,8 +50,9 @@ SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch) {
 
 std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
                                                          ComputeBackend& backend,
-                                                         int64_t max_layers,
-                                                         const SpanRequest& span) {
+                                                         const GpuRequest& req) {
+  const int64_t max_layers = req.max_layers;
+  const SpanRequest& span = req.span;
   std::shared_ptr<GpuPlacement> pl(new GpuPlacement(backend));
   const ModelParams& p = model.params();
   const int64_t n_layer = p.n_layer;
@@ -63,7 +64,7 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     std::vector<std::pair<const MatrixView*, WeightHandle>> done;
     for (const MatrixView* m : ms) {
       if (pl->handles_.count(m)) continue;  // tied output = token_embd, already placed
-      auto h = backend.upload(*m);
+      auto h = backend.upload(*m, req.upload);
       if (!h.ok()) {
         *why = h.error().message;
         for (auto& [mm, hh] : done) backend.release(hh);
@@ -111,7 +112,7 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     if (want_span) {  // the span's KV + arena for the layers so far must still fit
       const uint64_t need = span_bytes_estimate(
           p, pl->n_layers_, std::min(span.kv_reserve, span.n_ctx), span.max_tok, span.n_ctx);
-      if (const uint64_t left = backend.memory_free(); left < need) {
+      if (const uint64_t left = backend.memory_free(req.upload); left < need) {
         unplace(il);
         stop = fmt::format(
             "layer {}: the span's KV + arena ({:.0f} MB) would not fit in the {:.0f} MB left "

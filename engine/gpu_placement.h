@@ -7,7 +7,9 @@
 // (all seven projections of a layer or none), so the GPU layers are one contiguous range ending
 // at the last layer. What fits is what the backend accepts: upload() and bytes_resident()
 // deltas, not file sizes. A layer with a type the backend does not support, or a refused
-// upload, ends the placement; the rest runs on the CPU. FISH_GPU_LAYERS=N caps the layer count.
+// upload, ends the placement; the rest runs on the CPU. What the run asks (layer cap, device
+// budget, re-quantisation, span) comes in as one GpuRequest, resolved from the run's Config
+// (engine/config.h gpu_request) and passed to every upload: nothing is set on the backend.
 #pragma once
 
 #include <atomic>
@@ -27,23 +29,32 @@ struct SpanRequest {
   int64_t n_ctx = 0;         // positions the span's KV may grow to; 0: no span (stage 1 only)
   int64_t max_tok = 256;     // tokens per span forward (the session's n_batch)
   int64_t kv_reserve = 256;  // positions the KV starts with (it grows on demand up to n_ctx)
+  bool operator==(const SpanRequest&) const = default;
 };
 // The request for a session of n_ctx positions and n_batch tokens per batch; n_ctx 0 (no span)
 // when FISH_GPU_SPAN is 0/off/false/no.
 SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch);
 
+// Everything a placement asks of the GPU, as values (docs/gpu.md "One plan, passed down").
+struct GpuRequest {
+  int64_t max_layers = -1;  // layer cap; -1: as many as fit, 0: nothing placed
+  UploadOptions upload;     // every upload's (and memory_free's) budget, re-quantisation, threads
+  SpanRequest span{};       // span.n_ctx 0: no span (stage 1 only)
+  bool operator==(const GpuRequest&) const = default;
+};
+
 class GpuPlacement {
  public:
-  // max_layers < 0: no cap. Never fails: a failed upload ends the placement (the reason is in
-  // summary()). The backend must outlive the placement; the model must stay loaded.
-  // With span.n_ctx > 0 every layer placed must leave room for the span's KV + arena + params
-  // (span_bytes_estimate) on the backend; the span is then created over the placed layers, and
-  // when the backend refuses it for memory, retried with one layer fewer each time (the
-  // released layers go back to the CPU). A span the backend declines for other reasons (an
-  // architecture feature, a type) leaves the layers to stage 1.
+  // At most req.max_layers layers (< 0: no cap), every matrix uploaded under req.upload. Never
+  // fails: a failed upload ends the placement (the reason is in summary()). The backend must
+  // outlive the placement; the model must stay loaded.
+  // With req.span.n_ctx > 0 every layer placed must leave room for the span's KV + arena +
+  // params (span_bytes_estimate) under req.upload's budget; the span is then created over the
+  // placed layers, and when the backend refuses it for memory, retried with one layer fewer each
+  // time (the released layers go back to the CPU). A span the backend declines for other reasons
+  // (an architecture feature, a type) leaves the layers to stage 1.
   static std::shared_ptr<GpuPlacement> place_layers(const Model& model, ComputeBackend& backend,
-                                                    int64_t max_layers = -1,
-                                                    const SpanRequest& span = {});
+                                                    const GpuRequest& req = {});
   ~GpuPlacement();  // destroys the span, then releases every uploaded matrix
   GpuPlacement(const GpuPlacement&) = delete;
   GpuPlacement& operator=(const GpuPlacement&) = delete;

@@ -448,9 +448,7 @@ int run_bench(BenchArgs a) {
   std::map<std::string, std::vector<json>> sweep;
   for (const auto& [field, text] : a.fields) {
     const FieldSpec<Config>* f = find_config_field(field);
-    std::string flag = "--" + field;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    auto values = field_values(*f, text, flag);
+    auto values = field_values(*f, text, field_flag(field));
     if (!values.ok()) {
       std::fprintf(stderr, "fish bench: %s\n", values.error().message.c_str());
       return kExitUsage;
@@ -580,10 +578,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
         std::any_of(std::begin(kAliases), std::end(kAliases),
                     [&](const BenchAlias& al) { return field == al.field; }))
       continue;
-    std::string flag = "--" + field;
-    std::replace(flag.begin(), flag.end(), '_', '-');
     cmd->add_option_function<std::string>(
-           flag, [a, field](const std::string& v) { a->fields[field] = v; },
+           field_flag(field), [a, field](const std::string& v) { a->fields[field] = v; },
            std::string(f.doc) + " (comma list)")
         ->type_name(cli_detail::type_text(f.type(), f.allowed, f.min, f.max) + ",...")
         ->group("Config fields");

@@ -542,26 +542,27 @@ bool CellRunner::open_paths(size_t i, double t0, std::vector<PathRun>& runs) {
         return false;
       continue;
     }
-    auto opt = session_options(c.config);
-    if (!opt.ok()) {
-      if (!close_with("error", opt.error().message)) return false;
+    // The gpu path: the cpu path's options plus the placement of the cell's GpuRequest.
+    auto plan = plan_session(c.config, pa.path == "gpu");
+    if (!plan.ok()) {
+      if (!close_with("error", plan.error().message)) return false;
       continue;
     }
-    // The gpu path: the cpu path's options plus the cell's placement.
+    SessionOptions& opt = plan.value().session;
     PathRun r{a, nullptr, nullptr};
-    if (pa.path == "gpu") {
-      auto pl = CellPlacement::place(*L.model, c.config);
+    if (plan.value().gpu) {
+      auto pl = CellPlacement::place(*L.model, *plan.value().gpu);
       if (!pl.ok()) {
         if (!close_with("error", pl.error().message)) return false;
         continue;
       }
       r.gpu = std::move(pl.value());
-      opt.value().gpu = r.gpu->placement();
+      opt.gpu = r.gpu->placement();
       pa.row["placement"] = {{"gpu_layers", r.gpu->gpu_layers()}, {"gpu_detail", r.gpu->detail()}};
       pa.vram_peak_MB = std::max(pa.vram_peak_MB, r.gpu->vram_MB());
       pa.row["metrics"]["vram_peak_MB"] = pa.vram_peak_MB;  // an error row still says it
     }
-    auto sess = Session::create(L.model, opt.value());
+    auto sess = Session::create(L.model, opt);
     if (!sess.ok()) {
       if (!close_with("error", sess.error().message)) return false;
       continue;

@@ -1,6 +1,7 @@
 // Flags from field-table rows, and fish generate's own table; see cli_fields.h.
 #include "harness/cli_fields.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -38,6 +39,38 @@ std::span<const FieldSpec<GenerateFields>> generate_fields() {
       {"seed", &GenerateFields::seed, "sampling seed", {}, seed.min, seed.max},
   };
   return t;
+}
+
+std::vector<ConfigFlag> generate_config_flags() {
+  // Rows that describe how fish run measures a cell, or that generate sizes itself.
+  static constexpr std::string_view kNotFlags[] = {"n_ctx", "depth", "engine", "llama_bench"};
+  // Spellings users had before the flags came from the table; the last spelling of a flag names
+  // it in messages, so these come last.
+  struct Older {
+    std::string_view field, flag;
+  };
+  static constexpr Older kOlder[] = {{"n_threads", "--threads"}, {"draft_model", "--draft"}};
+  std::vector<ConfigFlag> flags;
+  for (const FieldSpec<Config>& f : config_fields()) {
+    if (std::find(std::begin(kNotFlags), std::end(kNotFlags), f.name) != std::end(kNotFlags))
+      continue;
+    std::string flag = field_flag(f.name);
+    for (const Older& o : kOlder)
+      if (o.field == f.name) flag += "," + std::string(o.flag);
+    flags.push_back({std::move(flag), f.name});
+  }
+  return flags;
+}
+
+void add_generate_config_flags(CLI::App* cmd, Config* cfg) {
+  for (const ConfigFlag& f : generate_config_flags())
+    add_field_option(cmd, f.flags, cfg, config_fields(), f.field);
+}
+
+std::string field_flag(std::string_view field) {
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 SamplingParams sampling_params(const GenerateFields& g) {

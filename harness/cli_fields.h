@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -90,5 +91,22 @@ void add_field_options(CLI::App* cmd, T* obj, std::span<const FieldSpec<T>> tabl
                        std::span<const FieldFlag> flags) {
   for (const FieldFlag& f : flags) add_field_option(cmd, f.flags, obj, table, f.field, f.doc);
 }
+
+// The flag of a field-table row: "--n-batch" for n_batch (fish bench and fish generate).
+std::string field_flag(std::string_view field);
+
+// A command-line flag generated from a Config row: CLI11 spelling and the row's name.
+struct ConfigFlag {
+  std::string flags;  // "--n-batch", "--n-threads,--threads"
+  std::string_view field;
+};
+// fish generate's Config flags: one per config_fields() row, in table order, spelled
+// `--<name with - for _>` (n_threads also `--threads`, its older spelling), except the rows a
+// single generation has no use for: n_ctx (generate's own --n-ctx sizes the context from the
+// prompt), depth, engine and llama_bench (fish run's measurement). A new Config field is a new
+// flag with its row's doc, range and default.
+std::vector<ConfigFlag> generate_config_flags();
+// add_field_option for each of generate_config_flags(), bound to *cfg (fish generate's flags).
+void add_generate_config_flags(CLI::App* cmd, Config* cfg);
 
 }  // namespace fish

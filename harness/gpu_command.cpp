@@ -6,6 +6,9 @@
 
 #include "harness/commands.h"
 #include "harness/exit_codes.h"
+// The one harness file that names the Vulkan backend (it lists Vulkan devices); its use of
+// vk::startup_backend() also links vulkan_backend.o, whose static initializer registers the
+// backend, into `fish` (the rest of the harness sees only ComputeBackend).
 #if FISH_HAVE_VULKAN
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_device.h"

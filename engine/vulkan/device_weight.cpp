@@ -1,4 +1,4 @@
-// matmul_module / matmul_grid (device_weight.h).
+// matmul_module / matmul_grid and the weights' run ceiling (device_weight.h).
 #include "engine/vulkan/device_weight.h"
 
 #include <algorithm>
@@ -9,6 +9,13 @@
 #include "engine/vulkan/vulkan_shaders.h"
 
 namespace fish::vk {
+
+std::optional<uint64_t> tightest_budget(std::span<const DeviceWeight* const> ws) {
+  std::optional<uint64_t> b;
+  for (const DeviceWeight* w : ws)
+    if (w->budget_bytes && (!b || *w->budget_bytes < *b)) b = w->budget_bytes;
+  return b;
+}
 
 static_assert(FISH_Q8_MAX_TOK == FISH_MATVEC_MAX_TOK, "shaders/fish_vk_q8.h");
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,14 @@ struct DeviceWeight {
   uint32_t row_bytes = 0;  // device row stride
   std::vector<Part> parts;
   uint64_t bytes = 0;  // device bytes of all parts
+  // The run ceiling it was uploaded under (UploadOptions::budget_bytes; nullopt: the backend's):
+  // the matmul scratch and the spans over it allocate under it too.
+  std::optional<uint64_t> budget_bytes;
 };
+
+// The tightest run ceiling of `ws` (nullopt when none has one): what allocations made for
+// these weights together are refused under.
+std::optional<uint64_t> tightest_budget(std::span<const DeviceWeight* const> ws);
 
 // The decode kernel family of one weight type (FISH_VK_MATVEC, vulkan_options.h): idot
 // (matvec_idot_<type> over q8_1 activations, quant_q8_1 first), fast (matvec_<type>, f32) or

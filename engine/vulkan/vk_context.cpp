@@ -109,8 +109,8 @@ uint64_t VkContext::live_free() const {
   return VramBudget::fallback_free(budget_.heap_bytes, own_bytes_);
 }
 
-uint64_t VkContext::allocatable() const {
-  return budget_.allocatable(own_bytes_, live_free());
+uint64_t VkContext::allocatable(std::optional<uint64_t> run_ceiling) const {
+  return budget_.under(run_ceiling).allocatable(own_bytes_, live_free());
 }
 
 uint64_t VkContext::max_binding_bytes() const {
@@ -122,7 +122,8 @@ uint64_t VkContext::binding_align() const {
 }
 
 Result<Buffer> VkContext::alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory where,
-                                bool counted, std::string_view what) {
+                                bool counted, std::string_view what,
+                                std::optional<uint64_t> run_ceiling) {
   const bool host = where == Memory::host;
   Buffer b;
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
@@ -133,7 +134,8 @@ Result<Buffer> VkContext::alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory
   VkMemoryRequirements req;
   vk().vkGetBufferMemoryRequirements(handle(), b.buf, &req);
   if (counted) {
-    const std::string refusal = budget_.refusal(req.size, own_bytes_, live_free());
+    const std::string refusal =
+        budget_.under(run_ceiling).refusal(req.size, own_bytes_, live_free());
     if (!refusal.empty()) {
       vk().vkDestroyBuffer(handle(), b.buf, nullptr);
       return make_error("vulkan: {}: allocation refused: {}", what, refusal);

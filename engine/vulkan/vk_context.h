@@ -109,16 +109,18 @@ class VkContext {
   const VulkanOptions& options() const { return opt_; }
 
   // ---- memory ---------------------------------------------------------------------------------
+  // A counted buffer is refused under budget().under(run_ceiling) (the caller's run ceiling,
+  // UploadOptions::budget_bytes; nullopt: the budget at open).
   // Errors: the budget refuses (counted buffers), no memory type fits, allocation failures; each
   // names `what`.
   Result<Buffer> alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory where, bool counted,
-                       std::string_view what);
+                       std::string_view what, std::optional<uint64_t> run_ceiling = std::nullopt);
   void free(Buffer& b);                              // and resets b; an empty buffer is ignored
   uint64_t own_bytes() const { return own_bytes_; }  // counted bytes held now
   uint64_t live_free() const;                        // device memory free on the live budget
-  uint64_t allocatable() const;                      // the largest counted alloc allowed now
-  VramBudget& budget() { return budget_; }
-  const VramBudget& budget() const { return budget_; }
+  // The largest counted alloc allowed now under run_ceiling (as alloc).
+  uint64_t allocatable(std::optional<uint64_t> run_ceiling = std::nullopt) const;
+  const VramBudget& budget() const { return budget_; }  // the rules at open
   // Bytes a storage binding may span, and the alignment of a binding's offset.
   uint64_t max_binding_bytes() const;
   uint64_t binding_align() const;

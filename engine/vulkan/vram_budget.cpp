@@ -21,14 +21,14 @@ VramBudget VramBudget::at_open(uint64_t heap_bytes, uint64_t free_bytes,
   b.headroom_bytes = std::max<uint64_t>(kMinHeadroom, heap_bytes / 10);
   b.ceiling_from_env = env_budget_bytes.has_value();
   b.ceiling_bytes = env_budget_bytes ? *env_budget_bytes : free_bytes / 100 * 85;
-  b.open_ceiling_bytes = b.ceiling_bytes;
   return b;
 }
 
-void VramBudget::set_run_ceiling(std::optional<uint64_t> run_bytes) {
-  ceiling_from_run =
-      run_bytes.has_value() && (!ceiling_from_env || *run_bytes < open_ceiling_bytes);
-  ceiling_bytes = ceiling_from_run ? *run_bytes : open_ceiling_bytes;
+VramBudget VramBudget::under(std::optional<uint64_t> run_bytes) const {
+  VramBudget b = *this;
+  b.ceiling_from_run = run_bytes.has_value() && (!ceiling_from_env || *run_bytes < ceiling_bytes);
+  if (b.ceiling_from_run) b.ceiling_bytes = *run_bytes;
+  return b;
 }
 
 uint64_t VramBudget::fallback_free(uint64_t heap_bytes, uint64_t own_bytes) {

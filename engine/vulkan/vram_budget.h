@@ -18,16 +18,16 @@ struct VramBudget {
   uint64_t heap_bytes = 0;
   uint64_t ceiling_bytes = 0;
   uint64_t headroom_bytes = 0;
-  bool ceiling_from_env = false;    // FISH_VRAM_BUDGET_MB set the ceiling
-  bool ceiling_from_run = false;    // set_run_ceiling() set it (the experiment's vram_budget_mb)
-  uint64_t open_ceiling_bytes = 0;  // the ceiling at open, restored by set_run_ceiling(nullopt)
+  bool ceiling_from_env = false;  // FISH_VRAM_BUDGET_MB set the ceiling
+  bool ceiling_from_run = false;  // a run's ceiling (under(): the experiment's vram_budget_mb)
 
   static VramBudget at_open(uint64_t heap_bytes, uint64_t free_bytes,
                             std::optional<uint64_t> env_budget_bytes);
-  // A per-run ceiling (fish run's vram_budget_mb): run_bytes, capped by FISH_VRAM_BUDGET_MB when
-  // that is set (the environment emulates the card and keeps overriding); nullopt restores the
-  // ceiling at open. Bytes already resident are not touched: only later allocations see it.
-  void set_run_ceiling(std::optional<uint64_t> run_bytes);
+  // These rules under a run's own ceiling (UploadOptions::budget_bytes, fish run's
+  // vram_budget_mb): run_bytes, capped by FISH_VRAM_BUDGET_MB when that is set (the environment
+  // emulates the card and keeps overriding); nullopt: these rules as they are. A value: the
+  // budget is never changed, each allocation asks under the ceiling its caller passes.
+  VramBudget under(std::optional<uint64_t> run_bytes) const;
   // Free bytes without VK_EXT_memory_budget.
   static uint64_t fallback_free(uint64_t heap_bytes, uint64_t own_bytes);
 

@@ -56,11 +56,11 @@ struct VulkanBackend::Impl {
   std::unique_ptr<VkContext> ctx;
 
   std::map<WeightHandle, DeviceWeight> weights;
-  std::optional<int> run_requant;            // set_run_requant; else opt->requant
   std::unique_ptr<ThreadPool> requant_pool;  // first re-quantising upload creates it
-  int requant_threads = 0;                   // set_requant_threads; 0: default_thread_count()
-  int requant_mode() const { return run_requant ? *run_requant : opt.ok() ? opt->requant : 0; }
-  GgmlType device_type(const MatrixView& w) const;
+  int requant_mode(const UploadOptions& u) const {
+    return u.requant ? *u.requant : opt.ok() ? opt->requant : 0;
+  }
+  GgmlType device_type(const MatrixView& w, const UploadOptions& u) const;
   WeightHandle next_handle = 1;
   // Matmul scratch: x and y staged in host-visible memory and copied to/from device-local
   // buffers inside the submit, so kernels never read or write across the bus (every workgroup
@@ -86,10 +86,11 @@ struct VulkanBackend::Impl {
 
   Status open_locked(VulkanBackend* self);
   void destroy_all();
+  // Grows scratch buffer b to `bytes` under the run ceiling of the weights it serves.
   Status ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage, Memory where,
-                        std::string_view what);
+                        std::string_view what, std::optional<uint64_t> run_ceiling);
   Status upload_part(const MatrixView& w, const DeviceWeight& wt, DeviceWeight::Part& part,
-                     Buffer& staging);
+                     Buffer& staging, int n_threads);
   Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok);
   // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
   Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
@@ -122,7 +123,7 @@ void VulkanBackend::Impl::destroy_all() {
 void VulkanBackend::Impl::fail(VulkanBackend* self, std::string why) {
   state = State::failed;
   error = std::move(why);
-  if (gpu_backend() == self) set_gpu_backend(nullptr);
+  if (gpu_backend() == self) set_gpu_backend_off("vulkan: off: " + error);
   const bool verbose = opt.ok() ? opt->verbose : std::getenv("FISH_GPU_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "fish: vulkan: off: %s\n", error.c_str());
 }
@@ -177,12 +178,13 @@ Status VulkanBackend::Impl::open_locked(VulkanBackend* self) {
 }
 
 Status VulkanBackend::Impl::ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage,
-                                           Memory where, std::string_view what) {
+                                           Memory where, std::string_view what,
+                                           std::optional<uint64_t> run_ceiling) {
   if (b.bytes >= bytes) return Status::success();
   const uint64_t want = std::max<uint64_t>(align_up(bytes, 64 * 1024), b.bytes * 2);
   ctx->free(b);
-  auto nb = ctx->alloc(want, usage, where, true, what);
-  if (!nb.ok() && want > bytes) nb = ctx->alloc(bytes, usage, where, true, what);
+  auto nb = ctx->alloc(want, usage, where, true, what, run_ceiling);
+  if (!nb.ok() && want > bytes) nb = ctx->alloc(bytes, usage, where, true, what, run_ceiling);
   if (!nb.ok()) return nb.take_error();
   b = std::move(nb).value();
   return Status::success();
@@ -316,56 +318,33 @@ Result<double> VulkanBackend::shader_copy_bytes_per_s(uint64_t bytes, int reps) 
   return vk::shader_copy_bytes_per_s(*impl_->ctx, bytes, reps);
 }
 
-Status VulkanBackend::set_run_budget(std::optional<uint64_t> bytes) {
-  std::lock_guard lock(impl_->mu);
-  FISH_TRY(impl_->open_locked(this));
-  impl_->ctx->budget().set_run_ceiling(bytes);
-  return Status::success();
-}
-
-GgmlType VulkanBackend::Impl::device_type(const MatrixView& w) const {
-  const int mode = requant_mode();
-  if (mode == 0) return w.type;
+GgmlType VulkanBackend::Impl::device_type(const MatrixView& w, const UploadOptions& u) const {
+  const int mode = requant_mode(u);
+  if (mode <= 0 || mode > kRequantModeMax) return w.type;
   const std::optional<GgmlType> to = requant_target(mode, w.type);
   if (!to || w.n_in <= 0 || w.n_in % type_info(*to).block_elems != 0 || !kernel_type(*to))
     return w.type;
   return *to;
 }
 
-Status VulkanBackend::set_run_requant(std::optional<int> mode) {
-  if (mode && (*mode < 0 || *mode > kRequantModeMax))
-    return make_error(
-        "vulkan: gpu_requant {} is not one of 0..{} (0 off, 1 every quantised weight -> fq3, 2 "
-        "q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k)",
-        *mode, kRequantModeMax);
-  std::lock_guard lock(impl_->mu);
-  impl_->run_requant = mode;
-  return Status::success();
-}
-
-void VulkanBackend::set_requant_threads(int n_threads) {
-  std::lock_guard lock(impl_->mu);
-  impl_->requant_threads = std::max(0, n_threads);
-}
-
 int VulkanBackend::requant_mode() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->requant_mode();
+  return impl_->requant_mode({});
 }
 
-GgmlType VulkanBackend::device_type(const MatrixView& w) const {
+GgmlType VulkanBackend::device_type(const MatrixView& w, const UploadOptions& opt) const {
   std::lock_guard lock(impl_->mu);
-  return impl_->device_type(w);
+  return impl_->device_type(w, opt);
 }
 
 bool VulkanBackend::supports(GgmlType t) {
   return open().ok() && kernel_type(t);
 }
 
-uint64_t VulkanBackend::memory_free() {
+uint64_t VulkanBackend::memory_free(const UploadOptions& opt) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->open_locked(this).ok()) return 0;
-  return impl_->ctx->allocatable();
+  return impl_->ctx->allocatable(opt.budget_bytes);
 }
 
 uint64_t VulkanBackend::bytes_resident() const {
@@ -374,7 +353,7 @@ uint64_t VulkanBackend::bytes_resident() const {
 }
 
 Status VulkanBackend::Impl::upload_part(const MatrixView& w, const DeviceWeight& wt,
-                                        DeviceWeight::Part& part, Buffer& staging) {
+                                        DeviceWeight::Part& part, Buffer& staging, int n_threads) {
   const size_t src_row = row_bytes(w.type, w.n_in);
   const size_t elem = w.type == GgmlType::f32 ? 4 : 2;  // only f32/f16 rows are repacked
   const uint32_t rows_per_chunk = uint32_t(staging.bytes / wt.row_bytes);
@@ -382,8 +361,8 @@ Status VulkanBackend::Impl::upload_part(const MatrixView& w, const DeviceWeight&
     const uint32_t n = std::min(rows_per_chunk, part.n_rows - r);
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + size_t(part.row0 + r) * src_row;
     auto* dst = static_cast<uint8_t*>(staging.mapped);
-    if (wt.type != w.type) {  // FISH_GPU_REQUANT: quantised rows, n_in_pad == n_in
-      const int threads = requant_threads > 0 ? requant_threads : default_thread_count();
+    if (wt.type != w.type) {  // re-quantised: quantised rows, n_in_pad == n_in
+      const int threads = n_threads > 0 ? n_threads : default_thread_count();
       if (!requant_pool || requant_pool->size() != threads)
         requant_pool = std::make_unique<ThreadPool>(threads);
       requantize_rows(w.type, src, wt.type, dst, n, w.n_in, *requant_pool);
@@ -403,11 +382,16 @@ Status VulkanBackend::Impl::upload_part(const MatrixView& w, const DeviceWeight&
   return Status::success();
 }
 
-Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
+Result<WeightHandle> VulkanBackend::upload(const MatrixView& w, const UploadOptions& opt) {
+  if (opt.requant && (*opt.requant < 0 || *opt.requant > kRequantModeMax))
+    return make_error(
+        "vulkan: {}: gpu_requant {} is not one of 0..{} (0 off, 1 every quantised weight -> fq3, "
+        "2 q6_k -> q4_k, 3 q4_k -> fq3 and q6_k -> q4_k)",
+        w.name, *opt.requant, kRequantModeMax);
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
   FISH_TRY(m.open_locked(this));
-  const GgmlType dev_type = m.device_type(w);
+  const GgmlType dev_type = m.device_type(w, opt);
   if (!kernel_type(dev_type))
     return make_error("vulkan: {}: type {} has no Vulkan kernel", w.name, type_name(dev_type));
   const TypeInfo& ti = type_info(w.type);
@@ -423,6 +407,7 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
   wt.type = dev_type;
   wt.from = w.type;
   wt.from_bytes = w.n_bytes;
+  wt.budget_bytes = opt.budget_bytes;
   wt.n_in = uint32_t(w.n_in);
   wt.n_in_pad =
       uint32_t(ti.is_quantized() ? w.n_in : int64_t(align_up(uint64_t(w.n_in), FISH_K_ALIGN)));
@@ -453,7 +438,7 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
     p.n_rows = std::min(rows_per_part, wt.n_out - r0);
     auto buf = m.ctx->alloc(uint64_t(p.n_rows) * dev_row + kBufferPad,
                             VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                            Memory::device, true, w.name);
+                            Memory::device, true, w.name, opt.budget_bytes);
     if (!buf.ok()) {
       s = buf.take_error();
       break;
@@ -461,7 +446,7 @@ Result<WeightHandle> VulkanBackend::upload(const MatrixView& w) {
     p.buf = std::move(buf).value();
     wt.bytes += p.buf.alloc_bytes;
     wt.parts.push_back(p);
-    s = m.upload_part(w, wt, wt.parts.back(), *staging);
+    s = m.upload_part(w, wt, wt.parts.back(), *staging, opt.n_threads);
   }
   m.ctx->free(*staging);
   if (!s.ok()) {
@@ -516,13 +501,14 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
       return make_error("vulkan: matmul_group: {} has n_in {}, expected {}", w->name, w->n_in,
                         n_in);
   }
+  const std::optional<uint64_t> ceiling = tightest_budget(ws);  // the scratch serves these
   // Inputs: n_tok rows of x_stride floats (zero padding for f32/f16 rows).
   const uint64_t x_bytes = uint64_t(n_tok) * x_stride * 4 + kBufferPad;
   FISH_TRY(ensure_scratch(x_host, x_bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, Memory::host,
-                          "matmul input"));
+                          "matmul input", ceiling));
   FISH_TRY(ensure_scratch(x_dev, x_bytes,
                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                          Memory::device, "matmul input"));
+                          Memory::device, "matmul input", ceiling));
   auto* xd = static_cast<float*>(x_host.mapped);
   if (x_stride == n_in) {
     std::memcpy(xd, x, size_t(n_tok) * n_in * 4);
@@ -540,14 +526,14 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
     y_bytes = align_up(y_bytes + uint64_t(n_tok) * ws[i]->n_out * 4, ctx->binding_align());
   }
   FISH_TRY(ensure_scratch(y_host, y_bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, Memory::host,
-                          "matmul output"));
+                          "matmul output", ceiling));
   FISH_TRY(ensure_scratch(y_dev, y_bytes,
                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
-                          Memory::device, "matmul output"));
+                          Memory::device, "matmul output", ceiling));
 
   if (any_idot(ws, n_tok))
     FISH_TRY(ensure_scratch(xq_dev, q8_bytes(x_stride), VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                            Memory::device, "matmul input q8_1"));
+                            Memory::device, "matmul input q8_1", ceiling));
   FISH_TRY(sets.reset());
   FISH_TRY(cmds.begin());
   cmds.copy(x_host, 0, x_dev, 0, x_bytes);
@@ -639,8 +625,10 @@ Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int re
   const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
-  FISH_TRY(m.ensure_scratch(m.x_dev, x_bytes, usage, Memory::device, "matmul input"));
-  FISH_TRY(m.ensure_scratch(m.y_dev, y_bytes, usage, Memory::device, "matmul output"));
+  FISH_TRY(
+      m.ensure_scratch(m.x_dev, x_bytes, usage, Memory::device, "matmul input", w->budget_bytes));
+  FISH_TRY(
+      m.ensure_scratch(m.y_dev, y_bytes, usage, Memory::device, "matmul output", w->budget_bytes));
   FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
   Status s = [&]() -> Status {
     FISH_TRY(m.sets.reset());
@@ -764,7 +752,10 @@ namespace {
 // Registers the process's backend before main(); touches no driver (seed: a Vulkan instance
 // created under a loader lock can deadlock). Leaked on purpose: no teardown at exit.
 VulkanBackend* register_at_startup() {
-  if (gpu_disabled_by(std::getenv("FISH_GPU"))) return nullptr;
+  if (const char* v = std::getenv("FISH_GPU"); gpu_disabled_by(v)) {
+    set_gpu_backend_off(fmt::format("vulkan: off: disabled by FISH_GPU={}", v ? v : ""));
+    return nullptr;
+  }
   auto* b = new VulkanBackend(VulkanOptions::from_env());
   set_gpu_backend(b);
   return b;
@@ -786,12 +777,6 @@ std::string vulkan_status() {
     return fmt::format("vulkan: off: disabled by FISH_GPU={}", v ? v : "");
   }
   return vk::startup_backend()->status();
-}
-
-std::string vulkan_describe() {
-  if (!vk::startup_backend()) return vulkan_status();
-  const std::string d = vk::startup_backend()->describe();
-  return d.empty() ? vulkan_status() : d;
 }
 
 }  // namespace fish::gpu

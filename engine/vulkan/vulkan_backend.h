@@ -7,14 +7,16 @@
 // Start-up: a static initializer registers one backend (set_gpu_backend) unless FISH_GPU is
 // 0/off/false/no; it touches no driver. The device opens lazily on the first query (supports,
 // memory_free, upload). If opening fails the backend unregisters itself (gpu_backend() becomes
-// nullptr, the engine runs CPU-only); the reason is in vulkan_status() and, with
+// nullptr, the engine runs CPU-only); the reason is in gpu_backend_status() and, with
 // FISH_GPU_VERBOSE=1, on stderr. The registered object is never deleted (no driver calls at
 // process exit); deleting a backend explicitly releases everything it holds.
 //
 // Memory (seed "Budgets and knobs"): free = heap budget - heap usage (VK_EXT_memory_budget), or
 // 80% of the heap minus FISH's own allocations without it. FISH's ceiling on its own bytes
-// (weights + scratch) is FISH_VRAM_BUDGET_MB or 85% of free at open. An allocation is refused
-// when it would pass the ceiling or leave less than max(256 MB, 10% of the heap) free.
+// (weights + scratch) is FISH_VRAM_BUDGET_MB or 85% of free at open, or the run's own
+// (UploadOptions::budget_bytes, capped by FISH_VRAM_BUDGET_MB) for the uploads given one and for
+// the scratch and spans over those weights. An allocation is refused when it would pass the
+// ceiling or leave less than max(256 MB, 10% of the heap) free.
 #pragma once
 
 #include <cstdint>
@@ -61,17 +63,17 @@ class VulkanBackend final : public ComputeBackend {
 
   // Opens the device on the first call; later calls return the same outcome.
   // Errors: as VulkanDevice::open, pipeline-layout creation.
-  Status open();
+  Status open() override;
   // "vulkan: <device> ..." when open, "vulkan: off: <reason>" after a failure, or that the
   // device is not opened yet.
-  std::string status() const;
+  std::string status() const override;
   // One line for stats: device, resident weights by type and live spans, e.g.
   // "vulkan llvmpipe: 12 MB weights, 7 x q4_1 12 MB; span 30 layers, KV 15 MB f16; prefill
   // tiled f32" (or "prefill coopmat 16x16x16 tiles l/m/s", FISH_VK_COOPMAT_TILE's when forced);
   // weights re-quantised at upload by (from, to) pair with the bytes they had in the model (MiB,
   // like the device bytes): "vulkan NVIDIA ...: 2359 MB weights, 134 x q4_k->fq3 1740 MB (from
   // 2236), 21 x q6_k->q4_k 619 MB (from 903); span 22 layers, KV 44 MB f16".
-  std::string describe() const;
+  std::string describe() const override;
   // Opens the device (if not yet) and reports devices, budget and residency.
   BackendInfo info();
 
@@ -87,38 +89,27 @@ class VulkanBackend final : public ComputeBackend {
   // buffers start with a host pattern that is read back and compared after the copies, so a
   // wrong copy is an error. Errors: bytes is not a positive multiple of 16 (or exceeds the
   // storage buffer range), the budget refuses the buffers, the copy differs, a device error.
-  Result<double> shader_copy_bytes_per_s(uint64_t bytes, int reps);
+  Result<double> shader_copy_bytes_per_s(uint64_t bytes, int reps) override;
 
-  // FISH's ceiling for the allocations that follow (fish run's per-cell vram_budget_mb):
-  // VramBudget::set_run_ceiling, so FISH_VRAM_BUDGET_MB still caps it; nullopt restores the
-  // ceiling at open. Opens the device if not yet. Errors: the device cannot be opened.
-  Status set_run_budget(std::optional<uint64_t> bytes);
-
-  // The re-quantisation mode for the uploads that follow (fish run's per-cell gpu_requant,
-  // `fish generate --gpu-requant`): 0..kRequantModeMax, nullopt restores FISH_GPU_REQUANT's.
-  // Weights already resident keep their type. Errors: a mode outside 0..kRequantModeMax.
-  Status set_run_requant(std::optional<int> mode);
-  // The mode uploads use now (FISH_GPU_REQUANT unless set_run_requant chose one; 0 when the
+  // The mode an upload without UploadOptions::requant uses: FISH_GPU_REQUANT (0 when the
   // options were invalid).
   int requant_mode() const;
-  // Threads of the re-quantising uploads that follow (the run's n_threads; 0: FISH_THREADS or
-  // every hardware thread, the default). The bytes do not depend on it.
-  void set_requant_threads(int n_threads);
-  // The type upload(w) would put on the device under the current mode: the mode's target
-  // (kernels/requant.h requant_target) when w.n_in is a multiple of its block, else w.type.
-  GgmlType device_type(const MatrixView& w) const;
+  // The type upload(w, opt) would put on the device: the mode's target (kernels/requant.h
+  // requant_target) when w.n_in is a multiple of its block, else w.type (also for a mode outside
+  // 0..kRequantModeMax, which upload refuses).
+  GgmlType device_type(const MatrixView& w, const UploadOptions& opt = {}) const;
 
   // supports(t): t has kernels (re-quantisation does not widen it: a mode-1 upload of a q3_k
   // weight works although supports(q3_k) is false; upload() is the test that counts).
   bool supports(GgmlType t) override;
-  // Under a re-quantisation mode (FISH_GPU_REQUANT, set_run_requant) the device copy is
-  // device_type(w): rows are dequantised and re-quantised (kernels/requant.h requantize_rows)
-  // chunk by chunk into the staging buffer on the backend's thread pool (set_requant_threads;
-  // created on the first conversion); w's memory and the CPU path are untouched.
-  Result<WeightHandle> upload(const MatrixView& w) override;
+  // Under a re-quantisation mode (opt.requant, else FISH_GPU_REQUANT) the device copy is
+  // device_type(w, opt): rows are dequantised and re-quantised (kernels/requant.h
+  // requantize_rows) chunk by chunk into the staging buffer on a thread pool of opt.n_threads
+  // (kept while the next conversion asks for as many); w's memory and the CPU path are untouched.
+  Result<WeightHandle> upload(const MatrixView& w, const UploadOptions& opt = {}) override;
   Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
   Status matmul_group(std::span<const MatmulOp> ops, const float* x, int64_t n_tok) override;
-  uint64_t memory_free() override;
+  uint64_t memory_free(const UploadOptions& opt = {}) override;
   uint64_t bytes_resident() const override;
   void release(WeightHandle w) override;
   // Stage 2 (engine/vulkan/vulkan_span.h). FISH_GPU_PROFILE=2 adds per-stage timestamps.
@@ -167,6 +158,4 @@ namespace fish::gpu {
 // Why the GPU backend is or is not in use (see VulkanBackend::status; "vulkan: off: disabled
 // by FISH_GPU=0" when it was never registered).
 std::string vulkan_status();
-// VulkanBackend::describe() of the start-up backend, or vulkan_status() when there is none.
-std::string vulkan_describe();
 }  // namespace fish::gpu

@@ -147,7 +147,7 @@ std::vector<float> VulkanSpan::build_params() {
 
 Status VulkanSpan::upload_params(const std::vector<float>& prm) {
   FISH_ASSIGN_OR_RETURN(Buffer st, ctx_.alloc(prm.size() * 4, VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
-                                              Memory::host, true, "span params staging"));
+                                              Memory::host, true, "span params staging", budget_));
   std::memcpy(st.mapped, prm.data(), prm.size() * 4);
   Status s = [&]() -> Status {
     FISH_TRY(cmds_.begin());
@@ -290,6 +290,11 @@ bool VulkanSpan::wants_head() const {
 
 Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(check_shapes());
+  std::vector<const DeviceWeight*> mine;
+  for (const SpanDesc::Layer& l : d_.layers)
+    for (WeightHandle h : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, d_.output})
+      if (auto it = weights.find(h); it != weights.end()) mine.push_back(&it->second);
+  budget_ = tightest_budget(mine);
   const int64_t E = p_.n_embd, KV = p_.kv_dim(), hd = p_.head_dim;
   for (size_t i = 0; i < d_.layers.size(); ++i) {
     const LayerWeights& L = *d_.layers[i].w;
@@ -320,18 +325,18 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
     return make_error("span: a KV of {} layers x {} positions exceeds the storage buffer range",
                       d_.layers.size(), d_.n_ctx);
 
-  FISH_ASSIGN_OR_RETURN(arena_,
-                        ctx_.alloc(arena_bytes_, kDeviceUsage, Memory::device, true, "span arena"));
   FISH_ASSIGN_OR_RETURN(
-      params_, ctx_.alloc(prm.size() * 4 + 16, kDeviceUsage, Memory::device, true, "span params"));
+      arena_, ctx_.alloc(arena_bytes_, kDeviceUsage, Memory::device, true, "span arena", budget_));
+  FISH_ASSIGN_OR_RETURN(params_, ctx_.alloc(prm.size() * 4 + 16, kDeviceUsage, Memory::device, true,
+                                            "span params", budget_));
   FISH_ASSIGN_OR_RETURN(
       x_host_, ctx_.alloc(uint64_t(d_.max_tok * E) * 4,
                           VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                          Memory::host, true, "span x staging"));
+                          Memory::host, true, "span x staging", budget_));
   if (has_head_) {
     FISH_ASSIGN_OR_RETURN(head_host_, ctx_.alloc(uint64_t(p_.n_vocab + kHeadRows) * 4,
                                                  VK_BUFFER_USAGE_TRANSFER_DST_BIT, Memory::host,
-                                                 true, "span head staging"));
+                                                 true, "span head staging", budget_));
   }
   FISH_ASSIGN_OR_RETURN(cmds_, Commands::create(ctx_));
   FISH_TRY(upload_params(prm));
@@ -372,9 +377,9 @@ Status VulkanSpan::reserve_locked(int64_t n) {
   // positions of every layer over in one submit.
   const uint64_t words_pos = uint64_t(p_.kv_dim() / 2);
   const uint64_t n_layer = layers_.size();
-  FISH_ASSIGN_OR_RETURN(Buffer nk,
-                        ctx_.alloc(n_layer * 2 * uint64_t(n) * words_pos * 4 + 16, kDeviceUsage,
-                                   Memory::device, true, fmt::format("span KV ({} positions)", n)));
+  FISH_ASSIGN_OR_RETURN(Buffer nk, ctx_.alloc(n_layer * 2 * uint64_t(n) * words_pos * 4 + 16,
+                                              kDeviceUsage, Memory::device, true,
+                                              fmt::format("span KV ({} positions)", n), budget_));
   if (kv_.buf && kv_len_ > 0) {
     std::vector<VkBufferCopy> copies;
     for (uint64_t l = 0; l < 2 * n_layer; ++l)  // K and V of each layer

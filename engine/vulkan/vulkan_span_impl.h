@@ -167,6 +167,9 @@ class VulkanSpan final : public LayerSpan {
   VkContext& ctx_;
   ModelParams p_;
   SpanDesc d_;
+  // The tightest run ceiling of the span's weights (tightest_budget): its arena, params, staging
+  // and KV (also when the KV grows) allocate under the budget its weights were placed under.
+  std::optional<uint64_t> budget_;
   std::vector<LayerState> layers_;
   Buffer arena_, params_, kv_, x_host_;
   // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the

@@ -26,7 +26,7 @@ class FailingBackend final : public ComputeBackend {
  public:
   explicit FailingBackend(bool accept) : accept_(accept) {}
   bool supports(GgmlType) override { return accept_; }
-  Result<WeightHandle> upload(const MatrixView& w) override {
+  Result<WeightHandle> upload(const MatrixView& w, const UploadOptions& = {}) override {
     if (!accept_) return make_error("{}: not supported", w.name);
     resident_ += w.n_bytes;
     return ++next_;
@@ -39,7 +39,7 @@ class FailingBackend final : public ComputeBackend {
     ++calls_;
     return make_error("device lost");
   }
-  uint64_t memory_free() override { return uint64_t(1) << 40; }
+  uint64_t memory_free(const UploadOptions& = {}) override { return uint64_t(1) << 40; }
   uint64_t bytes_resident() const override { return resident_; }
   void release(WeightHandle) override {}
   int64_t calls() const { return calls_; }

@@ -117,13 +117,13 @@ TEST(GpuPlacement, FishGpuLayersCapsTheCount) {
   auto cap = gpu_layers_from_env();
   unsetenv("FISH_GPU_LAYERS");
   ASSERT_TRUE(cap.ok());
-  auto pl = GpuPlacement::place_layers(*model, *b, cap.value());
+  auto pl = GpuPlacement::place_layers(*model, *b, test::placement_request(cap.value()));
   EXPECT_TRUE(pl->output_on_gpu());
   EXPECT_EQ(pl->n_gpu_layers(), 3);
   EXPECT_EQ(pl->first_gpu_layer(), 5);
   EXPECT_EQ(pl->handle(&model->layers()[4].wq), 0u);
   EXPECT_NE(pl->handle(&model->layers()[5].wq), 0u);
-  auto none = GpuPlacement::place_layers(*model, *b, 0);
+  auto none = GpuPlacement::place_layers(*model, *b, test::placement_request(0));
   EXPECT_FALSE(none->output_on_gpu());
   EXPECT_EQ(none->n_gpu_layers(), 0);
   setenv("FISH_GPU_LAYERS", "-2", 1);
@@ -140,7 +140,8 @@ TEST(GpuPlacement, SmallCardBudgetPlacesWhatFitsAndTheSessionStillMatchesCpu) {
   {
     auto b = backend_with_budget(nullptr);
     for (int k : {want, want + 1})
-      bytes_for[size_t(k)] = GpuPlacement::place_layers(*model, *b, k)->bytes();
+      bytes_for[size_t(k)] =
+          GpuPlacement::place_layers(*model, *b, test::placement_request(k))->bytes();
   }
   const uint64_t budget_mb = (bytes_for[want] >> 20) + 1;  // fits 3 layers, not 4
   ASSERT_GT(bytes_for[want + 1], budget_mb << 20) << "layers too small for an MB budget";

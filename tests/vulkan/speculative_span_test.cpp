@@ -54,7 +54,8 @@ Gpu place(const Model& m) {
   const Status st = g.backend->open();
   EXPECT_TRUE(st.ok()) << st.error().message;
   if (!st.ok()) return g;
-  g.placement = GpuPlacement::place_layers(m, *g.backend, -1, SpanRequest{kCtx, 32, 32});
+  g.placement = GpuPlacement::place_layers(m, *g.backend,
+                                           test::placement_request(-1, SpanRequest{kCtx, 32, 32}));
   return g;
 }
 

@@ -20,22 +20,23 @@ TEST(VramBudget, CeilingIs85PercentOfFreeAtOpenOrTheEnvBudget) {
 }
 
 TEST(VramBudget, ARunCeilingReplacesTheOpenOneButNeverPassesTheEnvBudget) {
-  VramBudget b = VramBudget::at_open(8192 * MB, 8000 * MB, std::nullopt);
-  b.set_run_ceiling(4096 * MB);
-  EXPECT_EQ(b.ceiling_bytes, 4096 * MB);
-  const std::string r = b.refusal(100 * MB, 4000 * MB, 8000 * MB);
+  const VramBudget b = VramBudget::at_open(8192 * MB, 8000 * MB, std::nullopt);
+  const VramBudget run = b.under(4096 * MB);
+  EXPECT_EQ(run.ceiling_bytes, 4096 * MB);
+  EXPECT_TRUE(run.ceiling_from_run);
+  const std::string r = run.refusal(100 * MB, 4000 * MB, 8000 * MB);
   EXPECT_NE(r.find("vram_budget_mb"), std::string::npos) << r;
-  b.set_run_ceiling(std::nullopt);
+  // The budget itself is a value: a run's ceiling never changes it.
   EXPECT_EQ(b.ceiling_bytes, 8000 * MB / 100 * 85);
   EXPECT_FALSE(b.ceiling_from_run);
+  EXPECT_EQ(b.under(std::nullopt).ceiling_bytes, b.ceiling_bytes);
+  EXPECT_FALSE(b.under(std::nullopt).ceiling_from_run);
 
-  VramBudget e = VramBudget::at_open(8192 * MB, 8000 * MB, 2048 * MB);  // FISH_VRAM_BUDGET_MB
-  e.set_run_ceiling(4096 * MB);
-  EXPECT_EQ(e.ceiling_bytes, 2048 * MB);
-  EXPECT_NE(e.refusal(100 * MB, 2000 * MB, 8000 * MB).find("FISH_VRAM_BUDGET_MB"),
+  const VramBudget e = VramBudget::at_open(8192 * MB, 8000 * MB, 2048 * MB);  // FISH_VRAM_BUDGET_MB
+  EXPECT_EQ(e.under(4096 * MB).ceiling_bytes, 2048 * MB);
+  EXPECT_NE(e.under(4096 * MB).refusal(100 * MB, 2000 * MB, 8000 * MB).find("FISH_VRAM_BUDGET_MB"),
             std::string::npos);
-  e.set_run_ceiling(1024 * MB);
-  EXPECT_EQ(e.ceiling_bytes, 1024 * MB);
+  EXPECT_EQ(e.under(1024 * MB).ceiling_bytes, 1024 * MB);
 }
 
 TEST(VramBudget, HeadroomIsTheLargerOf256MbAnd10PercentOfHeap) {

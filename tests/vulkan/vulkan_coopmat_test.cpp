@@ -461,8 +461,8 @@ std::shared_ptr<const Model> synthetic_model(const char* arch, int64_t window) {
 std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBackend& b,
                                const std::vector<int32_t>& tokens, size_t n_prefill) {
   std::vector<float> all;
-  std::shared_ptr<const GpuPlacement> pl =
-      GpuPlacement::place_layers(*model, b, -1, SpanRequest{kCtx, 128, 16});
+  std::shared_ptr<const GpuPlacement> pl = GpuPlacement::place_layers(
+      *model, b, test::placement_request(-1, SpanRequest{kCtx, 128, 16}));
   EXPECT_TRUE(pl->span()) << pl->summary();
   SessionOptions opt;
   opt.n_ctx = kCtx;

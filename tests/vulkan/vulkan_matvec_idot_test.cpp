@@ -490,7 +490,8 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   std::vector<int32_t> greedy, from_logits;
   std::string profile;
   {
-    auto pl = GpuPlacement::place_layers(*model, b, -1, SpanRequest{64, 64, 8});
+    auto pl =
+        GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
     ASSERT_TRUE(pl->span()) << pl->summary();
     ASSERT_TRUE(pl->span()->has_head());
     SessionOptions so;
@@ -560,7 +561,8 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   };
   std::vector<float> span_lg, matmul_lg, cpu_lg;
   {
-    auto pl = GpuPlacement::place_layers(*model, *backend_, -1, SpanRequest{64, 64, 8});
+    auto pl = GpuPlacement::place_layers(*model, *backend_,
+                                         test::placement_request(-1, SpanRequest{64, 64, 8}));
     ASSERT_TRUE(pl->span()) << pl->summary();
     span_lg = run(pl);
   }

@@ -64,25 +64,39 @@ TEST(GpuRequant, ModeComesFromFishGpuRequantAndAnInvalidValueFailsTheOpenNamingI
   }
 }
 
-TEST(GpuRequant, RunModeOverridesTheEnvironmentUntilCleared) {
+TEST(GpuRequant, AnUploadsOwnModeOverridesTheEnvironmentForThatUploadOnly) {
   auto b = backend_with("2", nullptr);
-  ASSERT_TRUE(b->set_run_requant(0).ok());
-  EXPECT_EQ(b->requant_mode(), 0);
-  ASSERT_TRUE(b->set_run_requant(3).ok());
-  EXPECT_EQ(b->requant_mode(), 3);
-  const Status bad = b->set_run_requant(4);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("gpu_requant 4"), std::string::npos) << bad.error().message;
-  EXPECT_EQ(b->requant_mode(), 3);  // a refused mode changes nothing
-  ASSERT_TRUE(b->set_run_requant(std::nullopt).ok());
-  EXPECT_EQ(b->requant_mode(), 2);
+  ASSERT_TRUE(b->open().ok());
+  std::mt19937 rng(31);
+  const std::vector<uint8_t> q6 = test::random_weights(GgmlType::q6_k, 8, 512, rng);
+  const MatrixView w = view(q6, GgmlType::q6_k, 8, 512, "q6");
+  auto by_env = b->upload(w);  // FISH_GPU_REQUANT=2: q6_k -> q4_k
+  ASSERT_TRUE(by_env.ok()) << by_env.error().message;
+  UploadOptions off;
+  off.requant = 0;
+  auto own = b->upload(w, off);
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_NE(b->describe().find("1 x q6_k->q4_k"), std::string::npos) << b->describe();
+  EXPECT_NE(b->describe().find("1 x q6_k "), std::string::npos) << b->describe();
+  EXPECT_EQ(b->requant_mode(), 2);  // the backend's own mode is untouched
+  UploadOptions bad;
+  bad.requant = 4;
+  const uint64_t before = b->bytes_resident();
+  auto refused = b->upload(w, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("gpu_requant 4"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(b->bytes_resident(), before);  // a refused upload changes nothing
+  b->release(by_env.value());
+  b->release(own.value());
 }
 
 TEST(GpuRequant, DeviceTypeFollowsTheModeWhereRowsHoldWhole256Blocks) {
   auto b = backend_with(nullptr, nullptr);
   auto type_of = [&](int mode, GgmlType t, int64_t n_in) {
-    EXPECT_TRUE(b->set_run_requant(mode).ok());
-    return b->device_type(MatrixView{nullptr, t, n_in, 8, 0, "w"});
+    UploadOptions u;
+    u.requant = mode;
+    return b->device_type(MatrixView{nullptr, t, n_in, 8, 0, "w"}, u);
   };
   using T = GgmlType;
   for (T t : {T::q4_k, T::q6_k, T::q8_0, T::f16}) EXPECT_EQ(type_of(0, t, 512), t);
@@ -110,8 +124,9 @@ TEST(GpuRequant, Mode1MakesATypeWithoutKernelsUploadableAsFq3) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("q3_k has no Vulkan kernel"), std::string::npos)
       << refused.error().message;
-  ASSERT_TRUE(b->set_run_requant(1).ok());
-  auto h = b->upload(w);
+  UploadOptions fq3_copy;
+  fq3_copy.requant = 1;
+  auto h = b->upload(w, fq3_copy);
   ASSERT_TRUE(h.ok()) << h.error().message;
   ThreadPool pool(1);
   std::vector<uint8_t> fq3(row_bytes(GgmlType::fq3, n_in) * size_t(n_out));
@@ -136,13 +151,15 @@ void check_block0_requantised(const char* file, int mode, int expect_converted) 
   ASSERT_TRUE(model.ok()) << model.error().message;
   auto b = backend_with(nullptr, nullptr);
   ASSERT_TRUE(b->open().ok());
-  ASSERT_TRUE(b->set_run_requant(mode).ok());
+  UploadOptions u;
+  u.requant = mode;
+  u.n_threads = 2;
   ThreadPool pool(2);
   std::mt19937 rng(17);
   const LayerWeights& L = model.value()->layers()[0];
   int converted = 0;
   for (const MatrixView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
-    const GgmlType to = b->device_type(*w);
+    const GgmlType to = b->device_type(*w, u);
     std::vector<uint8_t> bytes;
     MatrixView ref_view = *w;
     if (to != w->type) {
@@ -151,7 +168,7 @@ void check_block0_requantised(const char* file, int mode, int expect_converted) 
       requantize_rows(w->type, w->data, to, bytes.data(), w->n_out, w->n_in, pool);
       ref_view = view(bytes, to, w->n_out, w->n_in, w->name);
     }
-    auto h = b->upload(*w);
+    auto h = b->upload(*w, u);
     ASSERT_TRUE(h.ok()) << h.error().message;
     for (int64_t n_tok : {int64_t(1), int64_t(37)}) {
       const std::vector<float> x = test::random_input(n_tok * w->n_in, rng);
@@ -215,8 +232,9 @@ TEST(GpuRequant, DescribeShowsEachPairWithItsDeviceAndModelBytes) {
   EXPECT_NE(b->describe().find("3 x q4_k->fq3 5 MB (from 7)"), std::string::npos) << b->describe();
   for (WeightHandle h : hs) b->release(h);
   // Mode 0: the same weights keep their types, no pair.
-  ASSERT_TRUE(b->set_run_requant(0).ok());
-  auto h = b->upload(view(q4, GgmlType::q4_k, 4096, 1024, "q4"));
+  UploadOptions off;
+  off.requant = 0;
+  auto h = b->upload(view(q4, GgmlType::q4_k, 4096, 1024, "q4"), off);
   ASSERT_TRUE(h.ok());
   EXPECT_GT(b->bytes_resident(), fq3_bytes / 3 * 144 / 113);
   EXPECT_EQ(b->describe().find("->"), std::string::npos) << b->describe();
@@ -251,7 +269,7 @@ TEST(GpuRequant, Mode3PlacesMoreGemmaLayersUnderATightBudgetAndAsManyUnderALoose
   {
     auto b = backend_with("0", nullptr);
     ASSERT_TRUE(b->open().ok());
-    bytes_k = GpuPlacement::place_layers(m, *b, k)->bytes();
+    bytes_k = GpuPlacement::place_layers(m, *b, test::placement_request(k))->bytes();
   }
   const std::string tight = std::to_string((bytes_k >> 20) + 1);
   std::string describe0, describe3;

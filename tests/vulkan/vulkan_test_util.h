@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/gpu_placement.h"
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
 #include "fish_vk_q8.h"
@@ -45,6 +46,15 @@ class ScopedEnv {
   std::string old_;
   bool had_ = false;
 };
+
+// A placement request of at most max_layers layers (-1: all that fit) with `span` (n_ctx 0: none),
+// every upload under the backend's own settings.
+inline GpuRequest placement_request(int64_t max_layers, SpanRequest span = {}) {
+  GpuRequest r;
+  r.max_layers = max_layers;
+  r.span = span;
+  return r;
+}
 
 // Writes a Q4_K_M synthetic model of `shape` under temp_dir() as `file` and loads it; null (with a
 // test failure recorded) when either step fails.
