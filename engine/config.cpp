@@ -53,7 +53,7 @@ std::span<const FieldSpec<Config>> config_fields() {
        3},
       {"kquant_repack",
        &Config::kquant_repack,
-       "Q4_K/Q5_K/Q6_K/Q8_0 matrices repacked at load into the x16 interleaved layout (16 "
+       "Q4_K/Q5_K/Q6_K/Q8_0/Q5_0 matrices repacked at load into the x16 interleaved layout (16 "
        "rows per panel; kernels/kquant_x16.h), replacing the GGUF bytes in memory: auto (on where "
        "the kernel ISA is avx2 or avx512 and weight_path is auto/gguf; at avx512 Q8_0 stays GGUF), "
        "on, off, keep (on, GGUF pages kept)",

@@ -549,7 +549,7 @@ bool CellRunner::open_paths(size_t i, double t0, std::vector<PathRun>& runs) {
       continue;
     }
     SessionOptions& opt = plan.value().session;
-    PathRun r{a, nullptr, nullptr};
+    PathRun r{a, nullptr, nullptr, {}};
     if (plan.value().gpu) {
       auto pl = CellPlacement::place(*L.model, *plan.value().gpu);
       if (!pl.ok()) {
