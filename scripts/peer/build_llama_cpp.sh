@@ -94,6 +94,15 @@ for href in re.findall(r"href=\"([^\"]+)\"", sys.stdin.read()):
   printf '%s' "$f"
 }
 
+# One caller at a time per backend (a test, a helper, a second shell): the download, the work
+# directory and the output directory are shared, and two builds in one work tree fail each other.
+# The second caller waits, then finds the first one's build up to date below.
+if [ "$print_dir" = 0 ] && [ -z "$pack_out" ]; then
+  mkdir -p "$cache/peer"
+  exec 9>"$cache/peer/.lock-$commit_short-$backend"
+  flock 9 || die "cannot lock $cache/peer/.lock-$commit_short-$backend"
+fi
+
 [ -n "$src" ] || src=$(fetch_sdist)
 [ -f "$src" ] || die "source tarball '$src' does not exist"
 
