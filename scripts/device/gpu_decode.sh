@@ -26,6 +26,7 @@
 #                 bench invocation after step 2, into vulkan_verify_bench.json
 #   HOST_TESTS=1  the CPU kernel tests on the host (fish_test_kernels Kx16* / VecDot* / Registry*,
 #                 fish_test_engine KquantRepack*; pack them into .devcarry/bin) while step 1 runs
+#   RUN_S         seconds a config's fish run may take (default 120; 80 cut the 8B cell once)
 #   PREFILL_BENCH a --benchmark_filter run last, while the budget lasts (BM_VulkanCoopmatPeak /
 #                 BM_VulkanPrefillMatmul tiles), into vulkan_prefill_bench.json
 #
@@ -150,9 +151,9 @@ knobs() {
   esac
 }
 for mode in $modes; do
-  left 45 "fish run gpu_decode ($mode)" || continue
+  left ${RUN_S:-120} "fish run gpu_decode ($mode)" || continue
   stamp "fish run gpu_decode ($mode)"
-  env $(knobs $mode) timeout 80 $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
+  env $(knobs $mode) timeout ${RUN_S:-120} $B/fish run experiments/gpu_decode.json --out $W/runs-$mode \
     > $W/run-gpu_decode-$mode.log 2>&1
   echo "rc=$?" >> $W/run-gpu_decode-$mode.log
   grep -hE "^fish run: \[|rc=" $W/run-gpu_decode-$mode.log | cut -c1-200 | sed "s/^/run $mode: /" | tee -a $W/summary.txt
