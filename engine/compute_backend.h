@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,6 +101,10 @@ class ComputeBackend {
     (void)bytes, (void)reps;
     return make_error("gpu: this backend has no copy bandwidth measurement");
   }
+  // The most tokens a matmul may hold and still run, row by row, the arithmetic of a one-token
+  // matmul (bitwise the same y rows): a speculative verify's bound for output identical to plain
+  // greedy decoding. Unbounded unless a backend switches kernels (and rounding) with n_tok.
+  virtual int64_t decode_exact_tokens() const { return std::numeric_limits<int64_t>::max(); }
 };
 
 // The registered GPU backend, or nullptr (never registered, disabled by FISH_GPU=0, or it failed

@@ -6,12 +6,14 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/fault_injection.h"
 #include "engine/sampling.h"
 #include "kernels/kquant_x16.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/w4a8.h"
 #include "kernels/registry.h"
 
 namespace fish {
@@ -650,6 +652,15 @@ SessionMemory Session::memory_estimate(const Model& model, const SessionOptions&
     m.int4 = uint64_t(elems * per_weight * dup);
   }
   return m;
+}
+
+int64_t Session::decode_exact_tokens() const {
+  int64_t n = std::numeric_limits<int64_t>::max();
+  if (weight_path_ == WeightPath::w4a8) n = std::min(n, kW4A8AmxMinTokens);
+  if (weight_path_ == WeightPath::w4a16) n = std::min(n, opt_.weights.dequant_threshold);
+  if (opt_.gpu && (opt_.gpu->n_gpu_layers() > 0 || opt_.gpu->output_on_gpu()))
+    n = std::min(n, opt_.gpu->backend().decode_exact_tokens());
+  return std::max<int64_t>(n, 1);
 }
 
 }  // namespace fish

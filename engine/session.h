@@ -119,6 +119,12 @@ class Session {
   Status kv_truncate(int64_t n);
   // Empties the cache (never fails).
   void reset();
+  // The most tokens one forward may hold so that every row runs the kernels (and the rounding)
+  // of a one-token step, the bound on a speculative verify whose output must equal plain greedy
+  // decoding: the GPU backend's decode_exact_tokens() when a placement holds any matrix,
+  // kW4A8AmxMinTokens on w4a8 (AMX tiles past it), dequant_threshold on w4a16 (dequantise +
+  // GEMM past it); unbounded on the GGUF and reference CPU paths.
+  int64_t decode_exact_tokens() const;
   // Whether the GPU layer span runs this session's last layers (stage 2).
   bool span_active() const { return span_ != nullptr; }
   // GPU calls that failed and ran on the CPU instead, since creation (a row's cpu_fallback

@@ -18,7 +18,12 @@ Result<std::vector<int32_t>> ModelDrafter::draft(std::span<const int32_t> ctx, i
   size_t keep = 0;
   while (keep < fed_.size() && keep < ctx.size() && fed_[keep] == ctx[keep]) ++keep;
   keep = std::min(keep, ctx.size() - 1);
-  FISH_TRY(s_.kv_truncate(int64_t(keep)));
+  // A sliding-window ring may no longer hold the rows a long rollback needs (a new repetition
+  // after a long generation): start over from an empty cache then.
+  if (!s_.kv_truncate(int64_t(keep)).ok()) {
+    s_.reset();
+    keep = 0;
+  }
   fed_.resize(keep);
   if (int64_t(ctx.size()) + n - 1 > s_.n_ctx()) n = s_.n_ctx() - int64_t(ctx.size()) + 1;
   if (n < 1) return out;  // the draft session's context is full: no draft
@@ -118,8 +123,11 @@ Result<SpeculativeStats> speculative_decode(Session& target, Drafter& drafter,
   bool go = n_predict > 0 && sink(first);
   st.generated = n_predict > 0 ? 1 : 0;
   std::vector<int32_t> batch;
+  // Drafts a verify may hold so that its rows run the kernels of a one-token step (the GPU's
+  // decode matvec, the int4 paths' decode kernels): the output then equals plain greedy's.
+  const int64_t exact_drafts = target.decode_exact_tokens() - 1;
   while (go && st.generated < n_predict) {
-    const int64_t k = std::min(draft_n, n_predict - st.generated - 1);
+    const int64_t k = std::min({draft_n, exact_drafts, n_predict - st.generated - 1});
     std::vector<int32_t> draft;
     if (k > 0) {
       FISH_ASSIGN_OR_RETURN(draft, drafter.draft(seq, k));
@@ -136,12 +144,12 @@ Result<SpeculativeStats> speculative_decode(Session& target, Drafter& drafter,
     size_t a = 0;
     while (a < draft.size() && draft[a] == ids[a]) ++a;
     const int32_t next = ids[a];
-    st.accepted += int64_t(a);
     FISH_TRY(target.kv_truncate(pos + 1 + int64_t(a)));  // batch[0] and the kept drafts
     for (size_t i = 0; i <= a && go; ++i) {
       const int32_t tok = i < a ? draft[i] : next;
       seq.push_back(tok);
       ++st.generated;
+      if (i < a) ++st.accepted;  // a kept draft the sink saw (it may stop before the rest)
       go = sink(tok);
     }
   }

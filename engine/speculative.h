@@ -96,7 +96,8 @@ using TokenSink = std::function<bool(int32_t token)>;
 
 // Decodes greedily after a prefill: `target` holds ctx[0, n) in its KV (n_past() == ctx.size())
 // and `first` is its greedy token after ctx. Emits first, then up to n_predict - 1 more tokens,
-// each verify drafting min(draft_n, tokens still to go - 1) tokens. The sink sees exactly the
+// each verify drafting min(draft_n, target.decode_exact_tokens() - 1, tokens still to go - 1)
+// tokens. The sink sees exactly the
 // tokens plain greedy decoding (forward_greedy one token at a time) emits, as long as the
 // target's argmax of a row does not depend on the batch it ran in (CPU: bitwise the same dot
 // products; docs/speculative.md says where a GPU path may round differently).

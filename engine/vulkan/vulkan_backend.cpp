@@ -312,6 +312,10 @@ Result<double> VulkanBackend::device_copy_bytes_per_s(uint64_t bytes, int reps) 
   return copy_engine_bytes_per_s(*impl_->ctx, bytes, reps);
 }
 
+int64_t VulkanBackend::decode_exact_tokens() const {
+  return FISH_MATVEC_MAX_TOK;
+}
+
 Result<double> VulkanBackend::shader_copy_bytes_per_s(uint64_t bytes, int reps) {
   std::lock_guard lock(impl_->mu);
   FISH_TRY(impl_->open_locked(this));

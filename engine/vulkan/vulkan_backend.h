@@ -90,6 +90,9 @@ class VulkanBackend final : public ComputeBackend {
   // wrong copy is an error. Errors: bytes is not a positive multiple of 16 (or exceeds the
   // storage buffer range), the budget refuses the buffers, the copy differs, a device error.
   Result<double> shader_copy_bytes_per_s(uint64_t bytes, int reps) override;
+  // FISH_MATVEC_MAX_TOK: past it matvec8_ / the prefill kernels take f32 activations where the
+  // decode matvec (matvec_idot_) takes q8_1 ones.
+  int64_t decode_exact_tokens() const override;
 
   // The mode an upload without UploadOptions::requant uses: FISH_GPU_REQUANT (0 when the
   // options were invalid).

@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/sampling.h"
 #include "engine/synthetic_model.h"
+#include "kernels/w4a8.h"
 #include "speculative_test_util.h"
 #include "test_env.h"
 
@@ -276,6 +278,34 @@ TEST(SpeculativeRealModel, SmolLm2AsItsOwnDraftAndWithLookupMatchesPlainGreedy) 
     auto s = session(model, 64);
     LookupDrafter drafter;
     EXPECT_EQ(speculative(*s, drafter, p, 24, 4).tokens, want);
+  }
+}
+
+// A verify holds at most decode_exact_tokens() tokens: unbounded on the GGUF path, the last
+// size before a kernel switch (and its rounding) on the int4 paths; and the loop drafts one
+// fewer than that per verify, whatever draft_n asks.
+TEST_F(SpeculativeTest, AVerifyHoldsNoMoreTokensThanTheDecodeKernelsTake) {
+  EXPECT_EQ(session(target_)->decode_exact_tokens(), std::numeric_limits<int64_t>::max());
+  for (auto [path, want] : {std::pair{WeightPath::w4a16, int64_t(3)},
+                            std::pair{WeightPath::w4a8, kW4A8AmxMinTokens}}) {
+    SessionOptions opt;
+    opt.n_ctx = 160;
+    opt.weights.weight_path = path;
+    opt.weights.dequant_threshold = 3;
+    auto s = Session::create(target_, opt);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s.value()->decode_exact_tokens(), want) << weight_path_name(path);
+    const std::vector<int32_t> p = prompt(5);
+    std::vector<int32_t> want_tokens;
+    {
+      auto ref = Session::create(target_, opt);
+      ASSERT_TRUE(ref.ok());
+      want_tokens = plain_greedy(*ref.value(), p, 24);
+    }
+    LookupDrafter lookup;
+    const SpecRun got = speculative(*s.value(), lookup, p, 24, 8);
+    EXPECT_EQ(got.tokens, want_tokens) << weight_path_name(path);
+    EXPECT_LE(got.stats.drafted, (want - 1) * got.stats.verifies) << weight_path_name(path);
   }
 }
 
