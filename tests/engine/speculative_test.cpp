@@ -309,5 +309,32 @@ TEST_F(SpeculativeTest, AVerifyHoldsNoMoreTokensThanTheDecodeKernelsTake) {
   }
 }
 
+// A draft session whose sliding-window ring no longer holds the rows a rollback needs (a new
+// repetition after a long generation) starts over from an empty cache: its draft is what a fresh
+// session drafts.
+TEST(SpeculativeRing, ModelDrafterStartsOverWhenTheRingCannotRollBack) {
+  const std::shared_ptr<const Model> m =
+      synthetic(*find_model_shape("tiny-gemma3"), 7, "spec_ring_draft.gguf");  // window 16
+  SessionOptions opt;
+  opt.n_ctx = 160;
+  opt.n_batch = 4;  // ring rows: window + 4, so a rollback of more than ~4 positions is refused
+  opt.swa_kv = SwaKv::ring;
+  const std::vector<int32_t> long_ctx = random_tokens(100, int32_t(m->params().n_vocab), 9);
+  const std::vector<int32_t> short_ctx(long_ctx.begin(), long_ctx.begin() + 30);
+  auto s = Session::create(m, opt);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ModelDrafter d(*s.value());
+  ASSERT_TRUE(d.draft(long_ctx, 4).ok());
+  ASSERT_FALSE(s.value()->kv_truncate(29).ok()) << "the ring was expected to refuse this rollback";
+  auto got = d.draft(short_ctx, 4);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  auto fresh_s = Session::create(m, opt);
+  ASSERT_TRUE(fresh_s.ok());
+  ModelDrafter fresh(*fresh_s.value());
+  auto want = fresh.draft(short_ctx, 4);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(got.value(), want.value());
+}
+
 }  // namespace
 }  // namespace fish
