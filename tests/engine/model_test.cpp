@@ -12,19 +12,16 @@
 #include "engine/gguf.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
+#include "real_model.h"
 #include "test_env.h"
 
 namespace fish {
 namespace {
 
 TEST(Model, ReadsSmolLm2AsTiedLlamaWithNormalRope) {
-  const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty())
-    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  const ModelParams& p = m.value()->params();
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kSmolLm2);
+  ASSERT_TRUE(model);
+  const ModelParams& p = model->params();
   EXPECT_EQ(p.arch, Arch::llama);
   EXPECT_EQ(p.n_layer, 30);
   EXPECT_EQ(p.n_embd, 576);
@@ -34,27 +31,23 @@ TEST(Model, ReadsSmolLm2AsTiedLlamaWithNormalRope) {
   EXPECT_EQ(p.head_dim, 64);
   EXPECT_EQ(p.n_vocab, 49152);
   EXPECT_TRUE(p.tied_output);
-  EXPECT_EQ(m.value()->output().name, "token_embd.weight");
+  EXPECT_EQ(model->output().name, "token_embd.weight");
   EXPECT_EQ(p.rope_style, RopeStyle::normal);
   EXPECT_FLOAT_EQ(p.rope_base, 100000.0f);
   EXPECT_FLOAT_EQ(p.attn_scale, 0.125f);
   EXPECT_FLOAT_EQ(p.embd_scale, 1.0f);
   EXPECT_EQ(p.sliding_window, 0);
-  for (const LayerWeights& L : m.value()->layers()) {
+  for (const LayerWeights& L : model->layers()) {
     EXPECT_FALSE(L.swa);
     EXPECT_TRUE(L.q_norm.empty() && L.bq.empty() && L.post_attn_norm.empty());
   }
-  EXPECT_TRUE(m.value()->rope_freq_factors().empty());
+  EXPECT_TRUE(model->rope_freq_factors().empty());
 }
 
 TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
-  const std::string path = test::model_path(test::kGemma3);
-  if (path.empty())
-    FAIL() << "Gemma 3 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  const ModelParams& p = m.value()->params();
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kGemma3);
+  ASSERT_TRUE(model);
+  const ModelParams& p = model->params();
   EXPECT_EQ(p.arch, Arch::gemma3);
   EXPECT_EQ(p.n_layer, 18);
   EXPECT_EQ(p.head_dim, 256);
@@ -65,8 +58,8 @@ TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
   EXPECT_FLOAT_EQ(p.attn_scale, 1.0f / 16.0f);  // 1/sqrt(head_dim)
   EXPECT_FLOAT_EQ(p.embd_scale, std::sqrt(640.0f));
   EXPECT_EQ(p.sliding_window, 512);
-  for (size_t il = 0; il < m.value()->layers().size(); ++il) {
-    const LayerWeights& L = m.value()->layers()[il];
+  for (size_t il = 0; il < model->layers().size(); ++il) {
+    const LayerWeights& L = model->layers()[il];
     const bool global = il % 6 == 5;
     EXPECT_EQ(L.swa, !global) << il;
     EXPECT_FLOAT_EQ(L.rope_base, global ? 1e6f : 1e4f) << il;
@@ -78,17 +71,13 @@ TEST(Model, ReadsGemma3SlidingWindowLayersNormsAndScales) {
 }
 
 TEST(Model, WeightBytesPerTokenCountTheLayerAndOutputMatrices) {
-  const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty())
-    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok());
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kSmolLm2);
+  ASSERT_TRUE(model);
   // Q4_1: 20 bytes per 32 weights; per layer 576*(576*2 + 192*2) + 3*576*1536; output Q8_0
   // (34 per 32) of 49152 x 576.
   const uint64_t per_layer = (576ull * (576 * 2 + 192 * 2) + 3ull * 576 * 1536) / 32 * 20;
   const uint64_t output = 49152ull * 576 / 32 * 34;
-  EXPECT_EQ(m.value()->weight_bytes_per_token(), 30 * per_layer + output);
+  EXPECT_EQ(model->weight_bytes_per_token(), 30 * per_layer + output);
 }
 
 // A copy of the synthetic "tiny" llama with edits: `keep` filters tensors, `edit` rewrites

@@ -12,6 +12,7 @@
 
 #include "engine/sampling.h"
 #include "engine/synthetic_model.h"
+#include "real_model.h"
 #include "test_env.h"
 
 namespace fish {
@@ -252,16 +253,12 @@ TEST_F(SessionTest, RejectsGapsEmptyInputAndContextOverflow) {
 }
 
 TEST(SessionRealModel, SessionsShareOneModelIndependently) {
-  const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty())
-    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kSmolLm2);
+  ASSERT_TRUE(model);
   SessionOptions opt;
   opt.n_ctx = 32;
-  auto a = Session::create(m.value(), opt);
-  auto b = Session::create(m.value(), opt);
+  auto a = Session::create(model, opt);
+  auto b = Session::create(model, opt);
   ASSERT_TRUE(a.ok() && b.ok());
   const std::vector<int32_t> t1 = {504, 3575, 282, 4649, 314};
   const std::vector<int32_t> t2 = {1, 2, 3};

@@ -17,6 +17,7 @@
 #include "engine/synthetic_model.h"
 #include "kernels/w4a8.h"
 #include "speculative_test_util.h"
+#include "real_model.h"
 #include "test_env.h"
 
 namespace fish {
@@ -254,13 +255,8 @@ TEST_F(SpeculativeTest, DraftVocabularyMustMatch) {
 }
 
 TEST(SpeculativeRealModel, SmolLm2AsItsOwnDraftAndWithLookupMatchesPlainGreedy) {
-  const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty())
-    FAIL() << "SmolLM2 not in FISH_MODELS_DIR"
-           << " (tests need the real models: scripts/setup.sh fetches them)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  const std::shared_ptr<const Model> model = m.value();
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kSmolLm2);
+  ASSERT_TRUE(model);
   EXPECT_TRUE(check_draft_vocab(*model, *model).ok());
   // A 5-token phrase twice (SmolLM2 ids), so the lookup has an n-gram to match.
   const std::vector<int32_t> p = {504, 3575, 282, 4649, 314, 504, 3575, 282, 4649, 314};

@@ -13,6 +13,7 @@
 #include "engine/vulkan/vulkan_backend.h"
 #include "fish_vk_layout.h"
 #include "speculative_test_util.h"
+#include "real_model.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
 
@@ -133,12 +134,8 @@ TEST(SpeculativeSpan, HeadOverEveryRowEqualsOneTokenGreedySteps) {
 }
 
 TEST(SpeculativeSpan, SmolLm2OnTheSpanAsItsOwnDraftGivesPlainGreedyTokens) {
-  const std::string path = test::model_path(test::kSmolLm2);
-  if (path.empty())
-    FAIL() << "SmolLM2 not in FISH_MODELS_DIR (tests need the real models: scripts/setup.sh)";
-  auto m = Model::load(path);
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  const std::shared_ptr<const Model> model = m.value();
+  const std::shared_ptr<const Model> model = test::load_real_model(test::kSmolLm2);
+  ASSERT_TRUE(model);
   Gpu g = place(*model);
   ASSERT_TRUE(g.placement && g.placement->span()) << (g.placement ? g.placement->summary() : "");
   const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314, 504, 3575, 282, 4649, 314};

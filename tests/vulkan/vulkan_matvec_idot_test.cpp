@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "engine/gpu_placement.h"
@@ -201,29 +202,42 @@ TEST_F(VulkanMatvecIdot, GroupMixingIdotAndFastTypes) {
   for (const W& w : ws) backend_->release(w.h);
 }
 
+// A backend forced to the integer-dot kernels with `tune` applied to its options (rows, threads a
+// workgroup), then, for each of `types`, a random n_out x n_in(t) matrix against check_idot at 1
+// and FISH_MATVEC_MAX_TOK tokens.
+void check_variant(const char* what, uint32_t value,
+                   const std::function<void(vk::VulkanOptions&)>& tune,
+                   std::initializer_list<GgmlType> types,
+                   const std::function<int64_t(GgmlType)>& n_in_of, int64_t n_out,
+                   std::mt19937& rng) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::idot;
+  tune(*opt);
+  vk::VulkanBackend b(opt);
+  ASSERT_TRUE(b.open().ok());
+  for (GgmlType t : types) {
+    const int64_t n_in = n_in_of(t);
+    const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+    const std::string name = fmt::format("idot {} {} {}", what, value, type_name(t));
+    const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
+    auto h = b.upload(w);
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
+      check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
+    b.release(h.value());
+  }
+}
+
 // FISH_VK_IDOT_ROWS (the kernel's rows a workgroup, a specialisation constant): other row counts,
 // n_out not a multiple of any of them.
 TEST_F(VulkanMatvecIdot, RowsPerWorkgroupVariantsMatch) {
   std::mt19937 rng(41);
-  for (uint32_t rows : {1u, 2u, 8u, 16u}) {
-    auto opt = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(opt.ok());
-    opt->matvec = vk::MatvecMode::idot;
-    opt->idot_rows = rows;
-    vk::VulkanBackend b(opt);
-    ASSERT_TRUE(b.open().ok());
-    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0}) {
-      const int64_t n_in = 3 * type_info(t).block_elems, n_out = 7 * 16 + 3;
-      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
-      const std::string name = fmt::format("idot rows {} {}", rows, type_name(t));
-      const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
-      auto h = b.upload(w);
-      ASSERT_TRUE(h.ok()) << h.error().message;
-      for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
-        check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
-      b.release(h.value());
-    }
-  }
+  for (uint32_t rows : {1u, 2u, 8u, 16u})
+    check_variant(
+        "rows", rows, [&](vk::VulkanOptions& o) { o.idot_rows = rows; },
+        {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0},
+        [](GgmlType t) { return 3 * type_info(t).block_elems; }, 7 * 16 + 3, rng);
 }
 
 // FISH_VK_IDOT_WG (the kernel's workgroup size, a specialisation constant): every size the knob
@@ -231,25 +245,11 @@ TEST_F(VulkanMatvecIdot, RowsPerWorkgroupVariantsMatch) {
 // n_out not a multiple of the rows a workgroup.
 TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
   std::mt19937 rng(43);
-  for (uint32_t wg : {32u, 64u, 128u, 256u}) {
-    auto opt = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(opt.ok());
-    opt->matvec = vk::MatvecMode::idot;
-    opt->idot_wg = wg;
-    vk::VulkanBackend b(opt);
-    ASSERT_TRUE(b.open().ok());
-    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0}) {
-      const int64_t n_in = 72 * 32, n_out = 2 * 16 + 3;
-      const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
-      const std::string name = fmt::format("idot wg {} {}", wg, type_name(t));
-      const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), name};
-      auto h = b.upload(w);
-      ASSERT_TRUE(h.ok()) << h.error().message;
-      for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)})
-        check_idot(b, w, test::random_input(n_tok * n_in, rng), n_tok, h.value());
-      b.release(h.value());
-    }
-  }
+  for (uint32_t wg : {32u, 64u, 128u, 256u})
+    check_variant(
+        "wg", wg, [&](vk::VulkanOptions& o) { o.idot_wg = wg; },
+        {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0},
+        [](GgmlType) { return int64_t(72 * 32); }, 2 * 16 + 3, rng);
 }
 
 TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
