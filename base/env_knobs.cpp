@@ -200,8 +200,8 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        "bench/vulkan_bench.cpp",
-       "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) for "
-       "its 8B rows; unset or absent: those rows are skipped with the reason"},
+       "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) "
+       "for its 8B rows; unset or absent: those rows are skipped with the reason"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,

@@ -179,8 +179,8 @@ void BM_decode(benchmark::State& state, GgmlType t, Impl impl, Shape sh) {
     c = (c + 1) % s.copies;
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(s.bytes));
-  state.counters["rows_per_s"] =
-      benchmark::Counter(double(state.iterations()) * double(sh.n_out), benchmark::Counter::kIsRate);
+  state.counters["rows_per_s"] = benchmark::Counter(double(state.iterations()) * double(sh.n_out),
+                                                    benchmark::Counter::kIsRate);
   state.SetLabel(label(t, impl));
 }
 

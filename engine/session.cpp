@@ -13,8 +13,8 @@
 #include "kernels/kquant_x16.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "kernels/w4a8.h"
 #include "kernels/registry.h"
+#include "kernels/w4a8.h"
 
 namespace fish {
 namespace {

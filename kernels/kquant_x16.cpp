@@ -302,8 +302,8 @@ void kx16_q5_0_ref(const void* w, int64_t nb, int64_t np, const void* x, size_t 
 }
 
 bool kx16_supported(GgmlType t) {
-  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k ||
-         t == GgmlType::q8_0 || t == GgmlType::q5_0;
+  return t == GgmlType::q4_k || t == GgmlType::q5_k || t == GgmlType::q6_k || t == GgmlType::q8_0 ||
+         t == GgmlType::q5_0;
 }
 
 bool kx16_q8_0_act(GgmlType t) {

@@ -1,6 +1,6 @@
-// Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0, Q5_0) matrices repacked at load so that one
-// pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM of
-// 8 rows x up to 4 tokens per tile runs on the same bytes (prefill; 16 rows x 16 tokens on AMX
+// Interleaved ("x16") weights: Q4_K / Q5_K / Q6_K (and Q8_0, Q5_0) matrices repacked at load so
+// that one pass over a Q8_K activation row yields 16 row sums (decode), and a register-blocked GEMM
+// of 8 rows x up to 4 tokens per tile runs on the same bytes (prefill; 16 rows x 16 tokens on AMX
 // tiles where the CPU has them: kquant_x16_amx.cpp). docs/cpu-kernels.md has the
 // diagram; in short, a matrix becomes ceil(n_out / 16) panels of 16 rows, each panel the n_in /
 // 256 super-blocks of its rows one after another, and one panel super-block holds the 16 rows'

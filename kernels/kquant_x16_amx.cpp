@@ -350,9 +350,9 @@ void q5_0_blocks(const uint8_t* wb, int64_t nb, int64_t np, const uint8_t* x, si
           const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(dx)));
           float* a = acc + (m0 + t) * R;
           _mm512_storeu_ps(
-              a, _mm512_add_ps(_mm512_loadu_ps(a),
-                               _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + t * R)),
-                                             dd)));
+              a,
+              _mm512_add_ps(_mm512_loadu_ps(a),
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + t * R)), dd)));
         }
       }
     }

@@ -330,12 +330,12 @@ inline void q5_quads(const uint8_t* blk, const __m256i (&qh)[NG], const BlockQ8_
         for (int t = 0; t < NT; ++t) xv[t] = bcast32(xt[t][i].qs + 4 * K);
         for (int g = 0; g < NG; ++g) {
           const __m256i w = load256(blk + 96 + (K & 3) * 64 + 32 * (g0 + g));
-          const __m256i lo = K < 4 ? _mm256_and_si256(w, m4)
-                                   : _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+          const __m256i lo =
+              K < 4 ? _mm256_and_si256(w, m4) : _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
           const __m256i q = _mm256_or_si256(lo, bit_to_16<K>(qh[g]));
           for (int t = 0; t < NT; ++t)
-            isum[g][t] = _mm256_add_epi32(
-                isum[g][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[t]), ones));
+            isum[g][t] = _mm256_add_epi32(isum[g][t],
+                                          _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[t]), ones));
         }
       }(),
       ...);
@@ -343,8 +343,7 @@ inline void q5_quads(const uint8_t* blk, const __m256i (&qh)[NG], const BlockQ8_
 
 template <int NT, int NG>
 inline void tile_q5(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt,
-                    const int32_t* const* xs16, int g0, float* y, int64_t ldy,
-                    int64_t rows_valid) {
+                    const int32_t* const* xs16, int g0, float* y, int64_t ldy, int64_t rows_valid) {
   __m256 acc[NG][NT];
   for (int g = 0; g < NG; ++g)
     for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();

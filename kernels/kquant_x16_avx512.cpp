@@ -40,7 +40,9 @@ inline void prefetch_part(const uint8_t* blk, size_t ahead) {
 }
 
 template <typename F>
-constexpr size_t kBlockBytes = std::is_same_v<F, Q4K> ? 2368 : std::is_same_v<F, Q5K> ? 2880 : 3360;
+constexpr size_t kBlockBytes = std::is_same_v<F, Q4K>   ? 2368
+                               : std::is_same_v<F, Q5K> ? 2880
+                                                        : 3360;
 
 // Slice S of one super-block: isum[t] += sum over the slice's sub-blocks of sc * dot.
 template <typename F, int NT, int S>
@@ -167,8 +169,7 @@ template <typename F, int NT>
 inline void tile_any(const uint8_t* panel, int64_t nb, const void* const* xt,
                      const int32_t* const* xs16, float* y, int64_t ldy, int64_t rows_valid) {
   if constexpr (std::is_same_v<F, Q50>) {
-    tile_q5<NT>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), xs16, y, ldy,
-                rows_valid);
+    tile_q5<NT>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), xs16, y, ldy, rows_valid);
   } else if constexpr (std::is_same_v<F, Q80>) {
     tile_q8<NT>(panel, nb, reinterpret_cast<const BlockQ8_0* const*>(xt), y, ldy, rows_valid);
   } else {

@@ -588,10 +588,10 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     }
     const MatvecKernel mk = decode_kernel(w.type);
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
-    FISH_ASSIGN_OR_RETURN(const Pipeline p,
-                          cm ? ctx->coopmat_pipeline(w.type, *cm)
-                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows,
-                                                        idot_workgroup(w.n_in_pad, opt->idot_wg))));
+    FISH_ASSIGN_OR_RETURN(const Pipeline p, cm ? ctx->coopmat_pipeline(w.type, *cm)
+                                               : ctx->pipeline(matmul_spec(
+                                                     w.type, n_tok, mk, opt->idot_rows,
+                                                     idot_workgroup(w.n_in_pad, opt->idot_wg))));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);

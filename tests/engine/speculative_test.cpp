@@ -16,8 +16,8 @@
 #include "engine/sampling.h"
 #include "engine/synthetic_model.h"
 #include "kernels/w4a8.h"
-#include "speculative_test_util.h"
 #include "real_model.h"
+#include "speculative_test_util.h"
 #include "test_env.h"
 
 namespace fish {
@@ -282,8 +282,8 @@ TEST(SpeculativeRealModel, SmolLm2AsItsOwnDraftAndWithLookupMatchesPlainGreedy) 
 // fewer than that per verify, whatever draft_n asks.
 TEST_F(SpeculativeTest, AVerifyHoldsNoMoreTokensThanTheDecodeKernelsTake) {
   EXPECT_EQ(session(target_)->decode_exact_tokens(), std::numeric_limits<int64_t>::max());
-  for (auto [path, want] : {std::pair{WeightPath::w4a16, int64_t(3)},
-                            std::pair{WeightPath::w4a8, kW4A8AmxMinTokens}}) {
+  for (auto [path, want] :
+       {std::pair{WeightPath::w4a16, int64_t(3)}, std::pair{WeightPath::w4a8, kW4A8AmxMinTokens}}) {
     SessionOptions opt;
     opt.n_ctx = 160;
     opt.weights.weight_path = path;

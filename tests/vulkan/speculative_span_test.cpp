@@ -12,8 +12,8 @@
 #include "engine/speculative.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "fish_vk_layout.h"
-#include "speculative_test_util.h"
 #include "real_model.h"
+#include "speculative_test_util.h"
 #include "test_env.h"
 #include "vulkan_test_util.h"
 

@@ -247,7 +247,8 @@ struct ProcessHoldings {
 
 ProcessHoldings process_holdings() {
   ProcessHoldings h;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++h.fds;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++h.fds;
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
     if (line.rfind("Threads:", 0) == 0) h.threads = std::stoul(line.substr(8));
