@@ -124,6 +124,9 @@ std::span<const EnvKnob> env_knobs() {
        "0/off/false/no: per-matmul offload of the placed layers, no layer span"},
       {"FISH_GPU_VERBOSE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
        "print the opened device, or why the backend is off, to stderr"},
+      {"FISH_HUGEPAGES", S::all, E::results, switch_words(), 0, -1, "base/huge_buffer.cpp",
+       "0/off/false/no: the x16 weight copies do not ask for transparent huge pages (madvise "
+       "MADV_HUGEPAGE; default: they do)"},
       {"FISH_ISA",
        S::all,
        E::results,

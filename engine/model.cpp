@@ -295,7 +295,7 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
     for (LayerWeights& L : m->layers_)
       for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) repoint(*mv);
   }
-  if (opt.kquant_repack) m->repack_kquants(opt);
+  if (opt.kquant_repack) FISH_TRY(m->repack_kquants(opt));
   for (const LayerWeights& L : m->layers_)
     for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
       m->weight_bytes_per_token_ += mv->n_bytes;
@@ -305,29 +305,50 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
   return std::shared_ptr<const Model>(std::move(m));
 }
 
-void Model::repack_kquants(const ModelLoadOptions& opt) {
+Status Model::repack_kquants(const ModelLoadOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The matrices to pack, one per distinct tensor (a tied head is the embedding's view), and
+  // their offsets in one arena: a decode step streams it whole, so it goes on huge pages.
+  std::vector<MatrixView*> views;
+  if (!p_.tied_output) views.push_back(&output_);
+  for (LayerWeights& L : layers_)
+    for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+      views.push_back(mv);
+  if (p_.tied_output) views.push_back(&token_embd_);
+  struct Job {
+    MatrixView* mv;
+    size_t off, bytes;
+  };
+  std::vector<Job> jobs;
+  std::unordered_map<const void*, size_t> first;  // GGUF bytes -> index in jobs
+  std::vector<std::pair<MatrixView*, size_t>> shared;
+  size_t total = 0;
+  for (MatrixView* mv : views) {
+    if (!kx16_supported(mv->type) || mv->n_in % kx16_block_elems(mv->type) != 0) continue;
+    if (mv->type == GgmlType::q8_0 && !opt.repack_q8_0) continue;
+    if (auto it = first.find(mv->data); it != first.end()) {
+      shared.emplace_back(mv, it->second);
+      continue;
+    }
+    const size_t bytes = kx16_matrix_bytes(mv->type, mv->n_out, mv->n_in);
+    first[mv->data] = jobs.size();
+    jobs.push_back({mv, total, bytes});
+    total += (bytes + 4095) / 4096 * 4096;  // each matrix page aligned
+  }
+  if (jobs.empty()) return {};
+  FISH_ASSIGN_OR_RETURN(const bool huge, huge_pages_wanted());
+  FISH_ASSIGN_OR_RETURN(x16_, HugeBuffer::allocate(total, huge));
   ThreadPool pool(opt.n_threads);
   const MappedFile* map = file_.mapping();
-  // One copy per distinct tensor (a tied head is the embedding's view).
-  std::unordered_map<const void*, const void*> done;
-  auto repack = [&](MatrixView& mv) {
-    if (!kx16_supported(mv.type) || mv.n_in % kx16_block_elems(mv.type) != 0) return;
-    if (mv.type == GgmlType::q8_0 && !opt.repack_q8_0) return;
-    if (auto it = done.find(mv.data); it != done.end()) {
-      mv.x16 = it->second;
-      return;
-    }
-    const size_t bytes = kx16_matrix_bytes(mv.type, mv.n_out, mv.n_in);
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]);
+  for (const Job& j : jobs) {
+    MatrixView& mv = *j.mv;
+    uint8_t* dst = x16_.data() + j.off;
     const int64_t panels = (mv.n_out + kKx16Rows - 1) / kKx16Rows;
     pool.parallel_for(panels, [&](int64_t p0, int64_t p1, int) {
-      kx16_pack(mv.type, mv.data, mv.n_out, mv.n_in, buf.get(), p0, p1);
+      kx16_pack(mv.type, mv.data, mv.n_out, mv.n_in, dst, p0, p1);
     });
-    mv.x16 = buf.get();
-    done[mv.data] = mv.x16;
     ++repack_.matrices;
-    repack_.packed_bytes += bytes;
+    repack_.packed_bytes += j.bytes;
     repack_.gguf_bytes += mv.n_bytes;
     const auto* d = static_cast<const uint8_t*>(mv.data);
     if (!opt.keep_gguf && map != nullptr && d >= map->data() &&
@@ -335,22 +356,23 @@ void Model::repack_kquants(const ModelLoadOptions& opt) {
       map->evict(size_t(d - map->data()), mv.n_bytes);
       repack_.released_bytes += mv.n_bytes;
     }
-    x16_.push_back(std::move(buf));
-  };
-  if (!p_.tied_output) repack(output_);
-  for (LayerWeights& L : layers_)
-    for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) repack(*mv);
-  if (p_.tied_output) {
-    repack(token_embd_);
-    output_.x16 = token_embd_.x16;
+    mv.x16 = dst;
   }
+  for (auto& [mv, i] : shared) mv->x16 = jobs[i].mv->x16;
+  if (p_.tied_output) output_.x16 = token_embd_.x16;
+  repack_.huge_requested = x16_.huge_requested();
+  repack_.huge_bytes = x16_.huge_bytes();
   repack_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {};
 }
 
 std::string KquantRepackStats::describe() const {
-  return fmt::format("{} matrices, {:.1f} MB x16 (GGUF {:.1f} MB, {:.1f} MB released), {:.2f} s",
-                     matrices, double(packed_bytes) / 1e6, double(gguf_bytes) / 1e6,
-                     double(released_bytes) / 1e6, seconds);
+  return fmt::format(
+      "{} matrices, {:.1f} MB x16 (GGUF {:.1f} MB, {:.1f} MB released), {}, {:.2f} s", matrices,
+      double(packed_bytes) / 1e6, double(gguf_bytes) / 1e6, double(released_bytes) / 1e6,
+      huge_requested ? fmt::format("{:.1f} MB on huge pages", double(huge_bytes) / 1e6)
+                     : std::string("huge pages off"),
+      seconds);
 }
 
 void Model::embed(int32_t token, float* out) const {

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "base/result.h"
 #include "engine/gguf.h"
 #include "kernels/ops.h"
@@ -119,7 +120,10 @@ struct KquantRepackStats {
   uint64_t gguf_bytes = 0;      // GGUF bytes of the same matrices
   uint64_t released_bytes = 0;  // mapped GGUF bytes handed back to the kernel (0 with keep_gguf)
   double seconds = 0.0;         // packing time (all threads)
-  // "112 matrices, 812.4 MB x16 (GGUF 795.3 MB, 795.3 MB released), 0.61 s"
+  bool huge_requested = false;  // the copies asked for transparent huge pages (FISH_HUGEPAGES)
+  uint64_t huge_bytes = 0;      // bytes of them on huge pages right after packing
+  // "112 matrices, 812.4 MB x16 (GGUF 795.3 MB, 795.3 MB released), 810.0 MB on huge pages,
+  // 0.61 s"
   std::string describe() const;
 };
 
@@ -158,8 +162,9 @@ class Model {
 
  private:
   Model() = default;
-  // Fills the views' x16 (ModelLoadOptions::kquant_repack) and repack_.
-  void repack_kquants(const ModelLoadOptions& opt);
+  // Fills the views' x16 (ModelLoadOptions::kquant_repack) and repack_. Errors: the arena cannot
+  // be allocated; a bad FISH_HUGEPAGES.
+  Status repack_kquants(const ModelLoadOptions& opt);
   GgufFile file_;
   ModelParams p_;
   MatrixView token_embd_, output_;
@@ -169,7 +174,7 @@ class Model {
   uint64_t weight_bytes_per_token_ = 0;
   uint64_t total_weight_bytes_ = 0;
   std::shared_ptr<const RequantResult> requant_;  // owns the re-quantised weights the views use
-  std::vector<std::unique_ptr<uint8_t[]>> x16_;   // the x16 copies the views' x16 point at
+  HugeBuffer x16_;  // the x16 copies the views' x16 point at, one arena
   KquantRepackStats repack_;
 };
 

@@ -717,11 +717,13 @@ bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
     // config.n_threads stays as given (0: the default); what it resolved to is recorded here.
     row["n_threads_resolved"] = r.session->n_threads();
     if (const KquantRepackStats& kr = L.model->kquant_repack(); kr.matrices > 0)
-      row["kquant_repack"] = {{"matrices", kr.matrices},
-                              {"packed_MB", double(kr.packed_bytes) / 1e6},
-                              {"gguf_MB", double(kr.gguf_bytes) / 1e6},
-                              {"released_MB", double(kr.released_bytes) / 1e6},
-                              {"seconds", kr.seconds}};
+      row["kquant_repack"] = {
+          {"matrices", kr.matrices},
+          {"packed_MB", double(kr.packed_bytes) / 1e6},
+          {"gguf_MB", double(kr.gguf_bytes) / 1e6},
+          {"released_MB", double(kr.released_bytes) / 1e6},
+          {"huge_pages_MB", kr.huge_requested ? json(double(kr.huge_bytes) / 1e6) : json(nullptr)},
+          {"seconds", kr.seconds}};
     r.session.reset();
     // The placement stays for the quality runs; then the device memory goes back to zero.
     struct ReleaseAtEnd {

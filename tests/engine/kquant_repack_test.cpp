@@ -86,6 +86,34 @@ TEST_F(KquantRepackTest, EveryKQuantMatrixGetsACopyAndItsPagesAreReleased) {
   EXPECT_EQ(keep->kquant_repack().released_bytes, 0u);
 }
 
+// The copies share one arena, each matrix page aligned inside it, asking for huge pages unless
+// FISH_HUGEPAGES=0; the logits do not depend on it. A bad value fails the load by name.
+TEST_F(KquantRepackTest, CopiesLiveInOneHugePageArenaTheKnobCanTurnOff) {
+  auto on = load(true);
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(on->kquant_repack().huge_requested);
+  EXPECT_LE(on->kquant_repack().huge_bytes, on->kquant_repack().packed_bytes + (2u << 20));
+  for (const LayerWeights& L : on->layers())
+    for (const MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(mv->x16) % 4096, 0u) << mv->name;
+  std::shared_ptr<const Model> off;
+  {
+    test::ScopedEnv e("FISH_HUGEPAGES", "0");
+    off = load(true);
+  }
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(off->kquant_repack().huge_requested);
+  EXPECT_EQ(off->kquant_repack().huge_bytes, 0u);
+  EXPECT_NE(off->kquant_repack().describe().find("huge pages off"), std::string::npos);
+  EXPECT_EQ(logits(on, Isa::scalar, 1), logits(off, Isa::scalar, 1));
+  test::ScopedEnv e("FISH_HUGEPAGES", "maybe");
+  ModelLoadOptions o;
+  o.kquant_repack = true;
+  auto bad = Model::load(path_, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("FISH_HUGEPAGES"), std::string::npos) << bad.error().message;
+}
+
 TEST(KquantRepackQ8_0, Q8_0MatricesStayGgufRowsWhenRepackQ8_0IsOff) {
   const std::string path = (test::temp_dir() / "fish_kquant_repack_tiny_q8_0.gguf").string();
   auto ft = parse_file_type("q8_0");

@@ -21,32 +21,6 @@
 
 namespace fish::test {
 
-// Sets an environment variable for one scope (nullptr unsets it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    had_ = std::getenv(name) != nullptr;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 // A placement request of at most max_layers layers (-1: all that fit) with `span` (n_ctx 0: none),
 // every upload under the backend's own settings.
 inline GpuRequest placement_request(int64_t max_layers, SpanRequest span = {}) {
