@@ -225,8 +225,8 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r", "u", "v", "x", "y",
-        "z"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp",
+        "mp",   "r", "u", "v", "x", "y",  "z", "d", "e", "f", "k"},
        0,
        -1,
        vk_options,
@@ -234,7 +234,8 @@ std::span<const EnvKnob> env_knobs() {
        "double-buffered (bn: b without the L1 touch, g: b on 8 subgroups); l, m, s "
        "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
        "accumulators and register prefetch; x, y, z: r, u, v with 16-value weight loaders (16-byte "
-       "loads; 5-word loads for q6_k, q8_0, q4_0)"},
+       "loads; 5-word loads for q6_k, q8_0, q4_0); d, e, f, k: r, x, y and l's shape with named "
+       "accumulators (the A/B of accumulator arrays)"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

@@ -393,12 +393,15 @@ BENCHMARK(BM_VulkanDecodeAttention)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Args: workgroups, rounds per subgroup.
+// Args: workgroups, rounds per subgroup, mode, accumulators (coopmat_peak_flops: 0 the peak, 4
+// named register accumulators; 1 an array of that many; 2 operands from shared memory). Modes 1
+// and 2 tell what costs matmul_cm's tiles their rate: the peak is mode 0's.
 void BM_VulkanCoopmatPeak(benchmark::State& state) {
   vk::VulkanBackend* b = backend();
+  const uint32_t mode = uint32_t(state.range(2)), n_acc = uint32_t(state.range(3));
   double flops = 0;
   for (auto _ : state) {
-    auto r = b->coopmat_peak_flops(uint32_t(state.range(0)), uint32_t(state.range(1)));
+    auto r = b->coopmat_peak_flops(uint32_t(state.range(0)), uint32_t(state.range(1)), mode, n_acc);
     if (!r.ok()) {
       state.SkipWithError(r.error().message.c_str());
       return;
@@ -406,32 +409,39 @@ void BM_VulkanCoopmatPeak(benchmark::State& state) {
     flops = r.value();
     // FLOPs of the dispatch / rate = its device time.
     const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
-    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * 4.0 * 2.0 * t[0].cm *
+    const double f = double(state.range(0)) * 4.0 * double(state.range(1)) * n_acc * 2.0 * t[0].cm *
                      t[0].cn * t[0].ck;
     state.SetIterationTime(f / flops);
   }
-  g_coopmat_peak_flops = flops;
+  if (mode == 0) g_coopmat_peak_flops = flops;
   state.counters["TFLOPs"] = flops * 1e-12;
   const std::vector<vk::CoopmatTile> t = b->coopmat_tiles();
-  state.SetLabel(fmt::format("{}x{}x{} f16->f32", t[0].cm, t[0].cn, t[0].ck));
+  static const char* const kMode[] = {"named registers", "array", "operands from shared"};
+  state.SetLabel(fmt::format("{}x{}x{} f16->f32, {} accumulators ({})", t[0].cm, t[0].cn, t[0].ck,
+                             n_acc, kMode[mode]));
 }
 BENCHMARK(BM_VulkanCoopmatPeak)
-    ->Args({1024, 512})
+    ->Args({1024, 512, 0, 4})
+    ->Args({1024, 512, 1, 4})
+    ->Args({1024, 512, 1, 2})
+    ->Args({1024, 128, 1, 16})
+    ->Args({1024, 512, 2, 4})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 // Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp,
-// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z: coopmat.h's tiles
-// forced).
+// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k:
+// coopmat.h's tiles forced).
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
-                               'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z'};
-  constexpr const char* kNames[] = {"tiled", "",   "l", "m", "s", "lp", "mp", "b", "h", "w",
-                                    "c",     "bn", "g", "r", "u", "v",  "x",  "y", "z"};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
+                               'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k'};
+  constexpr const char* kNames[] = {"tiled", "",  "l", "m",  "s", "lp", "mp", "b",
+                                    "h",     "w", "c", "bn", "g", "r",  "u",  "v",
+                                    "x",     "y", "z", "d",  "e", "f",  "k"};
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();
   if (!b->supports(t)) {
@@ -466,7 +476,7 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
     state.counters["pct_peak"] = 100.0 * flops / sec / g_coopmat_peak_flops;
   state.counters["tok_per_s"] = sec > 0 ? double(n_tok) / sec : 0;
   const std::string k = variant == 0   ? "tiled"
-                        : variant == 1 ? b->prefill_kernel(n_out, n_tok)
+                        : variant == 1 ? b->prefill_kernel(n_out, n_tok, t)
                                        : fmt::format("coopmat:{}", kNames[variant]);
   state.SetLabel(fmt::format("{} {}x{} {}", type_name(t), n_out, n_in, k));
 }
@@ -478,10 +488,12 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
          {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}}) {
       // Every tile for q4_k and q6_k (the rule's choice checked against each); the others
       // tiled f32, the rule, the single-buffered s (the fastest before b, h, w, c) and the
-      // local-accumulator r, u, v, x, y, z.
+      // local-accumulator r, u, v, x, y, z; the named-accumulator d, e, f, k for q4_k, q6_k,
+      // q8_0 and f16.
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
-      for (int64_t variant = 0; variant <= 18; ++variant)
-        if (tiles || variant <= 1 || variant == 4 || variant >= 13)
+      const bool named = tiles || t == GgmlType::q8_0 || t == GgmlType::f16;
+      for (int64_t variant = 0; variant <= 22; ++variant)
+        if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
 }

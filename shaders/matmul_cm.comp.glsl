@@ -53,7 +53,8 @@ layout(constant_id = 8) const uint WN = 32;
 layout(constant_id = 9) const uint WG = 128;  // = local_size_x (constant 0), for loop bounds
 layout(constant_id = 10) const uint PREFETCH = 0;  // 1: next K step's loads before this one's MMAs
 layout(constant_id = 11) const uint DBUF = 0;  // 1: double-buffered K loop with the touch; 2: without;
-                                               // 3: local accumulators (main_local)
+                                               // 3: local accumulators (main_local); 4: named
+                                               // accumulators (main_named)
 layout(constant_id = 12) const uint VEC = 0;  // 1 (DBUF 3): 16-byte weight loads (load16_step)
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
@@ -468,6 +469,79 @@ void main_local() {
     [[unroll]] for (uint j = 0u; j < TN; ++j) store_fragment(la[i * TN + j], i, j, sg, sg_row, sg_tok);
 }
 
+// DBUF = 4 (tiles d, e, f, k): main_local's K loop with each accumulator its own named variable
+// (c<i><j>, up to 4 x 4) instead of an array element, and each B fragment likewise; the unused
+// ones fold away once TM / TN are specialised. The hypothesis under test (docs/gpu-prefill.md):
+// every tile with more than two accumulators per subgroup runs at 25-29 TFLOP/s on NVIDIA
+// whatever the type because the driver keeps an array of cooperative matrices out of registers;
+// coopmat_peak.comp.glsl's MODE 1 measures the same question without memory traffic.
+#define CM_ACC coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
+#define CM_LOAD_B(J, B) \
+  if (J < TN) coopMatLoad(B, xs, buf * B_BUF + (sg_tok + J * CN) * LDS4 + kk / 4u, LDS4, \
+                          gl_CooperativeMatrixLayoutColumnMajor)
+// Row I of the subgroup's block: one A fragment, then its multiply-adds into C0..C3.
+#define CM_ROW(I, C0, C1, C2, C3)                                                             \
+  if (I < TM) {                                                                               \
+    coopMatLoad(am, ws, buf * A_BUF + (sg_row + I * CM) * LDS4 + kk / 4u, LDS4,              \
+                gl_CooperativeMatrixLayoutRowMajor);                                          \
+    C0 = coopMatMulAdd(am, b0, C0);                                                           \
+    if (TN > 1u) C1 = coopMatMulAdd(am, b1, C1);                                              \
+    if (TN > 2u) C2 = coopMatMulAdd(am, b2, C2);                                              \
+    if (TN > 3u) C3 = coopMatMulAdd(am, b3, C3);                                              \
+  }
+#define CM_STORE_ROW(I, C0, C1, C2, C3)                                \
+  if (I < TM) {                                                        \
+    store_fragment(C0, I, 0u, sg, sg_row, sg_tok);                     \
+    if (TN > 1u) store_fragment(C1, I, 1u, sg, sg_row, sg_tok);        \
+    if (TN > 2u) store_fragment(C2, I, 2u, sg, sg_row, sg_tok);        \
+    if (TN > 3u) store_fragment(C3, I, 3u, sg, sg_row, sg_tok);        \
+  }
+
+void main_named() {
+  const uint sg = gl_SubgroupID;
+  const uint sg_row = (sg / SG_COLS) * WM;
+  const uint sg_tok = (sg % SG_COLS) * WN;
+  const CM_ACC zero = CM_ACC(0.0);
+  CM_ACC c00 = zero, c01 = zero, c02 = zero, c03 = zero, c10 = zero, c11 = zero, c12 = zero,
+         c13 = zero, c20 = zero, c21 = zero, c22 = zero, c23 = zero, c30 = zero, c31 = zero,
+         c32 = zero, c33 = zero;
+  load_step(0u);
+  if (USE16) load16_step(0u);
+  store_step(0u);
+  if (USE16) store16_step(0u);
+  barrier();
+  uint buf = 0u;
+  for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
+    const bool more = k0 + BK < pc.n_in;
+    if (more) {
+      load_step(k0 + BK);
+      if (USE16) load16_step(k0 + BK);
+    }
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
+      coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> b0, b1, b2, b3;
+      CM_LOAD_B(0u, b0);
+      CM_LOAD_B(1u, b1);
+      CM_LOAD_B(2u, b2);
+      CM_LOAD_B(3u, b3);
+      coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA> am;
+      CM_ROW(0u, c00, c01, c02, c03)
+      CM_ROW(1u, c10, c11, c12, c13)
+      CM_ROW(2u, c20, c21, c22, c23)
+      CM_ROW(3u, c30, c31, c32, c33)
+    }
+    if (more) {
+      store_step(buf ^ 1u);
+      if (USE16) store16_step(buf ^ 1u);
+    }
+    barrier();
+    buf ^= 1u;
+  }
+  CM_STORE_ROW(0u, c00, c01, c02, c03)
+  CM_STORE_ROW(1u, c10, c11, c12, c13)
+  CM_STORE_ROW(2u, c20, c21, c22, c23)
+  CM_STORE_ROW(3u, c30, c31, c32, c33)
+}
+
 void main() {
   g_row0 = gl_WorkGroupID.x * BM;
   g_tok0 = gl_WorkGroupID.y * BN;
@@ -482,6 +556,10 @@ void main() {
 
   if (DBUF == 3u) {
     main_local();  // tiles r, u, v: the accumulators local to one function (below)
+    return;
+  }
+  if (DBUF == 4u) {
+    main_named();  // tiles d, e, f, k: one named variable per accumulator
     return;
   }
   if (DBUF != 0u) {

@@ -12,13 +12,14 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   if (m == 0 || n == 0 || k == 0 || kCoopmatK % k != 0 || subgroup == 0) return out;
   // A tile of tm x tn shape units on subgroups of sm x sn, kept where the limits allow it.
   auto add = [&](char name, uint32_t tm, uint32_t tn, uint32_t sm, uint32_t sn, bool dbuf,
-                 bool local, bool vec = false) {
+                 bool local, bool vec = false, bool named = false) {
     CoopmatTile t;
     t.name = name;
     t.dbuf = dbuf || local;
     t.touch = dbuf && !local;
     t.local = local;
     t.vec = vec;
+    t.named = named;
     t.bm = tm * m;
     t.bn = tn * n;
     t.wm = sm * m;
@@ -60,23 +61,49 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   add('x', 8, 8, 4, 4, false, true, true);
   add('y', 4, 4, 2, 2, false, true, true);
   add('z', 2, 2, 2, 1, false, true, true);
-  // The rule's candidates. s where it survived the limits: on the H200 (binary e231dde,
-  // 2026-12-02) s was the fastest tile for every type and 8B shape at 512 tokens (q4_k 14336 x
-  // 4096: s 41.6 TFLOP/s, b 28.6, l 27.0; pp512 8B 2,352 tok/s with s vs 1,758 with b/c), measured
-  // before load_step went branch-free: BM_VulkanPrefillMatmul re-checks every tile. Else b, h, w,
-  // c where any survived, else l, m, lp, mp.
+  // d, e, f, k: named accumulators (main_named) on r's, x's, y's and l's shapes; forced only.
+  add('d', 8, 8, 4, 4, false, true, false, true);
+  add('e', 8, 8, 4, 4, false, true, true, true);
+  add('f', 4, 4, 2, 2, false, true, true, true);
+  add('k', 8, 8, 4, 2, false, true, true, true);
+  // The rule's candidates: s and z where they survived the limits (pick_coopmat_tile takes z for
+  // the types of coopmat_vec_rule, s for the others). Measured on an H100 (binary 779fad7,
+  // results/runs/h100-prefill-tiles-779fad7, BM_VulkanPrefillMatmul at 512 tokens, TFLOP/s):
+  // z beat s on every q4_k / q5_k / fq3 / f16 shape of the 8B (q4_k 4096 x 4096 60 vs 41,
+  // 14336 x 4096 62 vs 42) and lost on q6_k, q8_0, q4_0 (q8_0 14336 x 4096 43 vs 50), whose
+  // 2-byte-aligned blocks take 5-word funnel-shifted loads; every larger tile (r, x, b, l, ...)
+  // ran at 25-29. Else b, h, w, c where any survived, else l, m, lp, mp.
   auto main_dbuf = [](const CoopmatTile& t) {
     return t.dbuf && std::string_view("bhwc").find(t.name) != std::string_view::npos;
   };
   const bool has_s =
       std::any_of(out.begin(), out.end(), [](const CoopmatTile& t) { return t.name == 's'; });
   const bool dbuf = std::any_of(out.begin(), out.end(), main_dbuf);
-  for (CoopmatTile& t : out) t.rule = has_s ? t.name == 's' : dbuf ? main_dbuf(t) : !t.dbuf;
+  for (CoopmatTile& t : out)
+    t.rule = has_s ? t.name == 's' || t.name == 'z' : dbuf ? main_dbuf(t) : !t.dbuf;
   return out;
 }
 
+bool coopmat_vec_rule(GgmlType type) {
+  return type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::fq3 ||
+         type == GgmlType::f16;
+}
+
+namespace {
+
+// The rule's candidates for `vec`: the 16-value-load ones where vec and any exists, else the
+// others (prefetch variants are added by pick_coopmat_tile after the choice).
+bool rule_candidate(std::span<const CoopmatTile> tiles, const CoopmatTile& t, bool vec) {
+  const bool want_vec = vec && std::any_of(tiles.begin(), tiles.end(),
+                                           [](const CoopmatTile& x) { return x.rule && x.vec; });
+  return t.rule && !t.prefetch && t.vec == want_vec;
+}
+
+}  // namespace
+
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
-                                     uint32_t n_tok, uint32_t target_groups, char forced) {
+                                     uint32_t n_tok, uint32_t target_groups, char forced,
+                                     bool vec) {
   if (tiles.empty()) return nullptr;
   if (forced)
     for (const CoopmatTile& t : tiles)
@@ -85,7 +112,7 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   const CoopmatTile* most = nullptr;  // else the one of most workgroups
   uint64_t most_groups = 0;
   for (const CoopmatTile& t : tiles) {
-    if (!t.rule || t.prefetch) continue;
+    if (!rule_candidate(tiles, t, vec)) continue;
     const uint64_t grid = uint64_t((n_out + t.bm - 1) / t.bm) * ((n_tok + t.bn - 1) / t.bn);
     if (grid >= target_groups) {
       pick = &t;
@@ -104,11 +131,16 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   return pick;
 }
 
-bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced) {
+bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
+                            bool vec) {
   if (forced && std::any_of(tiles.begin(), tiles.end(),
                             [&](const CoopmatTile& x) { return x.name == forced; }))
     return t.name == forced;
-  return t.rule;
+  if (rule_candidate(tiles, t, vec)) return true;
+  // The prefetch twin of a candidate (pick_coopmat_tile swaps it in for small n_out).
+  return t.rule && t.prefetch && std::any_of(tiles.begin(), tiles.end(), [&](const CoopmatTile& x) {
+           return rule_candidate(tiles, x, vec) && x.bm == t.bm && x.bn == t.bn;
+         });
 }
 
 uint32_t coopmat_target_groups(uint32_t sm_count) {

@@ -21,14 +21,20 @@
 //   v  2M x 2N, 2 subgroups of 2M x N    (s's shape)
 //   x, y, z  r, u, v with the weights of each K step as 16-value units from 16-byte loads
 //      (load16_step: q4_k, q5_k, fq3, f16, q6_k, q8_0, q4_0; others as r, u, v)
+// Named accumulators (DBUF = 4, main_named: r's K loop with one named variable per accumulator
+// and B fragment instead of arrays; the A/B of the array hypothesis, forced only):
+//   d  r's shape; e  x's (r with 16-value loads); f  y's (u with 16-value loads)
+//   k  8M x 8N, 8 subgroups of 4M x 2N with 16-value loads (l's shape: 8 accumulators a
+//      subgroup, 256 threads)
 // Single-buffered (DBUF = 0, the previous kernel, kept for A/B runs):
 //   l  8M x 8N, 8 subgroups of 4M x 2N   (128 x 128 on NVIDIA, 256 threads)
 //   m  4M x 4N, 4 subgroups of 2M x 2N   (64 x 64, 128 threads)
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
 //   lp, mp  l and m with register prefetch (PREFETCH: the next K step's global loads and their
 //           dequantisation issued before this step's multiply-adds)
-// The rule: s, the fastest tile for every type and 8B shape on the H200 (coopmat.cpp). Its
-// candidates are CoopmatTile::rule; where the limits drop s, b, h, w, c (else l, m, s) and among
+// The rule: z for the types whose 16-value loader beat s (coopmat_vec_rule: q4_k, q5_k, fq3,
+// f16), s for the others (coopmat.cpp has the measurements). Its candidates are
+// CoopmatTile::rule; where the limits drop s, b, h, w, c (else l, m, s) and among
 // them the largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target
 // workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of
 // most workgroups when none has; for the single-buffered family its prefetch variant where one
@@ -40,6 +46,8 @@
 #pragma once
 
 #include <volk.h>
+
+#include "quant/types.h"
 
 #include <cctype>
 #include <cstdint>
@@ -103,6 +111,7 @@ struct CoopmatTile {
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
   bool local = false;               // ... with local accumulators and register prefetch (r, u, v)
   bool vec = false;                 // ... and 16-value weight units (load16_step: x, y, z)
+  bool named = false;               // ... with named accumulators (main_named: d, e, f, k)
   bool rule = false;                // a tile pick_coopmat_tile's rule chooses among; the others
                                     // (bn, g) only when forced
   uint32_t bm = 0, bn = 0;          // rows x tokens of a workgroup's tile
@@ -122,9 +131,9 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
   std::vector<uint32_t> constants() const {
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
-    c.push_back(prefetch ? 1u : 0u);                          // PREFETCH
-    c.push_back(local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
-    c.push_back(vec ? 1u : 0u);                               // VEC
+    c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
+    c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
+    c.push_back(vec ? 1u : 0u);                                            // VEC
     return c;
   }
 };
@@ -136,15 +145,22 @@ struct CoopmatTile {
 std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroup,
                                        uint32_t max_shared, uint32_t max_threads);
 
-// The tile for n_out rows x n_tok tokens (the rule above); `forced` (a CoopmatTile::name; 0: the
-// rule) picks by name where that tile exists, else the rule. Null when `tiles` is empty.
-const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
-                                     uint32_t n_tok, uint32_t target_groups, char forced);
+// Whether the rule takes the 16-value-load tile (z) rather than s for weights of this type.
+bool coopmat_vec_rule(GgmlType type);
 
-// Whether pick_coopmat_tile(tiles, ..., forced) can return t for some shape: the forced tile
-// where it exists, else the rule's candidates (CoopmatTile::rule). Spans build pipelines only for
+// The tile for n_out rows x n_tok tokens (the rule above); `vec`: among the rule's candidates
+// those with 16-value weight units (coopmat_vec_rule of the weight type) where any is one, else
+// those without. `forced` (a CoopmatTile::name; 0: the rule) picks by name where that tile
+// exists, else the rule. Null when `tiles` is empty.
+const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
+                                     uint32_t n_tok, uint32_t target_groups, char forced,
+                                     bool vec = false);
+
+// Whether pick_coopmat_tile(tiles, ..., forced, vec) can return t for some shape: the forced
+// tile where it exists, else the rule's candidates of that `vec`. Spans build pipelines only for
 // these.
-bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced);
+bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
+                            bool vec = false);
 
 // Workgroups the rule wants a grid to fill: 3/4 of the SMs, or 64 when the count is unknown.
 uint32_t coopmat_target_groups(uint32_t sm_count);

@@ -140,7 +140,7 @@ class VkContext {
   std::span<const CoopmatTile> coopmat_tiles() const { return cm_tiles_; }
   // The tile of a matmul of n_out rows x n_tok tokens (the rule, or FISH_VK_COOPMAT_TILE); null
   // below kCoopmatMinTok tokens or without cooperative matrices: the f32 tiled kernel / matvec.
-  const CoopmatTile* coopmat_tile(uint32_t n_out, uint32_t n_tok) const;
+  const CoopmatTile* coopmat_tile(GgmlType type, uint32_t n_out, uint32_t n_tok) const;
   // matmul_cm_<type> specialised for tile t (the device's subgroup size required where it can).
   Result<Pipeline> coopmat_pipeline(GgmlType type, const CoopmatTile& t);
 

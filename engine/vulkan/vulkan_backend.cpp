@@ -264,12 +264,12 @@ std::string VulkanBackend::describe() const {
   return s;
 }
 
-std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok) {
+std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType type) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->open_locked(this).ok()) return "off";
   if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
   if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
-  const CoopmatTile* t = impl_->ctx->coopmat_tile(uint32_t(n_out), uint32_t(n_tok));
+  const CoopmatTile* t = impl_->ctx->coopmat_tile(type, uint32_t(n_out), uint32_t(n_tok));
   if (!t) return "tiled f32";
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
                      t->bn);
@@ -579,7 +579,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     // 5..8 tokens run matvec8_<type> (weights read once) unless a tile is forced.
     const bool wide = n_tok > FISH_MATVEC_MAX_TOK && n_tok <= FISH_MATVEC_WIDE_TOK;
     const CoopmatTile* cm =
-        kernel == 't' || wide ? nullptr : ctx->coopmat_tile(w.n_out, uint32_t(n_tok));
+        kernel == 't' || wide ? nullptr : ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
     if (kernel != 0 && kernel != 't') {
       cm = nullptr;
       for (const CoopmatTile& t : ctx->coopmat_tiles())
@@ -669,7 +669,13 @@ Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int re
   return dev_s / reps;
 }
 
-Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters) {
+Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters, uint32_t mode,
+                                                 uint32_t n_acc) {
+  if (mode > 2 || n_acc < 1 || n_acc > 16 || (mode != 1 && n_acc != 4))
+    return make_error(
+        "vulkan: coopmat peak mode {} with {} accumulators (0..2; 1..16, 4 unless "
+        "mode 1)",
+        mode, n_acc);
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
   FISH_TRY(m.open_locked(this));
@@ -681,7 +687,7 @@ Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters
   PipelineSpec spec;
   spec.module = "coopmat_peak";
   spec.bindings = {1};
-  spec.constants = {wg, f.coopmat_m, f.coopmat_n, f.coopmat_k, iters};
+  spec.constants = {wg, f.coopmat_m, f.coopmat_n, f.coopmat_k, iters, mode, n_acc};
   if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) spec.subgroup_size = sub;
   FISH_ASSIGN_OR_RETURN(const Pipeline p, m.ctx->pipeline(spec));
   Buffer out;
@@ -716,7 +722,7 @@ Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters
   m.ctx->free(out);
   FISH_TRY(s);
   const double flops =
-      double(groups) * 4.0 * double(iters) * 4.0 * 2.0 * f.coopmat_m * f.coopmat_n * f.coopmat_k;
+      double(groups) * 4.0 * double(iters) * n_acc * 2.0 * f.coopmat_m * f.coopmat_n * f.coopmat_k;
   return flops / std::max(dev_s, 1e-12);
 }
 

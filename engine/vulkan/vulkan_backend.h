@@ -126,10 +126,10 @@ class VulkanBackend final : public ComputeBackend {
   Result<double> run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
                               std::vector<float>& arena, const std::vector<float>& params,
                               std::vector<uint32_t>& kv);
-  // The kernel a matmul of n_out rows x n_tok tokens runs on: "matvec", "tiled f32", or
-  // "coopmat 16x16x16 tile l 128x128" (coopmat.h; FISH_VK_COOPMAT, FISH_VK_COOPMAT_TILE). Opens
-  // the device if not yet; "off" when it cannot be opened.
-  std::string prefill_kernel(int64_t n_out, int64_t n_tok);
+  // The kernel a matmul of n_out rows x n_tok tokens of `type` weights runs on: "matvec",
+  // "tiled f32", or "coopmat 16x16x16 tile z 32x32" (coopmat.h; FISH_VK_COOPMAT,
+  // FISH_VK_COOPMAT_TILE). Opens the device if not yet; "off" when it cannot be opened.
+  std::string prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType type);
   // Cooperative-matrix tiles of the opened device (empty: none, FISH_VK_COOPMAT=0, not open).
   std::vector<CoopmatTile> coopmat_tiles();
   // Benchmarks (bench/vulkan_bench.cpp). Device seconds of one prefill matmul of w over n_tok
@@ -139,10 +139,13 @@ class VulkanBackend final : public ComputeBackend {
   // / 's' that cooperative-matrix tile. Errors: n_tok <= FISH_MATVEC_MAX_TOK, reps < 1, a tile
   // the device lacks, the budget refuses the scratch, a device error.
   Result<double> time_matmul(WeightHandle w, int64_t n_tok, int reps, char kernel);
-  // FLOP/s of shaders/coopmat_peak.comp.glsl (register-only f16 x f16 -> f32 multiply-adds on
-  // the device's shape) over `groups` workgroups of 4 subgroups, iters rounds each. Errors: no
-  // cooperative matrices, a device error.
-  Result<double> coopmat_peak_flops(uint32_t groups, uint32_t iters);
+  // FLOP/s of shaders/coopmat_peak.comp.glsl (f16 x f16 -> f32 multiply-adds on the device's
+  // shape) over `groups` workgroups of 4 subgroups, iters rounds each; `mode` 0: 4 named
+  // register accumulators (the peak), 1: an array of `n_acc` (1..16), 2: 4 named with operands
+  // loaded from shared memory. Errors: no cooperative matrices, n_acc out of range, a device
+  // error.
+  Result<double> coopmat_peak_flops(uint32_t groups, uint32_t iters, uint32_t mode = 0,
+                                    uint32_t n_acc = 4);
   // Tests: the n-th compute submit from now fails as `kind` (FISH_VK_FAULT's effect, relative to
   // now). No effect before the device is open.
   void inject_fault(DeviceFaultKind kind, uint64_t n);

@@ -182,7 +182,8 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));
   for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
     Pipeline p;  // left empty for a tile the rule never picks (A/B variants unless forced)
-    if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile)) {
+    if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile,
+                               coopmat_vec_rule(w.type))) {
       FISH_ASSIGN_OR_RETURN(p, ctx_.coopmat_pipeline(w.type, t));
     }
     st.cm.push_back(p);

@@ -57,7 +57,8 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
   const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
   for (const MatmulStep& st : group.steps) {
-    const CoopmatTile* cm = vec || wide ? nullptr : ctx_.coopmat_tile(st.w->n_out, n_tok);
+    const CoopmatTile* cm =
+        vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
     const Pipeline& p = vec    ? st.vec

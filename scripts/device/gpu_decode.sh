@@ -141,12 +141,15 @@ if [ "${VERIFY_BENCH:-0}" = 1 ] && left 50 "fish_vulkan_bench Verify"; then
   grep -E "^BM_VulkanVerify|rc=" $W/vulkan_verify_bench.log | sed 's/  */ /g' | cut -c1-200 | sed 's/^/verify: /' >> $W/summary.txt
 fi
 
-# A config's knobs: idot, idot-wg128 (FISH_VK_IDOT_WG=128), idot-head0 (FISH_VK_HEAD=0), fast.
+# A config's knobs: idot, idot-wg128 (FISH_VK_IDOT_WG=128), idot-head0 (FISH_VK_HEAD=0), fast,
+# or MODE+VAR=VALUE[+VAR=VALUE...] (FISH_VK_MATVEC=MODE and those variables, e.g.
+# idot+FISH_VK_IDOT_ROWS=4).
 modes=${DECODE_MODES:-idot idot-wg128}
 knobs() {
   case $1 in
     idot-head0) echo FISH_VK_MATVEC=idot FISH_VK_HEAD=0 ;;
     idot-wg128) echo FISH_VK_MATVEC=idot FISH_VK_IDOT_WG=128 ;;
+    *+*) local rest=${1#*+}; echo FISH_VK_MATVEC=${1%%+*} ${rest//+/ } ;;
     *) echo FISH_VK_MATVEC=$1 ;;
   esac
 }

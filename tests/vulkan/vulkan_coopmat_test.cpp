@@ -34,14 +34,14 @@ constexpr GgmlType kTypes[] = {GgmlType::f32,  GgmlType::f16,  GgmlType::q4_0, G
 
 TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   const std::vector<vk::CoopmatTile> t = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
-  ASSERT_EQ(t.size(), 17u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v, x, y, z
+  ASSERT_EQ(t.size(), 21u);  // b, h, w, c, l, m, s, lp, mp, bn, g, r, u, v, x, y, z, d, e, f, k
   std::string labels, rule;
   for (const vk::CoopmatTile& x : t) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v x y z ");
-  EXPECT_EQ(rule, "s ");  // the measured fastest (coopmat.cpp)
+  EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v x y z d e f k ");
+  EXPECT_EQ(rule, "s z ");  // the measured fastest without / with 16-value loads (coopmat.cpp)
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
@@ -123,8 +123,30 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     EXPECT_EQ(x.threads(), a.threads());
     EXPECT_EQ(x.shared_bytes(), a.shared_bytes());
     EXPECT_EQ(x.constants()[11], 3u);
-    EXPECT_FALSE(x.rule);
+    EXPECT_EQ(x.rule, x.name == 'z') << x.label();  // z: the rule's tile for vec types
   }
+  // d, e, f, k: named accumulators (DBUF 4) on r's, x's, y's and l's shapes, forced only.
+  const struct {
+    char name;
+    uint32_t bm, wm, wn;
+    bool vec;
+  } named[] = {{'d', 128, 64, 64, false},
+               {'e', 128, 64, 64, true},
+               {'f', 64, 32, 32, true},
+               {'k', 128, 64, 32, true}};
+  for (int i = 0; i < 4; ++i) {
+    const vk::CoopmatTile& x = t[17 + i];
+    EXPECT_EQ(x.label(), std::string(1, named[i].name));
+    EXPECT_TRUE(x.named && x.local && x.dbuf && !x.rule) << x.label();
+    EXPECT_EQ(x.vec, named[i].vec) << x.label();
+    EXPECT_EQ(x.bm, named[i].bm) << x.label();
+    EXPECT_EQ(x.bn, named[i].bm) << x.label();
+    EXPECT_EQ(x.wm, named[i].wm) << x.label();
+    EXPECT_EQ(x.wn, named[i].wn) << x.label();
+    EXPECT_EQ(x.constants()[11], 4u) << x.label();
+  }
+  EXPECT_EQ(t[20].threads(), 256u);
+  EXPECT_EQ(t[20].shared_bytes(), 48u * 1024);
   // r: two buffers like b, inside the H200's 48 KB.
   EXPECT_EQ(t[11].shared_bytes(), 2u * 256 * 40 * 2 + 4 * 256 * 4);
   for (const vk::CoopmatTile& x : t) {
@@ -140,7 +162,7 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   }
   // lavapipe: 8x8x8, subgroup 8.
   const std::vector<vk::CoopmatTile> lvp = vk::coopmat_tiles(8, 8, 8, 8, 64 * 1024, 1024);
-  ASSERT_EQ(lvp.size(), 17u);
+  ASSERT_EQ(lvp.size(), 21u);
   EXPECT_EQ(lvp[0].bm, 64u);
   EXPECT_EQ(lvp[0].threads(), 32u);
   EXPECT_EQ(lvp[4].bm, 64u);
@@ -153,14 +175,15 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     labels += x.label() + " ";
     if (x.rule) rule += x.label() + " ";
   }
-  EXPECT_EQ(labels, "c m s mp u v y z ");
-  EXPECT_EQ(rule, "s ");
+  EXPECT_EQ(labels, "c m s mp u v y z f ");
+  EXPECT_EQ(rule, "s z ");
   const std::vector<vk::CoopmatTile> few = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 64);
   ASSERT_EQ(few.size(), 3u);
   EXPECT_EQ(few[0].name, 's');
   EXPECT_TRUE(few[0].rule);
   EXPECT_EQ(few[1].name, 'v');
   EXPECT_EQ(few[2].name, 'z');
+  EXPECT_TRUE(few[2].rule);
   // A K that does not divide the 32-value step: no tiles.
   EXPECT_TRUE(vk::coopmat_tiles(16, 16, 24, 32, 48 * 1024, 1024).empty());
 }
@@ -171,14 +194,21 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(target, 99u);
   EXPECT_EQ(vk::coopmat_target_groups(0), 64u);
   auto pick = [&](std::span<const vk::CoopmatTile> tiles, uint32_t n_out, uint32_t n_tok,
-                  char forced = 0) {
-    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced);
+                  char forced = 0, bool vec = false) {
+    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced, vec);
     return p ? p->label() : std::string("none");
   };
-  // The device's tiles: s, the only candidate, for every shape.
+  // The device's tiles: s for every shape, z for the types of coopmat_vec_rule.
   EXPECT_EQ(pick(t, 4096, 512), "s");
   EXPECT_EQ(pick(t, 14336, 512), "s");
   EXPECT_EQ(pick(t, 1024, 64), "s");
+  EXPECT_EQ(pick(t, 4096, 512, 0, true), "z");
+  EXPECT_EQ(pick(t, 1024, 64, 0, true), "z");
+  EXPECT_EQ(pick(t, 4096, 512, 'b', true), "b");
+  EXPECT_TRUE(vk::coopmat_vec_rule(GgmlType::q4_k));
+  EXPECT_TRUE(vk::coopmat_vec_rule(GgmlType::f16));
+  EXPECT_FALSE(vk::coopmat_vec_rule(GgmlType::q6_k));
+  EXPECT_FALSE(vk::coopmat_vec_rule(GgmlType::q8_0));
   // Forced, and forced to a tile the device lacks (the rule then).
   EXPECT_EQ(pick(t, 4096, 512, 'b'), "b");
   EXPECT_EQ(pick(t, 14336, 512, 'L'), "lp");
@@ -197,6 +227,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(dbuf, 2048, 512), "h");
   // 1024 rows at 64 tokens: 8 b, 8 h, 16 w, 16 c: none fills, the most workgroups (w before c).
   EXPECT_EQ(pick(dbuf, 1024, 64), "w");
+  EXPECT_EQ(pick(dbuf, 1024, 64, 0, true), "w");  // no vec candidate: the others
   // l, m, s with lp, mp (prefetch where n_out <= 8192).
   std::vector<vk::CoopmatTile> single = t;
   for (vk::CoopmatTile& x : single) x.rule = !x.dbuf;
@@ -205,21 +236,23 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(single, 2048, 512), "mp");
   EXPECT_EQ(pick(single, 1024, 64), "s");
   // What a span builds pipelines for: the rule's candidates, or only the forced tile.
-  std::string reach, forced_b, reach_single;
+  std::string reach, reach_vec, forced_b, reach_single;
   for (const vk::CoopmatTile& x : t) {
     if (vk::coopmat_tile_reachable(t, x, 0)) reach += x.label() + " ";
+    if (vk::coopmat_tile_reachable(t, x, 0, true)) reach_vec += x.label() + " ";
     if (vk::coopmat_tile_reachable(t, x, 'b')) forced_b += x.label() + " ";
   }
   for (const vk::CoopmatTile& x : single)
     if (vk::coopmat_tile_reachable(single, x, 'q')) reach_single += x.label() + " ";
   EXPECT_EQ(reach, "s ");
+  EXPECT_EQ(reach_vec, "z ");
   EXPECT_EQ(forced_b, "b ");
   EXPECT_EQ(reach_single, "l m s lp mp ");
   // Where s is dropped: b, h, w, c are the candidates; without those, the single-buffered.
   std::string rule20;
   for (const vk::CoopmatTile& x : vk::coopmat_tiles(16, 16, 16, 32, 20 * 1024, 1024))
     rule20 += x.label() + (x.rule ? "+ " : "- ");
-  EXPECT_EQ(rule20, "m- s+ mp- v- z- ");
+  EXPECT_EQ(rule20, "m- s+ mp- v- z+ ");
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
@@ -297,7 +330,7 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
       auto h = b->upload(v);
       ASSERT_TRUE(h.ok()) << h.error().message;
       for (int64_t n_tok : {int64_t(vk::kCoopmatMinTok), int64_t(37), int64_t(tile.bn + 3)}) {
-        const std::string kernel = b->prefill_kernel(n_out, n_tok);
+        const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
         ASSERT_NE(kernel.find(fmt::format("tile {} ", tile.label())), std::string::npos) << kernel;
         ASSERT_NE(kernel.find("coopmat"), std::string::npos) << kernel;
         const std::vector<float> x = test::random_input(n_tok * n_in, rng);
@@ -336,7 +369,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
         auto h = b->upload(v);
         ASSERT_TRUE(h.ok()) << h.error().message;
         for (const int64_t n_tok : kTok) {
-          const std::string kernel = b->prefill_kernel(n_out, n_tok);
+          const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
           if (n_tok >= vk::kCoopmatMinTok) {
             ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"),
                       std::string::npos)
@@ -402,7 +435,7 @@ TEST(VulkanCoopmat, RequiredAndOffOptions) {
     if (has_coopmat) {
       ASSERT_TRUE(s.ok()) << s.error().message;
       EXPECT_FALSE(b.coopmat_tiles().empty());
-      EXPECT_NE(b.prefill_kernel(4096, 512).find("tile s"), std::string::npos);
+      EXPECT_NE(b.prefill_kernel(4096, 512, GgmlType::q4_k).find("tile s"), std::string::npos);
       EXPECT_NE(b.describe().find("prefill coopmat"), std::string::npos) << b.describe();
     } else {
       ASSERT_FALSE(s.ok());
@@ -418,10 +451,10 @@ TEST(VulkanCoopmat, RequiredAndOffOptions) {
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     EXPECT_TRUE(b.coopmat_tiles().empty());
-    EXPECT_EQ(b.prefill_kernel(4096, 512), "tiled f32");
-    EXPECT_EQ(b.prefill_kernel(4096, 15), "tiled f32");
-    EXPECT_EQ(b.prefill_kernel(4096, 4), "matvec");
-    EXPECT_EQ(b.prefill_kernel(4096, 8), "matvec8");
+    EXPECT_EQ(b.prefill_kernel(4096, 512, GgmlType::q4_k), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 15, GgmlType::q4_k), "tiled f32");
+    EXPECT_EQ(b.prefill_kernel(4096, 4, GgmlType::q4_k), "matvec");
+    EXPECT_EQ(b.prefill_kernel(4096, 8, GgmlType::q4_k), "matvec8");
     EXPECT_NE(b.describe().find("prefill tiled f32"), std::string::npos) << b.describe();
   }
   {
@@ -493,8 +526,9 @@ void check_span(const char* arch, int64_t window, const std::string& what, char 
   auto cm = coopmat_backend(tile);
   SKIP_WITHOUT_COOPMAT(cm);
   if (tile) {
-    ASSERT_NE(cm->prefill_kernel(1024, 100).find(fmt::format("tile {} ", tile)), std::string::npos)
-        << cm->prefill_kernel(1024, 100);
+    ASSERT_NE(cm->prefill_kernel(1024, 100, GgmlType::q4_k).find(fmt::format("tile {} ", tile)),
+              std::string::npos)
+        << cm->prefill_kernel(1024, 100, GgmlType::q4_k);
   }
   auto model = synthetic_model(arch, window);
   ASSERT_TRUE(model);
@@ -507,7 +541,7 @@ void check_span(const char* arch, int64_t window, const std::string& what, char 
   vk::VulkanBackend f32(opt);
   ASSERT_TRUE(f32.open().ok());
   ASSERT_TRUE(f32.coopmat_tiles().empty());
-  ASSERT_EQ(f32.prefill_kernel(1024, 100), "tiled f32");
+  ASSERT_EQ(f32.prefill_kernel(1024, 100, GgmlType::q4_k), "tiled f32");
   const std::vector<float> b = span_logits(model, f32, tokens, 100);
   const int64_t n_vocab = model->params().n_vocab;
   ASSERT_EQ(a.size(), b.size());
