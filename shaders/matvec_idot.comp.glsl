@@ -15,8 +15,9 @@
 // engine/vulkan/device_weight.h, so a short row gives each thread several chunks), grid groups_x x
 // ceil(n_groups / groups_x); rows past n_out are clamped to the last row and not stored. AHEAD
 // (specialisation constant 2, FISH_VK_IDOT_AHEAD, default 1): a thread loads AHEAD of its chunks
-// (c, c + WG, ...) of every row before it uses any, so ROWS x AHEAD weight loads are in flight
-// per thread rather than ROWS (docs/gpu.md: bytes in flight per SM at the bandwidth limit).
+// (c, c + WG, ...; those past the row's end skipped) of every row before it uses any, so
+// ROWS x AHEAD weight loads are in flight per thread rather than ROWS (docs/gpu.md: bytes in
+// flight per SM at the bandwidth limit).
 // GROUPS (specialisation constant 3, FISH_VK_IDOT_GROUPS, default 1): the workgroup is GROUPS
 // row groups of WG / GROUPS threads, each reducing its own ROWS rows (ROWS x GROUPS a workgroup),
 // so several warps share a workgroup without sharing rows.
@@ -200,9 +201,10 @@ void main() {
   for (uint c0 = lane; c0 < n_chunks; c0 += AHEAD * gt) {
     Raw raw[AHEAD * ROWS];  // AHEAD chunks of every row loaded before any is used
     [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {
-      // Past the row's end: the last chunk again (a cached load, its sum not added).
-      const uint c = in_block(min(c0 + u * gt, n_chunks - 1u), place);
-      [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[u * ROWS + r] = load_raw(rb[r], c);
+      if (u == 0u || c0 + u * gt < n_chunks) {  // past the row's end: neither loaded nor used
+        const uint c = in_block(c0 + u * gt, place);
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[u * ROWS + r] = load_raw(rb[r], c);
+      }
     }
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
