@@ -235,6 +235,32 @@ TEST_F(VulkanMatvecIdot, GroupMixingIdotAndFastTypes) {
   for (const W& w : ws) backend_->release(w.h);
 }
 
+// matmul_group_device_s (the matvec bench's timed call) computes what matmul_group does and
+// returns the dispatches' device time (> 0 where the queue has timestamps, as lavapipe's has).
+TEST_F(VulkanMatvecIdot, DeviceTimedGroupMatchesTheGroupAndTimesIt) {
+  std::mt19937 rng(53);
+  const int64_t n_in = 768, n_tok = 2;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<WeightHandle> hs;
+  for (auto [t, n_out] : {std::pair<GgmlType, int64_t>{GgmlType::q4_k, 19}, {GgmlType::fq3, 7}}) {
+    data.push_back(test::random_weights(t, n_out, n_in, rng));
+    auto h = backend_->upload({data.back().data(), t, n_in, n_out, data.back().size(), "timed"});
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    hs.push_back(h.value());
+  }
+  const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+  std::vector<float> y0(size_t(n_tok * 19)), y1(size_t(n_tok * 7)), t0(y0.size()), t1(y1.size());
+  const ComputeBackend::MatmulOp plain[] = {{hs[0], y0.data()}, {hs[1], y1.data()}};
+  const ComputeBackend::MatmulOp timed[] = {{hs[0], t0.data()}, {hs[1], t1.data()}};
+  ASSERT_TRUE(backend_->matmul_group(plain, x.data(), n_tok).ok());
+  const Result<double> dev_s = backend_->matmul_group_device_s(timed, x.data(), n_tok);
+  ASSERT_TRUE(dev_s.ok()) << dev_s.error().message;
+  EXPECT_EQ(t0, y0);
+  EXPECT_EQ(t1, y1);
+  EXPECT_GT(dev_s.value(), 0.0);
+  for (WeightHandle h : hs) backend_->release(h);
+}
+
 // A backend forced to the integer-dot kernels with `tune` applied to its options (rows, threads a
 // workgroup), then, for each of `types`, a random n_out x n_in(t) matrix against check_idot at 1
 // and FISH_MATVEC_MAX_TOK tokens.
