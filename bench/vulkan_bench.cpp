@@ -6,11 +6,14 @@
 //     as a span's q/k/v share theirs: the span profile's q8_1 stage times it alone) and the
 //     generic matvec1_<type> (variant "generic", n_tok 1), each on a backend opened with that
 //     FISH_VK_MATVEC mode, in the same run; also q4_k 1024 x 4096 (k/v) and q6_k 128256 x 4096 (the
-//     8B output head), and for tuning idot with 1 / 2 / 4 rows and 32 / 64 / 128 threads a
-//     workgroup (FISH_VK_IDOT_ROWS, FISH_VK_IDOT_WG; label "rows R wg W") at the 8B's
-//     shapes (q4_k, q6_k, q8_0) and the 1B's (q4_k: 2048 x 2048, 8192 x 2048, 2048 x 8192);
-//     bytes/s of WEIGHTS read, and pct_shader_copy = that / BM_VulkanShaderCopy's rate (it runs
-//     first).
+//     8B output head); bytes/s of WEIGHTS read, and pct_shader_copy = that /
+//     BM_VulkanShaderCopy's rate (it runs first): weight_GBps over the host's time per
+//     iteration (submit, x upload and y readback included), device_GBps over the dispatches'
+//     device time (timestamps: quant_q8_1 and the matvecs), device_pct_shader_copy its share.
+//   BM_VulkanMatvecVariant: the integer-dot variants (docs/gpu.md: FISH_VK_IDOT_ROWS,
+//     FISH_VK_IDOT_AHEAD, FISH_VK_IDOT_GROUPS; label "idot rows R ahead A groups G", the first
+//     the default) at n_tok 1 on the 8B's shapes (q4_k, q6_k, q8_0, q4_0, q4_1) and the 1B's
+//     (2048 x 2048, 8192 x 2048, 2048 x 8192: q4_k, q6_k, q8_0), the same counters.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -43,7 +46,8 @@
 // iteration includes x upload and y readback (small next to the weights). The matrix is 512
 // reference-quantised N(0,1) rows repeated (quantising 58M values per shape would dominate the
 // run; the kernels read every copy from its own address). On the GPU machine:
-// --benchmark_filter='Copy|Matvec' (~60 s with 3 repetitions). The context line "vulkan" names
+// --benchmark_filter='Copy|Matvec' (~60 s before the variant sweep's 168 rows of ~0.2 s each,
+// pipeline compile and upload included). The context line "vulkan" names
 // the device (FISH_GPU=cpu runs on lavapipe; numbers there only smoke-test).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -56,6 +60,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -85,16 +90,26 @@ constexpr int64_t kDistinctRows = 512;
 double g_shader_copy_bytes_per_s = 0;  // BM_VulkanShaderCopy's last rate (0: not run)
 double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: not run)
 
-// The backend decoding with FISH_VK_MATVEC mode `mode`, FISH_VK_IDOT_ROWS `rows` and
-// FISH_VK_IDOT_WG `wg` (0: the environment's), opened on first use, leaked.
-vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, uint32_t rows, uint32_t wg) {
-  static std::map<std::tuple<vk::MatvecMode, uint32_t, uint32_t>, vk::VulkanBackend*> by_mode;
-  vk::VulkanBackend*& b = by_mode[{mode, rows, wg}];
+// The integer-dot matvec's FISH_VK_IDOT_* knobs of one benchmark row (0: the environment's).
+struct IdotKnobs {
+  uint32_t rows = 0, wg = 0, ahead = 0, groups = 0;
+  auto key() const { return std::make_tuple(rows, wg, ahead, groups); }
+};
+
+// The backend decoding with FISH_VK_MATVEC mode `mode` and idot knobs `k`, opened on first use,
+// leaked.
+vk::VulkanBackend* backend_matvec(vk::MatvecMode mode, IdotKnobs k) {
+  static std::map<std::tuple<vk::MatvecMode, std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>>,
+                  vk::VulkanBackend*>
+      by_mode;
+  vk::VulkanBackend*& b = by_mode[{mode, k.key()}];
   if (!b) {
     auto opt = vk::VulkanOptions::from_env();
     if (opt.ok()) opt->matvec = mode;
-    if (opt.ok() && rows > 0) opt->idot_rows = rows;
-    if (opt.ok() && wg > 0) opt->idot_wg = wg;
+    if (opt.ok() && k.rows > 0) opt->idot_rows = k.rows;
+    if (opt.ok() && k.wg > 0) opt->idot_wg = k.wg;
+    if (opt.ok() && k.ahead > 0) opt->idot_ahead = k.ahead;
+    if (opt.ok() && k.groups > 0) opt->idot_groups = k.groups;
     b = new vk::VulkanBackend(opt);
     (void)b->open();
   }
@@ -214,14 +229,16 @@ void BM_VulkanMatmul(benchmark::State& state) {
   state.SetLabel(std::string(type_name(t)));
 }
 
-// Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), idot rows a
-// workgroup and threads a workgroup (0: the defaults).
+// Args: type id, n_out, n_in, n_tok, variant (a vk::MatvecMode: fast, idot, generic), then the
+// idot knobs: rows a row group, threads a row group, chunks loaded ahead, row groups a workgroup
+// (0: the defaults).
 void BM_VulkanMatvec(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const auto mode = vk::MatvecMode(state.range(4));
-  const auto rows = uint32_t(state.range(5)), wg = uint32_t(state.range(6));
-  vk::VulkanBackend* b = backend_matvec(mode, rows, wg);
+  const IdotKnobs k{uint32_t(state.range(5)), uint32_t(state.range(6)), uint32_t(state.range(7)),
+                    uint32_t(state.range(8))};
+  vk::VulkanBackend* b = backend_matvec(mode, k);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -245,23 +262,39 @@ void BM_VulkanMatvec(benchmark::State& state) {
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  double device_s = 0;  // the dispatches alone (timestamps)
   for (auto _ : state) {
-    const Status s = b->matmul_group(ops, x.data(), n_tok);
+    const Result<double> s = b->matmul_group_device_s(ops, x.data(), n_tok);
     if (!s.ok()) {
       state.SkipWithError(s.error().message.c_str());
       break;
     }
+    device_s += s.value();
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double bytes = double(state.iterations()) * double(r.handles.size() * r.bytes);
   state.SetBytesProcessed(int64_t(bytes));
   state.counters["copies"] = double(r.handles.size());
   state.counters["weight_GBps"] = bytes / std::max(dt, 1e-9) / 1e9;
-  if (g_shader_copy_bytes_per_s > 0)
+  if (device_s > 0) state.counters["device_GBps"] = bytes / device_s / 1e9;
+  if (g_shader_copy_bytes_per_s > 0) {
     state.counters["pct_shader_copy"] =
         100.0 * bytes / std::max(dt, 1e-9) / g_shader_copy_bytes_per_s;
-  state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode),
-                             rows > 0 || wg > 0 ? fmt::format(" rows {} wg {}", rows, wg) : ""));
+    if (device_s > 0)
+      state.counters["device_pct_shader_copy"] =
+          100.0 * bytes / device_s / g_shader_copy_bytes_per_s;
+  }
+  std::string knobs;
+  for (auto [name, v] : {std::pair<const char*, uint32_t>{"rows", k.rows},
+                         {"wg", k.wg},
+                         {"ahead", k.ahead},
+                         {"groups", k.groups}})
+    if (v > 0) knobs += fmt::format(" {} {}", name, v);
+  state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode), knobs));
+}
+// The idot variant sweep (matvec_variants): BM_VulkanMatvec under its own name and MinTime.
+void BM_VulkanMatvecVariant(benchmark::State& state) {
+  BM_VulkanMatvec(state);
 }
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
@@ -699,14 +732,8 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
     for (vk::MatvecMode m : {vk::MatvecMode::fast, vk::MatvecMode::idot, vk::MatvecMode::generic}) {
       if (m == vk::MatvecMode::idot && !vk::has_idot_kernel(t)) continue;
       if (m == vk::MatvecMode::generic && n_tok > 1) continue;
-      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0, 0});
+      bm->Args({int64_t(t), s.first, s.second, n_tok, int64_t(m), 0, 0, 0, 0});
     }
-  };
-  // FISH_VK_IDOT_ROWS x FISH_VK_IDOT_WG for tuning, n_tok 1.
-  const auto tune = [&](GgmlType t, Shape s) {
-    for (int64_t r : {1, 2, 4})
-      for (int64_t wg : {32, 64, 128})
-        bm->Args({int64_t(t), s.first, s.second, 1, int64_t(vk::MatvecMode::idot), r, wg});
   };
   // fq3 (FISH_GPU_REQUANT's device copy) next to q4_k, the type it replaces.
   for (GgmlType t : {GgmlType::q4_k, GgmlType::fq3, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0})
@@ -714,13 +741,44 @@ void matvec_shapes(benchmark::internal::Benchmark* bm) {
       for (int64_t n_tok : {1, 2}) add(t, s, n_tok);
   add(GgmlType::q4_k, {1024, 4096}, 1);    // the 8B's k / v
   add(GgmlType::q6_k, {128256, 4096}, 1);  // the 8B's output head
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0})
-    for (Shape s : {Shape{4096, 4096}, {14336, 4096}, {4096, 14336}}) tune(t, s);
-  for (Shape s : {Shape{2048, 2048}, {8192, 2048}, {2048, 8192}}) tune(GgmlType::q4_k, s);
 }
 BENCHMARK(BM_VulkanMatvec)
     ->Apply(matvec_shapes)
     ->MinTime(0.2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The integer-dot variants (docs/gpu.md) at n_tok 1 on the 8B's and the 1B's shapes, each type
+// and shape's rows together (the matrix stays resident on each variant's backend): label "idot
+// rows R ahead A groups G" (wg: the rule's threads a row group).
+void matvec_variants(benchmark::internal::Benchmark* bm) {
+  struct Variant {
+    int64_t rows, ahead, groups;
+  };
+  constexpr Variant kVariants[] = {
+      {2, 1, 1},                        // the default
+      {2, 2, 1}, {2, 4, 1}, {2, 8, 1},  // chunks loaded ahead
+      {4, 4, 1},                        // more rows sharing each activation load
+      {2, 1, 4}, {2, 4, 4},             // 4 warps a workgroup, each its own rows
+  };
+  using Shape = std::pair<int64_t, int64_t>;
+  constexpr Shape k8b[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  constexpr Shape k1b[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
+  const auto sweep = [&](GgmlType t, std::span<const Shape> shapes) {
+    for (auto [n_out, n_in] : shapes)
+      for (const Variant& v : kVariants)
+        bm->Args({int64_t(t), n_out, n_in, 1, int64_t(vk::MatvecMode::idot), v.rows, 0, v.ahead,
+                  v.groups});
+  };
+  for (GgmlType t :
+       {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1})
+    sweep(t, k8b);
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0})
+    sweep(t, k1b);  // Q4_K_M, Q8_0
+}
+BENCHMARK(BM_VulkanMatvecVariant)
+    ->Apply(matvec_variants)
+    ->MinTime(0.1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -192,7 +192,7 @@ float chunk_dot(Raw r, uint c, vec4 xv[CHUNK_VEC4], float xs[CHUNK_VEC4 / 2u]) {
 
 void main() {
   uint row0, rb[ROWS];
-  if (!workgroup_rows(row0, rb)) return;
+  if (!workgroup_rows(ROWS, 0u, row0, rb)) return;
 
   float acc[NACC];
   [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;

@@ -13,7 +13,14 @@
 // tokens (specialisation constant 0, FISH_VK_IDOT_ROWS; default FISH_MATVEC_ROWS), WG threads
 // (specialisation constant 1, the workgroup size: FISH_VK_IDOT_WG or idot_workgroup's rule in
 // engine/vulkan/device_weight.h, so a short row gives each thread several chunks), grid groups_x x
-// ceil(n_groups / groups_x); rows past n_out are clamped to the last row and not stored.
+// ceil(n_groups / groups_x); rows past n_out are clamped to the last row and not stored. AHEAD
+// (specialisation constant 2, FISH_VK_IDOT_AHEAD, default 1): a thread loads AHEAD of its chunks
+// (c, c + WG, ...; those past the row's end skipped) of every row before it uses any, so
+// ROWS x AHEAD weight loads are in flight per thread rather than ROWS (docs/gpu.md: bytes in
+// flight per SM at the bandwidth limit).
+// GROUPS (specialisation constant 3, FISH_VK_IDOT_GROUPS, default 1): the workgroup is GROUPS
+// row groups of WG / GROUPS threads, each reducing its own ROWS rows (ROWS x GROUPS a workgroup),
+// so several warps share a workgroup without sharing rows.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -38,8 +45,12 @@ int dot4(uint a, uint b) {
   return sdot(a, b, 0);
 }
 
-layout(local_size_x_id = 1) in;  // WG threads: 32..256, a multiple of the subgroup size
+layout(local_size_x_id = 1) in;  // WG threads: GROUPS x (32..256), a multiple of the subgroup size
 layout(constant_id = 0) const uint ROWS = FISH_MATVEC_ROWS;  // rows a workgroup (1..32)
+// Chunks of its rows a thread loads before it uses any (FISH_VK_IDOT_AHEAD: 1, 2, 4, 8).
+layout(constant_id = 2) const uint AHEAD = 1u;
+// Row groups a workgroup, each of WG / GROUPS threads and its own ROWS rows (FISH_VK_IDOT_GROUPS).
+layout(constant_id = 3) const uint GROUPS = 1u;
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
@@ -156,28 +167,62 @@ float chunk_dot(Raw r, uint c, XQ q) {
 #error "matvec_idot.comp.glsl: TYPE_Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
 #endif
 
-const uint NACC = ROWS * FISH_MATVEC_MAX_TOK;
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
+// Chunk c, its place in the super-block (c & 7) given as `place`: the same chunk, the place known.
+uint in_block(uint c, uint place) {
+  return (c & ~7u) | place;
+}
+#else
+uint in_block(uint c, uint place) {  // a chunk is a whole block
+  return c;
+}
+#endif
+
+const uint OWN = ROWS * FISH_MATVEC_MAX_TOK;  // a thread's accumulators: its group's rows
+const uint NACC = GROUPS * OWN;                // the workgroup's
 #include "matvec_reduce.glsl"
 
 void main() {
+  // Row group grp: threads grp GT .. (GT = WG / GROUPS, a multiple of 8), rows grp ROWS .. of the
+  // workgroup's ROWS x GROUPS.
+  const uint gt = gl_WorkGroupSize.x / GROUPS;
+  const uint grp = GROUPS == 1u ? 0u : gl_LocalInvocationID.x / gt;
+  const uint lane = gl_LocalInvocationID.x - grp * gt;
   uint row0, rb[ROWS];
-  if (!workgroup_rows(row0, rb)) return;
+  if (!workgroup_rows(ROWS * GROUPS, grp * ROWS, row0, rb)) return;
   const uint codes0 = FISH_Q8_CODES(pc.n_in), ds_stride = FISH_Q8_DS_STRIDE(pc.n_in);
 
-  float acc[NACC];
-  [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+  float acc[OWN];
+  [[unroll]] for (uint i = 0u; i < OWN; ++i) acc[i] = 0.0;
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
-  for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += gl_WorkGroupSize.x) {
-    Raw raw[ROWS];  // every row's loads issued before any use
-    [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[r] = load_raw(rb[r], c);
+  // A thread's chunks are lane + i GT: their place in a super-block, c & 7, is the thread's own,
+  // which in_block states so the per-place scale and offset math leaves the loop.
+  const uint place = lane & 7u;
+  for (uint c0 = lane; c0 < n_chunks; c0 += AHEAD * gt) {
+    Raw raw[AHEAD * ROWS];  // AHEAD chunks of every row loaded before any is used
+    [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {
+      if (u == 0u || c0 + u * gt < n_chunks) {  // past the row's end: neither loaded nor used
+        const uint c = in_block(c0 + u * gt, place);
+        [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[u * ROWS + r] = load_raw(rb[r], c);
+      }
+    }
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
-        const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
-        [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-          acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[r], c, q);
+        [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {
+          if (u == 0u || c0 + u * gt < n_chunks) {
+            const uint c = in_block(c0 + u * gt, place);
+            const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+              acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[u * ROWS + r], c, q);
+          }
+        }
       }
     }
   }
 
-  reduce_store(acc, row0);
+  // The other groups' rows are zeros here: one reduction over the workgroup sums each row.
+  float all[NACC];
+  [[unroll]] for (uint g = 0u; g < GROUPS; ++g)
+    [[unroll]] for (uint i = 0u; i < OWN; ++i) all[g * OWN + i] = g == grp ? acc[i] : 0.0;
+  reduce_store(all, row0);
 }

@@ -1,14 +1,17 @@
 // Included by matvec_fast.comp.glsl and matvec_idot.comp.glsl (no main) once ROWS (rows a
-// workgroup) and NACC (= ROWS * FISH_MATVEC_MAX_TOK accumulators, acc[row * MAX_TOK + token]) are
-// defined, with y bound: the workgroup's rows and the reduction of every thread's partial sums.
+// thread accumulates) and NACC (accumulators of the workgroup's rows, acc[row * MAX_TOK + token]:
+// ROWS * FISH_MATVEC_MAX_TOK, or that times matvec_idot's row groups) are defined, with y bound:
+// the workgroup's rows and the reduction of every thread's partial sums.
 
-// The workgroup's first row and each row's byte offset rb[r] (rows past n_out clamped to the
-// last, so the hot loop needs no bounds checks); false for the grid's spare workgroups (the whole
-// workgroup returns: no barrier is skipped by a part of it).
-bool workgroup_rows(out uint row0, out uint rb[ROWS]) {
+// The workgroup's first row (wg_rows rows a workgroup) and the byte offset rb[r] of its row
+// first + r (rows past n_out clamped to the last, so the hot loop needs no bounds checks); false
+// for the grid's spare workgroups (the whole workgroup returns: no barrier is skipped by a part
+// of it).
+bool workgroup_rows(uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) {
   const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
-  row0 = group * ROWS;
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) rb[r] = min(row0 + r, pc.n_out - 1u) * pc.row_bytes;
+  row0 = group * wg_rows;
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+    rb[r] = min(row0 + first + r, pc.n_out - 1u) * pc.row_bytes;
   return group < pc.n_groups;
 }
 
@@ -22,7 +25,7 @@ const uint PER_THREAD = (NACC + 31u) / 32u;  // accumulators a thread stores (32
 void reduce_store(float acc[NACC], uint row0) {
   [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
     if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+      [[unroll]] for (uint r = 0u; r < NACC / FISH_MATVEC_MAX_TOK; ++r)
         acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
   const uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   float total[PER_THREAD];

@@ -59,16 +59,18 @@ uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
   return wg;
 }
 
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows,
-                         uint32_t idot_wg) {
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                         int64_t n_in) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
-  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) s.constants = {idot_rows, idot_wg};
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot)
+    s.constants = {o.idot_rows, o.idot_groups * idot_workgroup(n_in, o.idot_wg), o.idot_ahead,
+                   o.idot_groups};
   return s;
 }
 
-uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows) {
-  return k == MatvecKernel::idot ? idot_rows : FISH_MATVEC_ROWS;
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o) {
+  return k == MatvecKernel::idot ? o.idot_rows * o.idot_groups : FISH_MATVEC_ROWS;
 }
 
 uint64_t q8_bytes(uint32_t k) {

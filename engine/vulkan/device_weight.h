@@ -62,12 +62,13 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
 // 2048..14336-value rows: results/runs/h200-decode-wg-586895f) had 32 threads first on 11 of 12
 // shapes; rows longer than 16384 were not measured.
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
-// Its pipeline: matvec_idot_ specialised to idot_rows rows a workgroup (FISH_VK_IDOT_ROWS) and
-// idot_wg threads (idot_workgroup).
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, uint32_t idot_rows,
-                         uint32_t idot_wg);
-// Rows a workgroup of decode kernel k (matmul_grid's vec_rows).
-uint32_t matvec_rows(MatvecKernel k, uint32_t idot_rows);
+// Its pipeline over rows of n_in values: matvec_idot_ specialised (o's FISH_VK_IDOT_* knobs) to
+// idot_rows rows a row group, idot_groups row groups of idot_workgroup(n_in, idot_wg) threads a
+// workgroup and idot_ahead chunks a thread loaded ahead.
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                         int64_t n_in);
+// Rows a workgroup of decode kernel k (matmul_grid's vec_rows): idot_rows x idot_groups for idot.
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o);
 
 // Bytes of the q8_1 activations of FISH_MATVEC_MAX_TOK tokens of K values (FISH_Q8_BYTES), and
 // the quant_q8_1 dispatch that writes them from x rows x_stride floats apart.

@@ -91,7 +91,9 @@ struct VulkanBackend::Impl {
                         std::string_view what, std::optional<uint64_t> run_ceiling);
   Status upload_part(const MatrixView& w, const DeviceWeight& wt, DeviceWeight::Part& part,
                      Buffer& staging, int n_threads);
-  Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok);
+  // stamps: a 2-query timestamp pool written around the dispatches (null: none).
+  Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
+             VkQueryPool stamps = VK_NULL_HANDLE);
   // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
   Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
                         int64_t n_tok, char kernel = 0);
@@ -489,7 +491,33 @@ Status VulkanBackend::matmul_group(std::span<const MatmulOp> ops, const float* x
   return m.run(ops, x, n_tok);
 }
 
-Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok) {
+// Seconds between timestamps 0 and 1 of q (waits for them); `otherwise` when q is null or
+// unreadable.
+static double stamped_s(const VkContext& ctx, VkQueryPool q, double otherwise) {
+  uint64_t ts[2] = {0, 0};
+  if (q && ctx.vk().vkGetQueryPoolResults(ctx.handle(), q, 0, 2, sizeof ts, ts, 8,
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
+               VK_SUCCESS)
+    return double(ts[1] - ts[0]) * ctx.features().timestamp_ns * 1e-9;
+  return otherwise;
+}
+
+Result<double> VulkanBackend::matmul_group_device_s(std::span<const MatmulOp> ops, const float* x,
+                                                    int64_t n_tok) {
+  std::lock_guard lock(impl_->mu);
+  Impl& m = *impl_;
+  if (m.state != Impl::State::open)
+    return make_error("vulkan: matmul on a backend that is not open ({})", m.status_text());
+  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
+  Status s = m.run(ops, x, n_tok, q);
+  const double dev_s = s.ok() ? stamped_s(*m.ctx, q, 0.0) : 0.0;
+  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
+  FISH_TRY(s);
+  return dev_s;
+}
+
+Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
+                                VkQueryPool stamps) {
   assert(n_tok >= 1 && !ops.empty());
   std::vector<const DeviceWeight*> ws;
   for (const MatmulOp& op : ops) {
@@ -542,7 +570,12 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
   FISH_TRY(cmds.begin());
   cmds.copy(x_host, 0, x_dev, 0, x_bytes);
   cmds.barrier(Sync::transfer, Sync::compute);
+  if (stamps) {
+    ctx->vk().vkCmdResetQueryPool(cmds.cmd(), stamps, 0, 2);
+    cmds.timestamp(stamps, 0);
+  }
   FISH_TRY(record_matmuls(ws, y_off, n_tok));
+  if (stamps) cmds.timestamp(stamps, 1);
   // y back to host-visible memory, then visible to the host read after the fence.
   cmds.barrier(Sync::compute, Sync::transfer);
   cmds.copy(y_dev, 0, y_host, 0, y_bytes);
@@ -588,10 +621,9 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     }
     const MatvecKernel mk = decode_kernel(w.type);
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
-    FISH_ASSIGN_OR_RETURN(const Pipeline p, cm ? ctx->coopmat_pipeline(w.type, *cm)
-                                               : ctx->pipeline(matmul_spec(
-                                                     w.type, n_tok, mk, opt->idot_rows,
-                                                     idot_workgroup(w.n_in_pad, opt->idot_wg))));
+    FISH_ASSIGN_OR_RETURN(const Pipeline p,
+                          cm ? ctx->coopmat_pipeline(w.type, *cm)
+                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_in_pad)));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
@@ -599,9 +631,9 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                 {q8 ? xq_dev.buf : x_dev.buf, 0, VK_WHOLE_SIZE},
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
-      const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm,
-                                       matvec_rows(mk, opt->idot_rows));
+      const MatmulGrid g =
+          matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out, part.row0,
+                      ctx->limits().maxComputeWorkGroupCount[0], cm, matvec_rows(mk, *opt));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);
@@ -656,14 +688,7 @@ Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int re
   if (s.ok()) s = m.cmds.submit_and_wait(Work::compute, "time_matmul");
   const double host_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double dev_s = host_s;
-  if (s.ok() && q) {
-    uint64_t ts[2] = {0, 0};
-    if (m.ctx->vk().vkGetQueryPoolResults(m.ctx->handle(), q, 0, 2, sizeof ts, ts, 8,
-                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
-        VK_SUCCESS)
-      dev_s = double(ts[1] - ts[0]) * m.ctx->features().timestamp_ns * 1e-9;
-  }
+  const double dev_s = s.ok() ? stamped_s(*m.ctx, q, host_s) : host_s;
   if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
   FISH_TRY(s);
   return dev_s / reps;
@@ -710,12 +735,8 @@ Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters
     if (q) m.cmds.timestamp(q, 1);
     const auto t0 = std::chrono::steady_clock::now();
     FISH_TRY(m.cmds.submit_and_wait(Work::compute, "coopmat peak"));
-    dev_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    uint64_t ts[2] = {0, 0};
-    if (q && m.ctx->vk().vkGetQueryPoolResults(m.ctx->handle(), q, 0, 2, sizeof ts, ts, 8,
-                                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
-                 VK_SUCCESS)
-      dev_s = double(ts[1] - ts[0]) * f.timestamp_ns * 1e-9;
+    dev_s = stamped_s(*m.ctx, q,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return Status::success();
   }();
   if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);

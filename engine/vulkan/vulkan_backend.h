@@ -112,6 +112,11 @@ class VulkanBackend final : public ComputeBackend {
   Result<WeightHandle> upload(const MatrixView& w, const UploadOptions& opt = {}) override;
   Status matmul(WeightHandle w, const float* x, int64_t n_tok, float* y) override;
   Status matmul_group(std::span<const MatmulOp> ops, const float* x, int64_t n_tok) override;
+  // matmul_group, returning the device seconds of its dispatches (quant_q8_1 and the matmuls,
+  // from timestamps; 0 where the queue has none): the kernels' time without the submit, x upload
+  // and y readback around them (the matvec benchmark's device_GBps).
+  Result<double> matmul_group_device_s(std::span<const MatmulOp> ops, const float* x,
+                                       int64_t n_tok);
   uint64_t memory_free(const UploadOptions& opt = {}) override;
   uint64_t bytes_resident() const override;
   void release(WeightHandle w) override;

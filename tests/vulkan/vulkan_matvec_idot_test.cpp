@@ -7,7 +7,8 @@
 //    accumulation slack only, which a wrong code, scale or offset in the kernel cannot meet.
 // Odd shapes as the f32 kernels' tests (rows not a multiple of FISH_MATVEC_ROWS; K of one block,
 // a few, and more chunks than a workgroup has threads), n_tok 1..FISH_MATVEC_MAX_TOK, an all-zero
-// block (d8 = 0), weights split into parts, other rows per workgroup (FISH_VK_IDOT_ROWS);
+// block (d8 = 0), weights split into parts, other rows per workgroup (FISH_VK_IDOT_ROWS), the
+// variants (FISH_VK_IDOT_AHEAD chunks loaded ahead, FISH_VK_IDOT_GROUPS row groups);
 // FISH_VK_MATVEC's parsing and the rule that picks the kernel; a span decoding with idot against
 // per-matmul idot and the CPU (top-1).
 #include <gtest/gtest.h>
@@ -136,27 +137,59 @@ class VulkanMatvecIdot : public ::testing::Test {
 vk::VulkanBackend* VulkanMatvecIdot::backend_ = nullptr;
 std::string VulkanMatvecIdot::skip_;
 
-TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
-  std::mt19937 rng(23);
+// Every idot type on `b`: n_out rows of one block, a few, more chunks than a workgroup has
+// threads and, when `long_rows`, 416 chunks (past a workgroup's chunks loaded ahead at every
+// FISH_VK_IDOT_AHEAD, with a part-filled last pass), n_tok 1..FISH_MATVEC_MAX_TOK (the last
+// token's first block all zero: d8 = 0).
+void check_every_type(vk::VulkanBackend& b, int64_t n_out, bool long_rows, std::mt19937& rng) {
   for (GgmlType t : kIdotTypes) {
     ASSERT_TRUE(vk::has_idot_kernel(t)) << type_name(t);
     const int64_t blk = type_info(t).block_elems;
     const int64_t chunks_past_wg = (FISH_MATVEC_WG + 13) * 32;  // 141 chunks of 32 values
-    for (int64_t n_in : {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk}) {
-      const int64_t n_out = 7 * FISH_MATVEC_ROWS + 3;
+    std::vector<int64_t> lengths = {blk, 3 * blk, (chunks_past_wg + blk - 1) / blk * blk};
+    if (long_rows) lengths.push_back(416 * 32);
+    for (int64_t n_in : lengths) {
       const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
       const MatrixView w{wd.data(), t,
                          n_in,      n_out,
                          wd.size(), fmt::format("idot {} {} x {}", type_name(t), n_out, n_in)};
-      auto h = backend_->upload(w);
+      auto h = b.upload(w);
       ASSERT_TRUE(h.ok()) << h.error().message;
       for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
         std::vector<float> x = test::random_input(n_tok * n_in, rng);
         std::fill_n(x.begin() + (n_tok - 1) * n_in, FISH_Q8_BLOCK, 0.0f);  // d8 = 0 block
-        check_idot(*backend_, w, x, n_tok, h.value());
+        check_idot(b, w, x, n_tok, h.value());
       }
-      backend_->release(h.value());
+      b.release(h.value());
     }
+  }
+}
+
+TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
+  std::mt19937 rng(23);
+  check_every_type(*backend_, 7 * FISH_MATVEC_ROWS + 3, false, rng);
+}
+
+// The variants the matvec bench compares (FISH_VK_IDOT_AHEAD, FISH_VK_IDOT_GROUPS, with
+// FISH_VK_IDOT_ROWS): every type, shape and token count of check_every_type, n_out not a multiple
+// of the workgroup's rows.
+TEST_F(VulkanMatvecIdot, EveryVariantMatchesBothReferencesForEveryTypeAndTokenCount) {
+  struct Variant {
+    uint32_t rows, ahead, groups;
+  };
+  std::mt19937 rng(47);
+  for (const Variant v : {Variant{2, 1, 1}, Variant{2, 2, 1}, Variant{2, 4, 1}, Variant{2, 8, 1},
+                          Variant{4, 4, 1}, Variant{2, 1, 4}, Variant{2, 4, 2}, Variant{1, 8, 4}}) {
+    SCOPED_TRACE(fmt::format("rows {} ahead {} groups {}", v.rows, v.ahead, v.groups));
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->idot_rows = v.rows;
+    opt->idot_ahead = v.ahead;
+    opt->idot_groups = v.groups;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    check_every_type(b, 5 * v.rows * v.groups + 3, true, rng);
   }
 }
 
@@ -200,6 +233,32 @@ TEST_F(VulkanMatvecIdot, GroupMixingIdotAndFastTypes) {
     }
   }
   for (const W& w : ws) backend_->release(w.h);
+}
+
+// matmul_group_device_s (the matvec bench's timed call) computes what matmul_group does and
+// returns the dispatches' device time (> 0 where the queue has timestamps, as lavapipe's has).
+TEST_F(VulkanMatvecIdot, DeviceTimedGroupMatchesTheGroupAndTimesIt) {
+  std::mt19937 rng(53);
+  const int64_t n_in = 768, n_tok = 2;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<WeightHandle> hs;
+  for (auto [t, n_out] : {std::pair<GgmlType, int64_t>{GgmlType::q4_k, 19}, {GgmlType::fq3, 7}}) {
+    data.push_back(test::random_weights(t, n_out, n_in, rng));
+    auto h = backend_->upload({data.back().data(), t, n_in, n_out, data.back().size(), "timed"});
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    hs.push_back(h.value());
+  }
+  const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+  std::vector<float> y0(size_t(n_tok * 19)), y1(size_t(n_tok * 7)), t0(y0.size()), t1(y1.size());
+  const ComputeBackend::MatmulOp plain[] = {{hs[0], y0.data()}, {hs[1], y1.data()}};
+  const ComputeBackend::MatmulOp timed[] = {{hs[0], t0.data()}, {hs[1], t1.data()}};
+  ASSERT_TRUE(backend_->matmul_group(plain, x.data(), n_tok).ok());
+  const Result<double> dev_s = backend_->matmul_group_device_s(timed, x.data(), n_tok);
+  ASSERT_TRUE(dev_s.ok()) << dev_s.error().message;
+  EXPECT_EQ(t0, y0);
+  EXPECT_EQ(t1, y1);
+  EXPECT_GT(dev_s.value(), 0.0);
+  for (WeightHandle h : hs) backend_->release(h);
 }
 
 // A backend forced to the integer-dot kernels with `tune` applied to its options (rows, threads a
@@ -250,6 +309,27 @@ TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
         "wg", wg, [&](vk::VulkanOptions& o) { o.idot_wg = wg; },
         {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::q4_0},
         [](GgmlType) { return int64_t(72 * 32); }, 2 * 16 + 3, rng);
+}
+
+// The pipeline's specialisation constants (rows, workgroup size, chunks ahead, row groups) and
+// the grid's rows a workgroup follow the FISH_VK_IDOT_* options; other kernels take none.
+TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
+  vk::VulkanOptions o;
+  o.idot_rows = 4;
+  o.idot_ahead = 8;
+  o.idot_groups = 2;
+  const vk::PipelineSpec s = vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096);
+  EXPECT_EQ(s.module, "matvec_idot_q4_k");
+  EXPECT_EQ(s.constants, (std::vector<uint32_t>{4, 2 * 32, 8, 2}));
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o), 8u);
+  o.idot_wg = 128;
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096).constants[1], 256u);
+  EXPECT_TRUE(
+      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096).constants.empty());
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o), uint32_t(FISH_MATVEC_ROWS));
+  const vk::VulkanOptions defaults;
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 14336).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1}));  // the measured default: 2 rows, one warp
 }
 
 TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
@@ -402,6 +482,21 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     auto o = vk::VulkanOptions::from_env();
     ASSERT_FALSE(o.ok());
     EXPECT_NE(o.error().message.find("FISH_VK_IDOT_WG='48'"), std::string::npos)
+        << o.error().message;
+  }
+  {
+    test::ScopedEnv a("FISH_VK_IDOT_AHEAD", "4"), g("FISH_VK_IDOT_GROUPS", "2");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_ahead, 4u);
+    EXPECT_EQ(o->idot_groups, 2u);
+  }
+  for (auto [name, value] : {std::pair<const char*, const char*>{"FISH_VK_IDOT_AHEAD", "3"},
+                             {"FISH_VK_IDOT_GROUPS", "8"}}) {
+    test::ScopedEnv e(name, value);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_FALSE(o.ok()) << name;
+    EXPECT_NE(o.error().message.find(fmt::format("{}='{}'", name, value)), std::string::npos)
         << o.error().message;
   }
   test::ScopedEnv e("FISH_VK_IDOT_ROWS", "3");
