@@ -114,7 +114,7 @@ EOF
   vklib=$(ldconfig -p | awk '/libvulkan.so.1 /{print $NF; exit}')
   [ -n "$vklib" ] || say "warning: no libvulkan.so.1 after unpacking .gl (carry .gl)"
   command -v nvcc > /dev/null || say "warning: no nvcc on PATH: the cuda build will fail"
-  case " $PEERS " in *" cpu "*) start_build cpu 4 ;; esac
+  case " $PEERS " in *" cpu "*) start_build cpu ${CPU_JOBS:-4} ;; esac  # CPU_JOBS: alone, 12-16
   case " $PEERS " in *" cuda "*) start_build cuda 8 ;; esac
   case " $PEERS " in *" vulkan "*) start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include FISH_GLSLC=$P/vk/glslc \
     FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib ;; esac
