@@ -205,6 +205,9 @@ std::span<const EnvKnob> env_knobs() {
        "bench/vulkan_bench.cpp",
        "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) "
        "for its 8B rows; unset or absent: those rows are skipped with the reason"},
+      {"FISH_VK_ATTN_DECODE", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1 (default): short batches' span attention runs with RoPE and the KV store fused in one "
+       "dispatch (span_attention_decode); 0: RoPE + KV store, then the split-K kernels (A/B)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,

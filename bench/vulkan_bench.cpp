@@ -27,8 +27,10 @@
 //     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash, device time.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
-//     auto rule's splits: span_attention_split + span_attention_combine), over as many layers'
-//     KVs as fill ~96 MiB (beyond the H200's L2); device time per layer and KV GB/s.
+//     auto rule's splits: span_attention_split + span_attention_combine) vs the fused
+//     span_attention_decode (RoPE + KV store + attention) vs span_rope_kv + split-K (the decode
+//     path without it), over as many layers' KVs as fill ~96 MiB (beyond the H200's L2); device
+//     time per layer and KV GB/s.
 //   BM_VulkanVerify: a speculative verify (docs/speculative.md) on a whole-model layer span:
 //     synthetic Llama-1B (written to the temp directory on first use) and 8B (FISH_VERIFY_8B: a
 //     pre-written `fish make-model --shape llama-8b --type q4_k_m` file; skipped when unset or
@@ -346,7 +348,9 @@ BENCHMARK(BM_VulkanShaderCopy)
 
 // Args: heads shape (0: Llama-3.2-1B 32:8 x 64, 1: Llama-3.1-8B 32:8 x 128, 2: SmolLM2 9:3 x
 // 64), context (keys attended), variant (0: one-pass, 1: split-K with attention_splits' auto
-// count). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
+// count, 2: span_attention_decode with RoPE and the KV store fused (attention_decode_splits'
+// count, + the combine when > 1), 3: what the span ran for decode without it: span_rope_kv then
+// variant 1). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -356,15 +360,18 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
       {"llama-1b", 32, 8, 64}, {"llama-8b", 32, 8, 128}, {"smollm2", 9, 3, 64}};
   const Heads& sh = kHeads[state.range(0)];
   const uint32_t ctx = uint32_t(state.range(1));
-  const bool split = state.range(2) != 0;
+  const int variant = int(state.range(2));
+  const bool decode = variant == 2, split = variant == 1 || variant == 3;
   constexpr int kReps = 20;
   vk::VulkanBackend* b = backend();
-  const uint32_t kv_words = ctx * sh.n_kv * sh.hd / 2;  // K (or V) of one layer
+  const uint32_t kv_dim = sh.n_kv * sh.hd, kv_words = ctx * kv_dim / 2;  // K (or V) of a layer
   const uint64_t layer_bytes = uint64_t(kv_words) * 2 * 4;
   const uint32_t n_layer =
       uint32_t(std::clamp<uint64_t>((uint64_t(96) << 20) / layer_bytes, 1, 64));
   const uint32_t parts_cap = sh.n_head * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  const uint32_t splits = split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap) : 0;
+  const uint32_t splits = decode  ? vk::attention_decode_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                          : split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                                  : 0;
   if (split && splits == 0) {
     state.SkipWithError("the auto rule keeps the one-pass kernel at this shape");
     return;
@@ -375,27 +382,45 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   for (uint32_t& w : pattern) w = f32_to_f16(dist(rng)) | uint32_t(f32_to_f16(dist(rng))) << 16;
   std::vector<uint32_t> kv(size_t(n_layer) * 2 * kv_words);
   for (size_t i = 0; i < kv.size(); ++i) kv[i] = pattern[i % pattern.size()];
-  const uint32_t q_floats = sh.n_head * sh.hd;
-  std::vector<float> arena(2 * q_floats + size_t(parts_cap) * (sh.hd + 2));
-  for (uint32_t i = 0; i < q_floats; ++i) arena[i] = dist(rng);
-  const std::vector<float> params(4, 0.0f);
+  // ARENA: the token's q|k|v row, the output row, the split partials.
+  const uint32_t q_floats = sh.n_head * sh.hd, qkv = q_floats + 2 * kv_dim;
+  std::vector<float> arena(qkv + q_floats + size_t(parts_cap) * (sh.hd + 2));
+  for (uint32_t i = 0; i < qkv; ++i) arena[i] = dist(rng);
+  std::vector<float> params(size_t(ctx) * sh.hd);  // RoPE cos/sin, n_rot = head_dim
+  for (size_t i = 0; i < params.size(); i += 2) {
+    const double a = double(i / sh.hd) * std::pow(10000.0, -double(i % sh.hd) / double(sh.hd));
+    params[i] = float(std::cos(a));
+    params[i + 1] = float(std::sin(a));
+  }
   std::vector<vk::SpanDispatch> ds;
   for (uint32_t l = 0; l < n_layer; ++l) {
     vk::SpanPush pc{};
     pc.n = sh.hd;
     pc.rows = 1;
-    pc.a_stride = q_floats;
-    pc.c_off = q_floats;
+    pc.a_stride = qkv;
+    pc.c_off = qkv;
     pc.c_stride = q_floats;
     pc.pos0 = ctx - 1;
-    pc.n_rot = sh.n_head / sh.n_kv;
+    pc.n_rot = decode ? sh.hd : sh.n_head / sh.n_kv;
+    pc.group = sh.n_head / sh.n_kv;
     pc.kv_k = 2 * l * kv_words;
     pc.kv_v = pc.kv_k + kv_words;
-    pc.kv_stride = sh.n_kv * sh.hd / 2;
+    pc.kv_stride = kv_dim / 2;
     pc.scale = 1.0f / std::sqrt(float(sh.hd));
     pc.split = splits;
-    pc.b_off = 2 * q_floats;
-    if (splits > 0) {
+    pc.b_off = qkv + q_floats;
+    if (variant == 3) {
+      vk::SpanPush rk = pc;
+      rk.n_rot = sh.hd;
+      rk.rows_per_tok = sh.n_head;
+      rk.b_off = q_floats;
+      const uint32_t units = sh.n_head * sh.hd / 2 + kv_dim / 2;
+      ds.push_back({"span_rope_kv", rk, (units + FISH_SPAN_WG - 1) / FISH_SPAN_WG, 1, 1});
+    }
+    if (decode) {
+      ds.push_back({"span_attention_decode", pc, sh.n_kv, 1, splits});
+      if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
+    } else if (splits > 0) {
       ds.push_back({"span_attention_split", pc, sh.n_head, 1, splits});
       ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
     } else {
@@ -417,11 +442,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   state.counters["kv_GBps"] = passes * double(layer_bytes) / std::max(seconds, 1e-12) / 1e9;
   state.counters["layers"] = n_layer;
   state.counters["splits"] = splits;
-  state.SetLabel(fmt::format("{} ctx {} {}", sh.name, ctx,
-                             split ? fmt::format("split-K {}", splits) : "one-pass"));
+  const char* names[] = {"one-pass", "split-K", "decode (RoPE+KV fused)", "rope_kv + split-K"};
+  state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -44,31 +44,15 @@ uint partial_at(uint t, uint h, uint s, uint n) {
 #include "fish_vk_q8.h"
 layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint arenau[]; };
 shared float o_s[FISH_SPAN_MAX_HEAD];
+#define Q8_SRC o_s
+#include "q8_block.glsl"
 // Head h of token t's output (dims tid: o0, tid + WG: o1) into the row's q8_1 copy; every
 // invocation of the workgroup calls it (a barrier).
 void q8_head(uint t, uint h, uint n, uint tid, float o0, float o1) {
   if (tid < n) o_s[tid] = o0;
   if (tid + WG < n) o_s[tid + WG] = o1;
   barrier();
-  if (tid >= n / 32u) return;
-  const uint K = gl_NumWorkGroups.x * n, blk = h * (n / 32u) + tid;
-  float amax = 0.0;
-  for (uint k = 0u; k < 32u; ++k) amax = max(amax, abs(o_s[32u * tid + k]));
-  const float id = amax > 0.0 ? 127.0 / amax : 0.0;
-  const uint w0 = pc.q8_off + (FISH_Q8_CODES(K) + t * K) / 4u + blk * 8u;
-  int sum = 0;
-  for (uint w = 0u; w < 8u; ++w) {
-    const ivec4 q = clamp(ivec4(round(vec4(o_s[32u * tid + 4u * w], o_s[32u * tid + 4u * w + 1u],
-                                           o_s[32u * tid + 4u * w + 2u],
-                                           o_s[32u * tid + 4u * w + 3u]) * id)),
-                          ivec4(-127), ivec4(127));
-    sum += q.x + q.y + q.z + q.w;
-    arenau[w0 + w] = uint(q.x & 255) | (uint(q.y & 255) << 8u) | (uint(q.z & 255) << 16u) |
-                     (uint(q.w & 255) << 24u);
-  }
-  const uint ds = pc.q8_off + 2u * (t * FISH_Q8_DS_STRIDE(K) + blk);
-  arena[ds] = amax / 127.0;
-  arena[ds + 1u] = amax / 127.0 * float(sum);
+  if (tid < n / 32u) q8_block(gl_NumWorkGroups.x * n, t, h * (n / 32u) + tid, 32u * tid);
 }
 #endif
 

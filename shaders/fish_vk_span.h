@@ -1,5 +1,5 @@
 // Layout shared by the layer-span code (engine/vulkan/vulkan_span.cpp) and the span-op shaders
-// (rmsnorm, elementwise, rope, kv_store, attention .comp.glsl): bindings and one push-constant
+// (rmsnorm, elementwise, rope_kv, attention*, argmax .comp.glsl): bindings and one push-constant
 // block whose fields each shader reads as documented in its first comment.
 // Valid C++ and GLSL 450: only #defines and the one push-constant block below.
 #ifndef FISH_VK_SPAN_H
@@ -11,7 +11,7 @@
 #define FISH_SPAN_PARAMS 1
 #define FISH_SPAN_KV 2
 
-#define FISH_SPAN_WG 256           // elementwise, rope, kv_store workgroup size
+#define FISH_SPAN_WG 256           // elementwise, rope_kv workgroup size
 #define FISH_SPAN_NORM_WG 512      // rmsnorm of a whole row (n_embd): one workgroup = one row
 #define FISH_SPAN_HEAD_NORM_WG 64  // span_head_rmsnorm (per-head q/k norm): one row = one head
 #define FISH_SPAN_NORM_CACHE 4     // rmsnorm: vec4s per thread held in registers between passes
@@ -33,6 +33,18 @@
 #define FISH_SPAN_FLASH_TOK 8
 #define FISH_SPAN_FLASH_KEYS 16
 #define FISH_SPAN_FLASH_MIN_TOK 16
+// Short-batch attention with RoPE and the KV store fused (span_attention_decode,
+// attention_decode.comp.glsl): one workgroup = one KV head x all tokens of the dispatch (its
+// group x tokens query rows <= FISH_SPAN_DEC_ROWS, tokens <= FISH_SPAN_DEC_TOK) x one KV split;
+// FISH_SPAN_DEC_WG threads score FISH_SPAN_DEC_KEYS keys a pass (two threads a key). Auto splits
+// (attention_decode_splits, vulkan_span.h): none up to FISH_SPAN_DEC_ONE_WG_KEYS keys, beyond
+// that one split per FISH_SPAN_DEC_SPLIT_KEYS keys (the split-K combine merges them).
+#define FISH_SPAN_DEC_WG 512
+#define FISH_SPAN_DEC_KEYS 256
+#define FISH_SPAN_DEC_ROWS 8
+#define FISH_SPAN_DEC_TOK 4
+#define FISH_SPAN_DEC_ONE_WG_KEYS 512
+#define FISH_SPAN_DEC_SPLIT_KEYS 256
 #define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): one workgroup over the logits
 #define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512  // ... where prefill matmuls run on cooperative matrices
@@ -58,6 +70,7 @@ layout(push_constant) uniform SpanPush {
   FISH_U32 w_off0, w_off1;   // PARAMS floats (weights, bias, RoPE table)
   FISH_U32 pos0;          // position of token 0
   FISH_U32 n_rot;         // rope: rotated dims per head; attention: query heads per KV head
+                          // (span_attention_decode: rotated dims, the group in `group`)
   FISH_U32 kv_k, kv_v;    // KV words to position 0 of this layer's K / V
   FISH_U32 kv_stride;     // KV words between positions (kv_dim / 2)
   FISH_U32 window;        // attention: sliding window (0: none)
@@ -65,9 +78,11 @@ layout(push_constant) uniform SpanPush {
   float eps;              // rmsnorm epsilon
   float scale;            // attention: q.k multiplier
   FISH_U32 q8_off;        // span_*rmsnorm_q8: ARENA floats to the q8_1 copy of C (fish_vk_q8.h)
+  FISH_U32 group;         // span_attention_decode: query heads per KV head (the other attention
+                          // kernels read it from n_rot)
 #ifdef __cplusplus
 };
-static_assert(sizeof(SpanPush) == 88, "push constants: 22 x 4 bytes");
+static_assert(sizeof(SpanPush) == 92, "push constants: 23 x 4 bytes");
 }  // namespace fish::vk
 #else
 } pc;

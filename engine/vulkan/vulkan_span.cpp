@@ -263,8 +263,7 @@ Status VulkanSpan::load_ops() {
       {&ops_.rmsnorm, "span_rmsnorm"},
       {&ops_.add_rmsnorm, "span_add_rmsnorm"},
       {&ops_.head_rmsnorm, "span_head_rmsnorm"},
-      {&ops_.rope, "span_rope"},
-      {&ops_.kv_store, "span_kv_store"},
+      {&ops_.rope_kv, "span_rope_kv"},
       {&ops_.attention, "span_attention"},
       {&ops_.attention_split, "span_attention_split"},
       {&ops_.attention_combine, "span_attention_combine"},
@@ -278,6 +277,10 @@ Status VulkanSpan::load_ops() {
   }
   if (has_head_) {
     FISH_ASSIGN_OR_RETURN(ops_.argmax, ctx_.pipeline("span_argmax"));
+  }
+  // Its row reductions keep one slot per subgroup of >= 4 lanes.
+  if (ctx_.options().attn_decode && ctx_.features().subgroup_min >= 4) {
+    FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
   return Status::success();
 }
@@ -348,6 +351,9 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
     if (p_.head_dim % FISH_Q8_BLOCK == 0) {
       FISH_ASSIGN_OR_RETURN(ops_.attention_q8, ctx_.pipeline("span_attention_q8"));
       FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8, ctx_.pipeline("span_attention_combine_q8"));
+      if (ops_.attention_decode.pipe) {
+        FISH_ASSIGN_OR_RETURN(ops_.attention_decode_q8, ctx_.pipeline("span_attention_decode_q8"));
+      }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
       FISH_ASSIGN_OR_RETURN(
@@ -359,7 +365,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
     const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
-    // <= 19 stages a layer, the head's 3 (+ its quant_q8_1)
+    // <= 18 stages a layer, the head's 3 (+ its quant_q8_1)
     n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4);
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
@@ -513,6 +519,18 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
                                  (uint64_t(len_max) + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const uint64_t s = std::min({want, uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
   return s >= 2 ? uint32_t(s) : 0;
+}
+
+uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                                 uint32_t parts_cap) {
+  const uint64_t rows = std::max<uint64_t>(1, uint64_t(n_head) * n_tok);
+  const uint64_t fit = std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / rows);
+  uint64_t want = 1;
+  if (forced > 0)
+    want = uint64_t(forced);
+  else if (forced < 0 && len_max > FISH_SPAN_DEC_ONE_WG_KEYS)
+    want = (uint64_t(len_max) + FISH_SPAN_DEC_SPLIT_KEYS - 1) / FISH_SPAN_DEC_SPLIT_KEYS;
+  return uint32_t(std::max<uint64_t>(1, std::min(want, fit)));
 }
 
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(

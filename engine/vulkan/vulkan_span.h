@@ -8,7 +8,7 @@
 // positions of kv_dim f16), and a host-visible x staging buffer. The span runs on the backend's
 // device layer (vk_context.h: allocator, pipelines, submission, the device mutex) over weights the
 // backend uploaded (DeviceWeight); knobs come from the context's options (FISH_VK_MATVEC,
-// FISH_VK_ATTN_SPLIT, FISH_GPU_PROFILE).
+// FISH_VK_ATTN_SPLIT, FISH_VK_ATTN_DECODE, FISH_GPU_PROFILE).
 #pragma once
 
 #include <volk.h>
@@ -37,6 +37,15 @@ namespace fish::vk {
 inline constexpr uint32_t kAttnSplitKeys = 256;  // auto rule: keys one split walks, at most
 uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
                           uint32_t parts_cap);
+
+// KV splits of span_attention_decode (one workgroup per KV head x split; the dispatch's query
+// tokens n_tok x n_head heads, the longest range len_max keys), >= 1; 1: no combine pass. Auto
+// (forced < 0): 1 up to FISH_SPAN_DEC_ONE_WG_KEYS keys (a workgroup walks them in two passes
+// faster than a second dispatch and barrier run), else ceil(len_max / FISH_SPAN_DEC_SPLIT_KEYS).
+// Forced N >= 1: N (FISH_VK_ATTN_SPLIT; 0: 1). Both capped by FISH_SPAN_ATTN_MAX_SPLIT and the
+// scratch's share parts_cap / (n_head n_tok), never below 1.
+uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
+                                 uint32_t parts_cap);
 
 // Errors: as ComputeBackend::span_create. The caller holds ctx.mutex(); `weights` (the
 // backend's, by handle) must outlive the span.

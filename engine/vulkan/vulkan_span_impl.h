@@ -18,22 +18,25 @@
 namespace fish::vk {
 
 // Profile stages (FISH_GPU_PROFILE=2).
+// kAttnDecode: span_attention_decode, the short-batch attention with RoPE and the KV store fused
+// in (and its split-K combine); kRopeKv: span_rope_kv ahead of the other attention kernels.
 // kQuant: quant_q8_1, the integer-dot matvecs' activation rounding (FISH_VK_MATVEC idot).
 // kArgmax: the output head's span_argmax (its norm and matvec count as rmsnorm and matvec).
 enum Stage {
   kMatvec,
   kRmsnorm,
   kAttention,
+  kAttnDecode,
   kActMul,
   kAdd,
-  kKvStore,
-  kRope,
+  kRopeKv,
   kQuant,
   kArgmax,
   kNumStages
 };
 inline constexpr const char* kStageNames[kNumStages] = {
-    "matvec", "rmsnorm", "attention", "act*mul", "add", "KV store", "RoPE", "q8_1", "argmax"};
+    "matvec",        "rmsnorm", "attention", "attention+RoPE+KV", "act*mul", "add",
+    "RoPE+KV store", "q8_1",    "argmax"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
 struct MatmulStep {
@@ -69,8 +72,11 @@ struct LayerState {
 
 // The span ops' pipelines (fish_vk_span.h layout: ARENA, PARAMS, KV).
 struct SpanOps {
-  Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope, kv_store, attention, attention_split,
+  Pipeline rmsnorm, add_rmsnorm, head_rmsnorm, rope_kv, attention, attention_split,
       attention_combine, attention_flash, add, bias, act;
+  // span_attention_decode (+ _q8 with the idot norms): short batches' attention with RoPE and the
+  // KV store fused (loaded unless FISH_VK_ATTN_DECODE=0, on subgroups of >= 4 lanes).
+  Pipeline attention_decode, attention_decode_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
@@ -152,6 +158,8 @@ class VulkanSpan final : public LayerSpan {
   // (logits row i at off_logits_ + i * n_vocab), argmax of each row (id i at off_tok_ + i).
   void record_head(int64_t row, int64_t n = 1);
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
+  // Whether a chunk of n tokens runs span_attention_decode (its group x tokens rows fit).
+  bool decode_attention(uint32_t n) const;
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();

@@ -1,9 +1,10 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
-// rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE -> KV store -> attention (one pass, or
-// split-K + combine; flash for prefill chunks) -> wo -> (post norm) -> residual add + rmsnorm ->
-// gate/up -> act*mul (+ its product's q8_1 copy for an idot down) -> down -> (post norm) ->
-// residual add (+ the next layer's rmsnorm; the output head after the last layer), a compute
-// barrier after each step that the next reads.
+// rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE + KV store + attention in one dispatch for
+// short batches (span_attention_decode, + the split-K combine at long contexts), else RoPE + KV
+// store (span_rope_kv) -> attention (one pass, or split-K + combine; flash for prefill chunks) ->
+// wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul (+ its product's q8_1 copy for
+// an idot down) -> down -> (post norm) -> residual add (+ the next layer's rmsnorm; the output head
+// after the last layer), a compute barrier after each step that the next reads.
 #include <algorithm>
 
 #include "engine/vulkan/vulkan_span.h"
@@ -91,7 +92,7 @@ SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, ui
 // q/k/v (the layer's xn is ready) through attention into att.
 void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) {
   const uint32_t Q = uint32_t(p_.q_dim()), KV = uint32_t(p_.kv_dim()), hd = uint32_t(p_.head_dim);
-  const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);
+  const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);  // rows of the q/k norm
   matmuls(L.qkv, n, next_qkv_q8_);
   barrier();
   stage_done(kMatvec);
@@ -122,67 +123,66 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     barrier();
     stage_done(kRmsnorm);
   }
-  {
-    SpanPush pc{};
-    pc.n = hd;
-    pc.rows = n;
-    pc.rows_per_tok = heads;
-    pc.a_off = off_qkv_;
-    pc.a_stride = qkv_stride_;
-    pc.w_off0 = L.rope_table;
-    pc.pos0 = uint32_t(pos);
-    pc.n_rot = uint32_t(p_.n_rot);
-    pc.flags = p_.rope_style == RopeStyle::neox ? 1u : 0u;
-    op(ops_.rope, pc, groups(uint64_t(n) * heads * uint64_t(p_.n_rot / 2)), 1);
-    barrier();
-    stage_done(kRope);
-  }
   const uint32_t layer = uint32_t(&L - layers_.data());
   const uint32_t kv_words = uint32_t(kv_cap_) * (KV / 2);
-  const uint32_t kv_k = 2 * layer * kv_words, kv_v = kv_k + kv_words;
-  {
-    SpanPush pc{};
-    pc.n = KV;
-    pc.rows = n;
-    pc.a_off = off_qkv_ + Q;
-    pc.b_off = off_qkv_ + Q + KV;
-    pc.a_stride = pc.b_stride = qkv_stride_;
-    pc.pos0 = uint32_t(pos);
-    pc.kv_k = kv_k;
-    pc.kv_v = kv_v;
-    pc.kv_stride = KV / 2;
-    op(ops_.kv_store, pc, groups(KV / 2), n);
-    barrier();
-    stage_done(kKvStore);
-  }
   SpanPush pc{};
   pc.n = hd;
   pc.rows = n;
   pc.a_off = off_qkv_;
   pc.a_stride = qkv_stride_;
+  pc.w_off0 = L.rope_table;
+  pc.pos0 = uint32_t(pos);
+  pc.n_rot = uint32_t(p_.n_rot);
+  pc.flags = p_.rope_style == RopeStyle::neox ? 1u : 0u;
+  pc.kv_k = 2 * layer * kv_words;
+  pc.kv_v = pc.kv_k + kv_words;
+  pc.kv_stride = KV / 2;
   pc.c_off = off_att_;
   pc.c_stride = Q;
-  pc.pos0 = uint32_t(pos);
-  pc.n_rot = uint32_t(p_.n_head / p_.n_head_kv);  // group size
-  pc.kv_k = kv_k;
-  pc.kv_v = kv_v;
-  pc.kv_stride = KV / 2;
   pc.window = L.window;
   pc.scale = p_.attn_scale;
-  // Short query batches (decode, verify) fill the grid with KV splits (split-K), then merge the
-  // partials; prefill chunks keep the one-pass kernel.
+  pc.b_off = off_parts_;
   const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
+  if (decode_attention(n)) {  // RoPE, KV store and attention in one dispatch (+ the combine)
+    pc.group = uint32_t(p_.n_head / p_.n_head_kv);
+    pc.split = attention_decode_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max,
+                                       parts_cap_);
+    // With an idot wo matvec the output's q8_1 copy comes from the attention epilogue.
+    wo_q8_ = ops_.attention_decode_q8.pipe && fuse_q8(L.wo, n, &pc);
+    if (pc.split == 1) {
+      op(wo_q8_ ? ops_.attention_decode_q8 : ops_.attention_decode, pc, uint32_t(p_.n_head_kv), 1);
+    } else {
+      op(ops_.attention_decode, pc, uint32_t(p_.n_head_kv), 1, pc.split);
+      barrier();
+      op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+    }
+    barrier();
+    stage_done(kAttnDecode);
+    return;
+  }
+  {  // q rotated in place, k rotated into the f16 KV with v
+    SpanPush rk = pc;
+    rk.rows_per_tok = uint32_t(p_.n_head);
+    rk.b_off = off_qkv_ + Q;
+    op(ops_.rope_kv, rk, groups(uint64_t(p_.n_head) * (p_.n_rot / 2) + KV / 2), n);
+    barrier();
+    stage_done(kRopeKv);
+  }
+  pc.n_rot = uint32_t(p_.n_head / p_.n_head_kv);  // group size
+  pc.w_off0 = 0;
+  pc.flags = 0;
+  // Short query batches the decode kernel does not take fill the grid with KV splits (split-K),
+  // then merge the partials; prefill chunks keep the one-pass kernel.
   pc.split =
       attention_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max, parts_cap_);
   // With an idot wo matvec the output's q8_1 copy comes from the attention epilogue.
   wo_q8_ = ops_.attention_q8.pipe && fuse_q8(L.wo, n, &pc);
   if (pc.split > 0) {
-    pc.b_off = off_parts_;
     op(ops_.attention_split, pc, uint32_t(p_.n_head), n, pc.split);
     barrier();
     op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
-  } else if (wo_q8_) {  // decode: n <= FISH_Q8_MAX_TOK < FISH_SPAN_FLASH_MIN_TOK
+  } else if (wo_q8_) {  // n <= FISH_Q8_MAX_TOK < FISH_SPAN_FLASH_MIN_TOK
     op(ops_.attention_q8, pc, uint32_t(p_.n_head), n);
   } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
     op(ops_.attention_flash, pc, uint32_t(p_.n_head),
@@ -192,6 +192,11 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   }
   barrier();
   stage_done(kAttention);
+}
+
+bool VulkanSpan::decode_attention(uint32_t n) const {
+  return ops_.attention_decode.pipe && n <= FISH_SPAN_DEC_TOK &&
+         n * uint32_t(p_.n_head / p_.n_head_kv) <= FISH_SPAN_DEC_ROWS;
 }
 
 // wo, the residual add and ffn norm, gate/up, act*mul, down, the closing residual add.

@@ -1,6 +1,6 @@
-// Each span-op shader (shaders/{rmsnorm,elementwise,rope,kv_store,attention,argmax}.comp.glsl)
-// against its CPU reference (kernels/ops.h) on random data with odd sizes, one dispatch at a time
-// (VulkanBackend::run_span_op) on lavapipe.
+// Each span-op shader (shaders/{rmsnorm,elementwise,rope_kv,attention,attention_flash,
+// attention_decode,argmax}.comp.glsl) against its CPU reference (kernels/ops.h) on random data
+// with odd sizes, one dispatch at a time (VulkanBackend::run_span_op) on lavapipe.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -188,73 +188,102 @@ TEST(VulkanSpanOps, ElementwiseOpsMatchCpu) {
   }
 }
 
-// RoPE from the cos/sin table, adjacent (llama) and NeoX pairs, a partial rotation (n_rot 32 of
-// head_dim 48), 5 heads x 3 tokens at positions 7..9.
-TEST(VulkanSpanOps, RopeMatchesCpuBothStyles) {
-  std::mt19937 rng(4);
-  const uint32_t hd = 48, n_rot = 32, heads = 5, tok = 3, pos0 = 7, stride = heads * hd + 8;
-  const float base = 10000.0f;
+// cos/sin of pair i at position pos at [pos * n_rot + 2i] (as the span's PARAMS table).
+std::vector<float> rope_table(uint32_t n_rot, uint32_t positions, float base) {
   std::vector<float> table;
-  for (uint32_t pos = 0; pos < 16; ++pos)
+  for (uint32_t pos = 0; pos < positions; ++pos)
     for (uint32_t i = 0; i < n_rot / 2; ++i) {
       const double a = double(pos) * std::pow(double(base), -2.0 * double(i) / double(n_rot));
       table.push_back(float(std::cos(a)));
       table.push_back(float(std::sin(a)));
     }
-  for (RopeStyle style : {RopeStyle::normal, RopeStyle::neox}) {
-    std::vector<float> arena = randn(tok * stride, rng);
-    std::vector<uint32_t> kv(4);
-    std::vector<float> want = arena;
-    for (uint32_t t = 0; t < tok; ++t)
-      rope_ref(want.data() + t * stride, heads, hd, n_rot, pos0 + t, base, style);
-    vk::SpanPush pc{};
-    pc.n = hd;
-    pc.rows = tok;
-    pc.rows_per_tok = heads;
-    pc.a_stride = stride;
-    pc.pos0 = pos0;
-    pc.n_rot = n_rot;
-    pc.flags = style == RopeStyle::neox ? 1u : 0u;
-    ASSERT_TRUE(
-        backend()
-            .run_span_op("span_rope", pc, groups(tok * heads * n_rot / 2), 1, arena, table, kv)
-            .ok());
-    expect_near_all(arena, want, 1e-5, style == RopeStyle::neox ? "rope neox" : "rope normal");
-  }
+  return table;
 }
 
-TEST(VulkanSpanOps, KvStoreWritesF16AtPositions) {
-  std::mt19937 rng(5);
-  const uint32_t kv_dim = 2 * 3 * 18, tok = 3, pos0 = 4, cap = 9, stride = 3 * kv_dim;
-  std::vector<float> arena = randn(tok * stride, rng);
-  const std::vector<float> params(4, 0.0f);
-  std::vector<uint32_t> kv(2 * cap * kv_dim / 2, 0u);
-  vk::SpanPush pc{};
-  pc.n = kv_dim;
-  pc.rows = tok;
-  pc.a_off = 5;
-  pc.b_off = 5 + kv_dim;
-  pc.a_stride = pc.b_stride = stride;
-  pc.pos0 = pos0;
-  pc.kv_k = 0;
-  pc.kv_v = cap * kv_dim / 2;
-  pc.kv_stride = kv_dim / 2;
-  ASSERT_TRUE(
-      backend().run_span_op("span_kv_store", pc, groups(kv_dim / 2), tok, arena, params, kv).ok());
+float f16_round(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+
+// Value i (0 .. kv_dim) of the f16 K (which 0) or V (1) cache at position pos.
+float kv_value(const std::vector<uint32_t>& kv, uint32_t kv_v, uint32_t kv_dim, int which,
+               uint32_t pos, uint32_t i) {
+  const uint32_t w = (which ? kv_v : 0) + pos * kv_dim / 2 + i / 2;
+  return f16_to_f32(uint16_t(kv[w] >> (16 * (i & 1))));
+}
+
+// The KV cache's positions [pos0, pos0 + tok) hold f16 of k_want / v_want (tok rows of kv_dim;
+// K within an f16 step: GPU and CPU RoPE may round apart before the f16 rounding) and every
+// other position still holds `untouched`.
+void expect_kv_rows(const std::vector<uint32_t>& kv, uint32_t kv_v, uint32_t kv_dim, uint32_t cap,
+                    uint32_t pos0, uint32_t tok, const std::vector<float>& k_want,
+                    const std::vector<float>& v_want, const std::vector<uint32_t>& untouched,
+                    const std::string& what) {
   int bad = 0;
   for (uint32_t t = 0; t < tok; ++t)
     for (uint32_t i = 0; i < kv_dim; ++i)
       for (int which = 0; which < 2; ++which) {
-        const uint32_t w = (which ? pc.kv_v : 0) + (pos0 + t) * kv_dim / 2 + i / 2;
-        const uint16_t h = uint16_t(kv[w] >> (16 * (i & 1)));
-        const float src = arena[5 + t * stride + (which ? kv_dim : 0) + i];
-        if (f16_to_f32(h) != f16_to_f32(f32_to_f16(src)) && bad++ < 5)
-          ADD_FAILURE() << "kv_store t " << t << " i " << i << ": " << f16_to_f32(h) << " vs "
-                        << src;
+        const float got = kv_value(kv, kv_v, kv_dim, which, pos0 + t, i);
+        const float want = f16_round((which ? v_want : k_want)[t * kv_dim + i]);
+        const float tol = which ? 0.0f : 2e-3f * (1.0f + std::fabs(want));
+        if (!(std::fabs(got - want) <= tol) && bad++ < 5)
+          ADD_FAILURE() << what << ": " << (which ? "V" : "K") << " t " << t << " i " << i << ": "
+                        << got << " vs " << want;
       }
-  EXPECT_EQ(bad, 0);
-  for (uint32_t w = 0; w < pos0 * kv_dim / 2; ++w)
-    EXPECT_EQ(kv[w], 0u) << "position < pos0 written";
+  for (int which = 0; which < 2; ++which)
+    for (uint32_t pos = 0; pos < cap; ++pos)
+      for (uint32_t w = 0; w < kv_dim / 2 && (pos < pos0 || pos >= pos0 + tok); ++w) {
+        const uint32_t at = (which ? kv_v : 0) + pos * kv_dim / 2 + w;
+        if (kv[at] != untouched[at] && bad++ < 5)
+          ADD_FAILURE() << what << ": position " << pos << " written";
+      }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// span_rope_kv: per token, the query heads rotated in place and the key heads rotated into the
+// f16 K with V, against rope_ref and the cache's f16 rounding: adjacent (llama) and NeoX pairs, a
+// partial rotation (n_rot 32 of head_dim 48), 5 query heads on 3 KV heads, 3 tokens at positions
+// 7..9, an odd row offset; ARENA's k|v stay as they were and no other position is written.
+TEST(VulkanSpanOps, RopeKvRotatesQueriesInPlaceAndStoresRotatedKeysAndValues) {
+  std::mt19937 rng(4);
+  const uint32_t hd = 48, n_rot = 32, n_head = 5, n_kv = 3, tok = 3, pos0 = 7, cap = 12;
+  const uint32_t q_dim = n_head * hd, kv_dim = n_kv * hd, stride = q_dim + 2 * kv_dim + 8;
+  const uint32_t a_off = 5;
+  const float base = 10000.0f;
+  const std::vector<float> table = rope_table(n_rot, cap, base);
+  for (RopeStyle style : {RopeStyle::normal, RopeStyle::neox}) {
+    std::vector<float> arena = randn(a_off + tok * stride, rng);
+    const std::vector<uint32_t> kv0(cap * kv_dim, 0x3c003c00u);  // 1.0 everywhere
+    std::vector<uint32_t> kv = kv0;
+    std::vector<float> want = arena, k_want, v_want;
+    for (uint32_t t = 0; t < tok; ++t) {
+      float* row = want.data() + a_off + t * stride;
+      rope_ref(row, n_head, hd, n_rot, pos0 + t, base, style);
+      std::vector<float> k(row + q_dim, row + q_dim + kv_dim);
+      rope_ref(k.data(), n_kv, hd, n_rot, pos0 + t, base, style);
+      k_want.insert(k_want.end(), k.begin(), k.end());
+      v_want.insert(v_want.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
+    }
+    vk::SpanPush pc{};
+    pc.n = hd;
+    pc.rows = tok;
+    pc.rows_per_tok = n_head;
+    pc.a_off = a_off;
+    pc.a_stride = stride;
+    pc.b_off = a_off + q_dim;
+    pc.pos0 = pos0;
+    pc.n_rot = n_rot;
+    pc.flags = style == RopeStyle::neox ? 1u : 0u;
+    pc.kv_k = 0;
+    pc.kv_v = cap * kv_dim / 2;
+    pc.kv_stride = kv_dim / 2;
+    ASSERT_TRUE(backend()
+                    .run_span_op("span_rope_kv", pc, groups(n_head * n_rot / 2 + kv_dim / 2), tok,
+                                 arena, table, kv)
+                    .ok());
+    const std::string what = style == RopeStyle::neox ? "rope_kv neox" : "rope_kv normal";
+    expect_near_all(arena, want, 1e-5, what);
+    expect_kv_rows(kv, pc.kv_v, kv_dim, cap, pos0, tok, k_want, v_want, kv0, what);
+  }
 }
 
 // One attention problem: f16-rounded random K and V for cap positions (KV: K then V, two halves
@@ -449,6 +478,192 @@ TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
       bad += test::q8_copy_errors(q8, p.pc.q8_off, K, t, out.data() + t * K);
     EXPECT_EQ(bad, 0) << what;
   }
+}
+
+// One span_attention_decode problem: tok tokens' unrotated q|k|v rows in ARENA (from a_off = 3,
+// rows of q_dim + 2 kv_dim + 5 floats) with the output rows and extra_floats after them, the KV's
+// positions before pos0 random f16 (10 spare positions after the batch), the RoPE table, and the
+// CPU reference: rope_ref on q and k, the batch's k and v rounded to f16 into the cache, then
+// attention_one_query_ref per token.
+struct DecodeProblem {
+  std::vector<float> arena, table, want, k_new, v_new;  // k_new, v_new: the batch's cache rows
+  std::vector<uint32_t> kv, kv0;                        // kv0: as uploaded
+  vk::SpanPush pc{};
+  uint32_t out_off = 0, out_floats = 0, cap = 0, kv_dim = 0;
+};
+DecodeProblem decode_problem(uint32_t hd, uint32_t n_head, uint32_t n_kv, uint32_t tok,
+                             uint32_t pos0, uint32_t window, uint32_t n_rot, RopeStyle style,
+                             uint32_t extra_floats, std::mt19937& rng) {
+  DecodeProblem p;
+  p.cap = pos0 + tok + 10;
+  p.kv_dim = n_kv * hd;
+  const uint32_t q_dim = n_head * hd, stride = q_dim + 2 * p.kv_dim + 5, a_off = 3;
+  const float base = 10000.0f;
+  p.table = rope_table(n_rot, p.cap, base);
+  std::vector<float> k = randn(size_t(p.cap) * p.kv_dim, rng);
+  std::vector<float> v = randn(size_t(p.cap) * p.kv_dim, rng);
+  for (std::vector<float>* x : {&k, &v})
+    for (float& f : *x) f = f16_round(f);
+  p.out_off = a_off + tok * stride + 1;
+  p.out_floats = tok * q_dim;
+  p.arena = randn(p.out_off + p.out_floats + extra_floats, rng);
+  std::vector<float> q(size_t(tok) * q_dim);
+  for (uint32_t t = 0; t < tok; ++t) {
+    const float* row = p.arena.data() + a_off + t * stride;
+    std::copy(row, row + q_dim, q.begin() + t * q_dim);
+    rope_ref(q.data() + t * q_dim, n_head, hd, n_rot, pos0 + t, base, style);
+    std::vector<float> kr(row + q_dim, row + q_dim + p.kv_dim);
+    rope_ref(kr.data(), n_kv, hd, n_rot, pos0 + t, base, style);
+    p.k_new.insert(p.k_new.end(), kr.begin(), kr.end());
+    p.v_new.insert(p.v_new.end(), row + q_dim + p.kv_dim, row + q_dim + 2 * p.kv_dim);
+    for (uint32_t i = 0; i < p.kv_dim; ++i) {
+      k[size_t(pos0 + t) * p.kv_dim + i] = f16_round(kr[i]);
+      v[size_t(pos0 + t) * p.kv_dim + i] = f16_round(row[q_dim + p.kv_dim + i]);
+    }
+  }
+  p.kv.assign(size_t(p.cap) * p.kv_dim, 0u);
+  for (size_t i = 0; i < k.size(); i += 2) {
+    p.kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
+    p.kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
+  }
+  for (uint32_t t = 0; t < tok; ++t)  // the batch's positions: the kernel writes them
+    for (uint32_t w = 0; w < p.kv_dim / 2; ++w)
+      for (size_t at : {size_t(pos0 + t) * p.kv_dim / 2 + w,
+                        k.size() / 2 + size_t(pos0 + t) * p.kv_dim / 2 + w})
+        p.kv[at] = 0u;
+  p.kv0 = p.kv;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  p.want.resize(p.out_floats);
+  std::vector<float> scratch(size_t(n_head) * p.cap);
+  for (uint32_t t = 0; t < tok; ++t) {
+    const int64_t pos = pos0 + t;
+    const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    attention_one_query_ref(q.data() + t * q_dim, k.data(), v.data(),
+                            AttentionShape{n_head, n_kv, hd, p.kv_dim}, begin, pos + 1, scale,
+                            p.want.data() + t * q_dim, scratch.data());
+  }
+  p.pc.n = hd;
+  p.pc.rows = tok;
+  p.pc.group = n_head / n_kv;
+  p.pc.a_off = a_off;
+  p.pc.a_stride = stride;
+  p.pc.c_off = p.out_off;
+  p.pc.c_stride = q_dim;
+  p.pc.b_off = p.out_off + p.out_floats;
+  p.pc.pos0 = pos0;
+  p.pc.n_rot = n_rot;
+  p.pc.flags = style == RopeStyle::neox ? 1u : 0u;
+  p.pc.kv_k = 0;
+  p.pc.kv_v = uint32_t(k.size() / 2);
+  p.pc.kv_stride = p.kv_dim / 2;
+  p.pc.window = window;
+  p.pc.scale = scale;
+  p.pc.split = 1;
+  return p;
+}
+
+// span_attention_decode (RoPE, the KV store and attention in one dispatch; with split-K, its
+// partials then span_attention_combine) against the CPU reference, and the batch's K/V rows in
+// the cache: head_dim 40 and 200 (KV words not a multiple of 8: the scalar K path), 64, 128 and
+// 256 (uvec4 loads; 256: KV words of two threads a key beyond one load batch); groups of 1, 3, 4
+// and 8 (8 rows of one KV head); 1, 2 and 4 tokens; contexts from 1 position to past the two
+// 256-key passes; partial rotation and NeoX pairs; windows shorter and longer than the context;
+// 1 split, several, and more splits than positions (empty splits). The partial scratch starts as
+// 50.0, so a partial the combine reads but no split wrote shows.
+TEST(VulkanSpanOps, DecodeAttentionWithRopeAndKvStoreMatchesCpu) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window, n_rot;
+    RopeStyle style;
+    std::vector<uint32_t> splits;
+  };
+  const RopeStyle N = RopeStyle::normal, X = RopeStyle::neox;
+  const Case cases[] = {
+      {64, 6, 2, 1, 0, 0, 64, N, {1, 3}},       {128, 32, 8, 1, 150, 0, 128, N, {1, 4}},
+      {128, 8, 2, 2, 297, 0, 128, X, {1, 7}},   {128, 8, 2, 1, 297, 100, 64, N, {1, 64}},
+      {40, 9, 3, 2, 20, 4000, 40, X, {1, 16}},  {256, 4, 1, 1, 1029, 0, 256, N, {1, 5}},
+      {200, 4, 4, 4, 600, 512, 200, N, {1, 9}}, {64, 8, 1, 1, 513, 0, 32, X, {1, 3}},
+  };
+  for (const Case& c : cases)
+    for (uint32_t splits : c.splits) {
+      std::mt19937 rng(c.hd * 31 + c.pos0 + splits);
+      const uint32_t part_floats = c.tok * c.n_head * splits * (c.hd + 2);
+      DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, c.n_rot,
+                                       c.style, part_floats, rng);
+      std::fill(p.arena.end() - part_floats, p.arena.end(), 50.0f);
+      p.pc.split = splits;
+      std::vector<vk::SpanDispatch> ds = {{"span_attention_decode", p.pc, c.n_kv, 1, splits}};
+      if (splits > 1) ds.push_back({"span_attention_combine", p.pc, c.n_head, c.tok, 1});
+      auto r = backend().run_span_ops(ds, 1, p.arena, p.table, p.kv);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      const std::string what = fmt::format(
+          "decode attention head_dim {} heads {}:{} tokens {} at {} window {} n_rot "
+          "{}, {} splits",
+          c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, c.n_rot, splits);
+      expect_near_all(std::vector<float>(p.arena.begin() + p.out_off,
+                                         p.arena.begin() + p.out_off + p.out_floats),
+                      p.want, 1e-4, what);
+      expect_kv_rows(p.kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, c.tok, p.k_new, p.v_new, p.kv0,
+                     what);
+    }
+}
+
+// span_attention_decode_q8 writes the same f32 output as span_attention_decode and its q8_1
+// copy by quant_q8_1's rule (test::q8_copy_errors): head_dim 64 / 128 / 256, 1 to
+// FISH_Q8_MAX_TOK tokens, GQA groups of 1, 2 and 4, a window.
+TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window;
+  };
+  const Case cases[] = {
+      {64, 6, 3, 1, 0, 0}, {128, 8, 2, 2, 297, 0}, {256, 4, 4, FISH_Q8_MAX_TOK, 40, 16}};
+  for (const Case& c : cases) {
+    std::mt19937 rng(c.hd * 7 + c.tok);
+    const uint32_t K = c.n_head * c.hd, q8_floats = FISH_Q8_BYTES(K) / 4;
+    DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, c.hd,
+                                     RopeStyle::normal, q8_floats, rng);
+    p.pc.q8_off = p.out_off + p.out_floats;
+    std::vector<float> plain = p.arena, q8 = p.arena;
+    std::vector<uint32_t> kv_plain = p.kv, kv_q8 = p.kv;
+    ASSERT_TRUE(backend()
+                    .run_span_op("span_attention_decode", p.pc, c.n_kv, 1, plain, p.table, kv_plain)
+                    .ok());
+    ASSERT_TRUE(backend()
+                    .run_span_op("span_attention_decode_q8", p.pc, c.n_kv, 1, q8, p.table, kv_q8)
+                    .ok());
+    const std::string what = fmt::format("head_dim {} heads {}:{} tokens {} at {}", c.hd, c.n_head,
+                                         c.n_kv, c.tok, c.pos0);
+    const std::vector<float> out(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats);
+    EXPECT_EQ(out, std::vector<float>(plain.begin() + p.out_off,
+                                      plain.begin() + p.out_off + p.out_floats))
+        << what;
+    EXPECT_EQ(kv_q8, kv_plain) << what;
+    expect_near_all(out, p.want, 1e-4, what);
+    int bad = 0;
+    for (uint32_t t = 0; t < c.tok; ++t)
+      bad += test::q8_copy_errors(q8, p.pc.q8_off, K, t, out.data() + t * K);
+    EXPECT_EQ(bad, 0) << what;
+  }
+}
+
+// The decode kernel's split rule (vulkan_span.h attention_decode_splits): one workgroup per KV
+// head up to FISH_SPAN_DEC_ONE_WG_KEYS keys, then a split per FISH_SPAN_DEC_SPLIT_KEYS; forced
+// counts (FISH_VK_ATTN_SPLIT) as given, 0 as 1; all capped by the maximum and the scratch, >= 1.
+TEST(VulkanSpanOps, DecodeAttentionSplitRule) {
+  const uint32_t cap32 = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  const uint32_t cap9 = 9 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  static_assert(FISH_SPAN_DEC_ONE_WG_KEYS == 512 && FISH_SPAN_DEC_SPLIT_KEYS == 256);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 1, 1, cap32), 1u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 1, 150, cap32), 1u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 1, 512, cap32), 1u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 1, 513, cap32), 3u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 2, 2048, cap32), 8u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 1, 8192, cap32), 32u);
+  EXPECT_EQ(vk::attention_decode_splits(-1, 9, 1, 32768, cap9), 64u);  // MAX_SPLIT
+  EXPECT_EQ(vk::attention_decode_splits(-1, 32, 4, 32768, cap32), 64u);
+  EXPECT_EQ(vk::attention_decode_splits(0, 32, 1, 8192, cap32), 1u);
+  EXPECT_EQ(vk::attention_decode_splits(5, 32, 1, 3, cap32), 5u);       // forced: even empty splits
+  EXPECT_EQ(vk::attention_decode_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
+  EXPECT_EQ(vk::attention_decode_splits(5, 32, 1, 4096, 31), 1u);       // no split fits: one pass
 }
 
 // The split rule (vulkan_span.h attention_splits): auto fills the grid up to

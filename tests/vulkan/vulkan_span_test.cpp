@@ -245,10 +245,11 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
               "batches of 32 vs one 70-token forward");
 }
 
-std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
+std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, bool attn_decode = true) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
+  if (opt.ok()) opt->attn_decode = attn_decode;      // as FISH_VK_ATTN_DECODE
   if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
@@ -258,14 +259,15 @@ std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split) {
 
 // Split-K attention through span forwards: a 70-token prefill (chunks of 64 + 6) then 3 decode
 // steps, with FISH_VK_ATTN_SPLIT forced to 5 (prefill chunks split too, as far as the scratch
-// allows) and auto (decode past 64 keys splits), against the span with splitting off (the
-// one-pass kernel; tight) and the CPU engine (f32 activations).
+// allows; decode's span_attention_decode in 5 splits) and auto, and auto without the fused decode
+// kernel (FISH_VK_ATTN_DECODE=0: span_rope_kv, then split-K past 64 keys), against the span with
+// splitting and the decode kernel off (the one-pass kernel; tight) and the CPU engine.
 void check_split_span(std::shared_ptr<const Model> model, const std::string& what) {
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 73; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
-  auto span_logits = [&](int attn_split) {
-    auto b = open_backend_split(attn_split);
+  auto span_logits = [&](int attn_split, bool attn_decode = true) {
+    auto b = open_backend_split(attn_split, attn_decode);
     std::shared_ptr<const GpuPlacement> pl =
         GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96)));
     EXPECT_TRUE(pl->span()) << pl->summary();
@@ -275,13 +277,14 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
     EXPECT_EQ(s->gpu_fallbacks(), 0);
     return lg;
   };
-  const std::vector<float> off = span_logits(0), forced = span_logits(5),
-                           automatic = span_logits(-1);
+  const std::vector<float> off = span_logits(0, false), forced = span_logits(5),
+                           automatic = span_logits(-1), unfused = span_logits(-1, false);
   auto cpu = session(model, nullptr, 96);
   const std::vector<float> cpu_lg = run(*cpu, tokens, 70);
   const int64_t n_vocab = model->params().n_vocab;
   expect_same(forced, off, n_vocab, 1e-3, what + ": 5 splits vs one-pass");
   expect_same(automatic, off, n_vocab, 1e-3, what + ": auto splits vs one-pass");
+  expect_same(unfused, off, n_vocab, 1e-3, what + ": auto splits, no decode kernel vs one-pass");
   expect_same(forced, cpu_lg, n_vocab, 3e-3, what + ": 5 splits vs CPU");
   std::printf("%s: split vs one-pass max |dlogit| %.3g, split vs CPU %.3g (of %.3g)\n",
               what.c_str(), compare(forced, off, n_vocab).max_diff,
