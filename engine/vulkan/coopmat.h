@@ -104,8 +104,9 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
 #ifndef VK_NV_cooperative_matrix2
 #define VK_NV_cooperative_matrix2 1
 #define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
-inline constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV =
-    VkStructureType(1000593000);
+inline constexpr VkStructureType
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV =
+        VkStructureType(1000593000);
 inline constexpr VkStructureType
     VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV =
         VkStructureType(1000593001);
@@ -158,10 +159,10 @@ struct CoopmatTile {
   // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's', 'r', 'u', 'v', 'x', 'y', 'z'; 'L', 'M': l, m with
   // prefetch ("lp", "mp"); 'B': b without the touch ("bn"); coopmat2: 'n', 'N' ("nm"), 'o'
   char name = 'm';
-  bool cm2 = false;                 // workgroup scope (matmul_cm2.comp.glsl); wm, wn, cm.. unused
-  bool unavailable = false;         // cm2: the driver rejected its pipeline; never picked
-  uint32_t wg = 0;                  // cm2: threads of the workgroup
-  uint32_t ku = 0;                  // cm2: K steps per unrolled loop iteration
+  bool cm2 = false;          // workgroup scope (matmul_cm2.comp.glsl); wm, wn, cm.. unused
+  bool unavailable = false;  // cm2: the driver rejected its pipeline; never picked
+  uint32_t wg = 0;           // cm2: threads of the workgroup
+  uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)

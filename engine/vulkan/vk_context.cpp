@@ -136,8 +136,7 @@ Result<Buffer> VkContext::alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory
   bi.size = std::max<uint64_t>(bytes, 16);
   // coopmat2 decode functions read weights and activations through block pointers: their
   // buffers need device addresses (VK_KHR_buffer_device_address, enabled with coopmat2).
-  const bool addressed =
-      features().coopmat2 && (usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT) != 0;
+  const bool addressed = features().coopmat2 && (usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT) != 0;
   bi.usage = usage | (addressed ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0);
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   FISH_VK_CHECK(vk().vkCreateBuffer(handle(), &bi, nullptr, &b.buf));

@@ -595,8 +595,8 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
     }
     if (!cm)
-      pr = ctx->pipeline(matmul_spec(w.type, n_tok, mk, opt->idot_rows,
-                                     idot_workgroup(w.n_in_pad, opt->idot_wg)));
+      pr = ctx->pipeline(
+          matmul_spec(w.type, n_tok, mk, opt->idot_rows, idot_workgroup(w.n_in_pad, opt->idot_wg)));
     FISH_ASSIGN_OR_RETURN(const Pipeline p, std::move(pr));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)

@@ -437,8 +437,7 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
 
   std::unique_ptr<VulkanDevice> d(new VulkanDevice());
   // Vulkan 1.3 where coopmat2 may be enabled (FISH_VK_COOPMAT2 not 0) and the loader has it.
-  const bool api13 =
-      opt.coopmat != 0 && opt.coopmat2 != 0 && loader_version >= VK_API_VERSION_1_3;
+  const bool api13 = opt.coopmat != 0 && opt.coopmat2 != 0 && loader_version >= VK_API_VERSION_1_3;
   Result<ProcessInstance> inst = process_instance(opt.validate, api13);
   if (!inst.ok()) return inst.error();
   d->instance = inst->handle;
@@ -530,7 +529,8 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   FeatureChain chain;
   // coopmat2 only on a device used at 1.3 (its SPIR-V is 1.6; the device's version and the
   // instance's, whichever is lower).
-  const bool used_at_13 = inst->api >= VK_API_VERSION_1_3 && d->props.apiVersion >= VK_API_VERSION_1_3;
+  const bool used_at_13 =
+      inst->api >= VK_API_VERSION_1_3 && d->props.apiVersion >= VK_API_VERSION_1_3;
   chain.probe(d->instance, d->phys, dexts, opt.coopmat != 0, opt.coopmat2 != 0 && used_at_13,
               &d->features);
   if (opt.coopmat == 1 && !d->features.coopmat)

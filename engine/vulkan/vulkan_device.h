@@ -63,7 +63,7 @@ struct DeviceFeatures {
   bool coopmat2 = false;            // ... and enabled: matmul_cm2_<type> can run
   std::vector<Coopmat2Shape> coopmat2_shapes;  // its f16 x f16 -> f32 workgroup shapes
   uint32_t coopmat2_max_dim = 0;               // cooperativeMatrixFlexibleDimensionsMaxDimension
-  uint32_t coopmat2_max_threads = 0;  // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+  uint32_t coopmat2_max_threads = 0;           // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
   uint32_t timestamp_bits = 0;      // of the compute queue family (0: no timestamps)
   double timestamp_ns = 1.0;        // nanoseconds per timestamp tick
   uint32_t max_shared_bytes = 0;    // maxComputeSharedMemorySize

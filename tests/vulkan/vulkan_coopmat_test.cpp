@@ -234,9 +234,7 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
   EXPECT_EQ(labels, "n nm o ");
   ASSERT_EQ(t.size(), 3u);
-  const struct {
-    uint32_t bm, bn, wg;
-  } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}};
+  const struct { uint32_t bm, bn, wg; } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}};
   for (size_t i = 0; i < t.size(); ++i) {
     const vk::CoopmatTile& x = t[i];
     EXPECT_TRUE(x.cm2 && !x.rule && !x.unavailable) << x.label();
@@ -330,10 +328,10 @@ bool has_tile(vk::VulkanBackend& b, char name) {
   return false;
 }
 
-#define SKIP_WITHOUT_COOPMAT2(b)                                                                 \
-  if (!(b) || !has_tile(*(b), 'n'))                                                              \
-  GTEST_SKIP() << "no VK_NV_cooperative_matrix2 tiles on "                                       \
-               << ((b) ? (b)->info().device + ": " + (b)->info().features : g_no_coopmat)         \
+#define SKIP_WITHOUT_COOPMAT2(b)                                                          \
+  if (!(b) || !has_tile(*(b), 'n'))                                                       \
+  GTEST_SKIP() << "no VK_NV_cooperative_matrix2 tiles on "                                \
+               << ((b) ? (b)->info().device + ": " + (b)->info().features : g_no_coopmat) \
                << " (NVIDIA only; on the GPU: scripts/device/gpu_prefill.sh)"
 
 MatrixView view(const std::vector<uint8_t>& data, GgmlType t, int64_t n_out, int64_t n_in,
