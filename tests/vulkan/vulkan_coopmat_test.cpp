@@ -347,8 +347,8 @@ MatrixView view(const std::vector<uint8_t>& data, GgmlType t, int64_t n_out, int
 
 // One matmul of n_tok random tokens by v (uploaded as h) against the CPU f32 reference; `kernel`
 // names it in a failure.
-void expect_matmul_matches(vk::VulkanBackend& b, WeightHandle h, const MatrixView& v,
-                           int64_t n_tok, const std::string& kernel, std::mt19937& rng) {
+void expect_matmul_matches(vk::VulkanBackend& b, WeightHandle h, const MatrixView& v, int64_t n_tok,
+                           const std::string& kernel, std::mt19937& rng) {
   const std::vector<float> x = test::random_input(n_tok * v.n_in, rng);
   std::vector<float> y(size_t(n_tok * v.n_out), -1.0f);
   const Status s = b.matmul(h, x.data(), n_tok, y.data());
