@@ -225,11 +225,21 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "prefill matmuls on cooperative matrices: auto (where the device has them), 0 never, 1 "
        "required"},
+      {"FISH_VK_COOPMAT2",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "VK_NV_cooperative_matrix2 for the workgroup-scope tiles n, nm, o: auto (enabled where the "
+       "device has it; the tiles run when FISH_VK_COOPMAT_TILE forces one), 0 never enabled, 1 "
+       "required"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp",
-        "mp",   "r", "u", "v", "x", "y",  "z", "d", "e", "f", "k"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r", "u", "v",
+        "x", "y", "z", "d", "e", "f", "k", "n", "nm", "o"},
        0,
        -1,
        vk_options,
@@ -238,7 +248,8 @@ std::span<const EnvKnob> env_knobs() {
        "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
        "accumulators and register prefetch; x, y, z: r, u, v with 16-value weight loaders (16-byte "
        "loads; 5-word loads for q6_k, q8_0, q4_0); d, e, f, k: r, x, y and l's shape with named "
-       "accumulators (the A/B of accumulator arrays)"},
+       "accumulators (the A/B of accumulator arrays); n, nm, o: workgroup-scope coopmat2 tiles "
+       "(128 x 128, 64 x 64, 128 x 256; FISH_VK_COOPMAT2)"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

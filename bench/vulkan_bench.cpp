@@ -20,7 +20,8 @@
 //   BM_VulkanPrefillMatmul: one prefill matmul (512 tokens) per type at 8B shapes (and 1024 x
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
 //     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, every tile forced for
-//     q4_k and q6_k, s and r .. z for the others), TFLOP/s and pct_peak = that /
+//     q4_k and q6_k, s and r .. z for the others; the coopmat2 tiles n, nm, o for q4_k, q6_k,
+//     q8_0, f16, a skipped row where the device lacks them), TFLOP/s and pct_peak = that /
 //     BM_VulkanCoopmatPeak's rate when it ran first. --benchmark_filter='Coopmat|Prefill' on the
 //     GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
@@ -59,6 +60,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -489,17 +491,20 @@ BENCHMARK(BM_VulkanCoopmatPeak)
     ->Unit(benchmark::kMillisecond);
 
 // Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp,
-// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k:
-// coopmat.h's tiles forced).
+// 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k,
+// 23 n, 24 nm, 25 o: coopmat.h's tiles forced).
+constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
+
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
-                               'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k'};
-  constexpr const char* kNames[] = {"tiled", "",  "l", "m",  "s", "lp", "mp", "b",
-                                    "h",     "w", "c", "bn", "g", "r",  "u",  "v",
-                                    "x",     "y", "z", "d",  "e", "f",  "k"};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g',
+                               'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n', 'N', 'o'};
+  constexpr const char* kNames[] = {"tiled", "",  "l", "m", "s", "lp", "mp", "b", "h",
+                                    "w",     "c", "bn", "g", "r", "u", "v", "x", "y",
+                                    "z",     "d", "e", "f", "k", "n", "nm", "o"};
+  static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();
   if (!b->supports(t)) {
@@ -508,6 +513,14 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   }
   if (variant > 0 && b->coopmat_tiles().empty()) {
     state.SkipWithError(("no cooperative matrices: " + b->status()).c_str());
+    return;
+  }
+  if (variant >= kFirstCoopmat2Variant &&
+      std::none_of(b->coopmat_tiles().begin(), b->coopmat_tiles().end(),
+                   [&](const vk::CoopmatTile& x) { return x.name == kKernels[variant]; })) {
+    state.SkipWithError(fmt::format("no coopmat2 tile {} (VK_NV_cooperative_matrix2): {}",
+                                    kNames[variant], b->status())
+                            .c_str());
     return;
   }
   const std::vector<uint8_t>& w = bench_matrix(t, n_out, n_in);
@@ -550,8 +563,13 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
       // q8_0 and f16.
       const bool tiles = t == GgmlType::q4_k || t == GgmlType::q6_k;
       const bool named = tiles || t == GgmlType::q8_0 || t == GgmlType::f16;
-      for (int64_t variant = 0; variant <= 22; ++variant)
+      for (int64_t variant = 0; variant < kFirstCoopmat2Variant; ++variant)
         if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
+          bm->Args({int64_t(t), n_out, n_in, 512, variant});
+      // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16.
+      if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16)
+        for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 3;
+             ++variant)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
 }

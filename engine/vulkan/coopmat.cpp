@@ -96,7 +96,7 @@ namespace {
 bool rule_candidate(std::span<const CoopmatTile> tiles, const CoopmatTile& t, bool vec) {
   const bool want_vec = vec && std::any_of(tiles.begin(), tiles.end(),
                                            [](const CoopmatTile& x) { return x.rule && x.vec; });
-  return t.rule && !t.prefetch && t.vec == want_vec;
+  return t.rule && !t.prefetch && !t.unavailable && t.vec == want_vec;
 }
 
 }  // namespace
@@ -107,7 +107,7 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   if (tiles.empty()) return nullptr;
   if (forced)
     for (const CoopmatTile& t : tiles)
-      if (t.name == forced) return &t;
+      if (t.name == forced && !t.unavailable) return &t;
   const CoopmatTile* pick = nullptr;  // the first (largest) candidate that fills the grid
   const CoopmatTile* most = nullptr;  // else the one of most workgroups
   uint64_t most_groups = 0;
@@ -131,10 +131,40 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   return pick;
 }
 
+std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
+                                        uint32_t max_threads, uint32_t subgroup) {
+  std::vector<CoopmatTile> out;
+  if (subgroup == 0) return out;
+  // KU 4: four 32-value K steps per unrolled iteration (128 values; a K-quant super-block is 8).
+  auto add = [&](char name, uint32_t bm, uint32_t bn, uint32_t wg) {
+    if (std::max(bm, bn) > max_dim || wg > max_threads || wg % subgroup != 0) return;
+    const bool fits = std::any_of(shapes.begin(), shapes.end(), [&](const Coopmat2Shape& s) {
+      return s.invocations == wg && s.m_gran && s.n_gran && s.k_gran && bm % s.m_gran == 0 &&
+             bn % s.n_gran == 0 && kCoopmatK % s.k_gran == 0;
+    });
+    if (!fits) return;
+    CoopmatTile t;
+    t.name = name;
+    t.cm2 = true;
+    t.bm = bm;
+    t.bn = bn;
+    t.wg = wg;
+    t.ku = 4;
+    t.subgroup = subgroup;
+    out.push_back(t);
+  };
+  add('n', 128, 128, 256);
+  add('N', 64, 64, 128);
+  add('o', 128, 256, 256);
+  return out;
+}
+
 bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
                             bool vec) {
-  if (forced && std::any_of(tiles.begin(), tiles.end(),
-                            [&](const CoopmatTile& x) { return x.name == forced; }))
+  if (t.unavailable) return false;
+  if (forced && std::any_of(tiles.begin(), tiles.end(), [&](const CoopmatTile& x) {
+        return x.name == forced && !x.unavailable;
+      }))
     return t.name == forced;
   if (rule_candidate(tiles, t, vec)) return true;
   // The prefetch twin of a candidate (pick_coopmat_tile swaps it in for small n_out).

@@ -43,6 +43,16 @@
 // FISH_VK_COOPMAT_TILE=b|h|w|c|bn|g|l|m|s|lp|mp|r|u|v|x|y|z forces one.
 // Matmuls of fewer than kCoopmatMinTok tokens stay on the f32 tiled kernel (matvec below
 // FISH_MATVEC_MAX_TOK).
+//
+// Workgroup-scope tiles (matmul_cm2.comp.glsl, VK_NV_cooperative_matrix2; CoopmatTile::cm2): one
+// BM x BN f32 accumulator per workgroup, the weights decoded by tensor-layout block loads, the
+// driver staging both operands through shared memory. Where the device offers a flexible f16 x
+// f16 -> f32 workgroup shape for the thread count whose granularities divide the tile:
+//   n   128 x 128, 256 threads
+//   nm  64 x 64, 128 threads   (small grids)
+//   o   128 rows x 256 tokens, 256 threads
+// Forced only (FISH_VK_COOPMAT_TILE=n|nm|o): the rule never picks them until they are measured.
+// A tile whose pipeline the driver rejects is marked unavailable and the rule takes over.
 #pragma once
 
 #include <volk.h>
@@ -70,6 +80,7 @@ typedef enum VkComponentTypeKHR {
   VK_COMPONENT_TYPE_MAX_ENUM_KHR = 0x7FFFFFFF
 } VkComponentTypeKHR;
 typedef enum VkScopeKHR {
+  VK_SCOPE_WORKGROUP_KHR = 2,
   VK_SCOPE_SUBGROUP_KHR = 3,
   VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF
 } VkScopeKHR;
@@ -96,6 +107,56 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
     VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*);
 #endif
 
+// ... and VK_NV_cooperative_matrix2 (1.3.301): the definitions the workgroup-scope kernel
+// (matmul_cm2.comp.glsl) needs, with the registry's values.
+#ifndef VK_NV_cooperative_matrix2
+#define VK_NV_cooperative_matrix2 1
+#define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
+inline constexpr VkStructureType
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV =
+        VkStructureType(1000593000);
+inline constexpr VkStructureType
+    VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV =
+        VkStructureType(1000593001);
+inline constexpr VkStructureType
+    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV =
+        VkStructureType(1000593002);
+typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MGranularity;
+  uint32_t NGranularity;
+  uint32_t KGranularity;
+  VkComponentTypeKHR AType;
+  VkComponentTypeKHR BType;
+  VkComponentTypeKHR CType;
+  VkComponentTypeKHR ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+  uint32_t workgroupInvocations;
+} VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope;
+  VkBool32 cooperativeMatrixFlexibleDimensions;
+  VkBool32 cooperativeMatrixReductions;
+  VkBool32 cooperativeMatrixConversions;
+  VkBool32 cooperativeMatrixPerElementOperations;
+  VkBool32 cooperativeMatrixTensorAddressing;
+  VkBool32 cooperativeMatrixBlockLoads;
+} VkPhysicalDeviceCooperativeMatrix2FeaturesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+  uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+  uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} VkPhysicalDeviceCooperativeMatrix2PropertiesNV;
+typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+    VkPhysicalDevice, uint32_t*, VkCooperativeMatrixFlexibleDimensionsPropertiesNV*);
+#endif
+
 namespace fish::vk {
 
 inline constexpr uint32_t kCoopmatMinTok = 16;      // fewer tokens: the f32 tiled kernel
@@ -104,8 +165,12 @@ inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch varia
 
 struct CoopmatTile {
   // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's', 'r', 'u', 'v', 'x', 'y', 'z'; 'L', 'M': l, m with
-  // prefetch ("lp", "mp"); 'B': b without the touch ("bn")
+  // prefetch ("lp", "mp"); 'B': b without the touch ("bn"); coopmat2: 'n', 'N' ("nm"), 'o'
   char name = 'm';
+  bool cm2 = false;          // workgroup scope (matmul_cm2.comp.glsl); wm, wn, cm.. unused
+  bool unavailable = false;  // cm2: the driver rejected its pipeline; never picked
+  uint32_t wg = 0;           // cm2: threads of the workgroup
+  uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
@@ -118,18 +183,22 @@ struct CoopmatTile {
   uint32_t wm = 0, wn = 0;          // rows x tokens of a subgroup's block
   uint32_t cm = 0, cn = 0, ck = 0;  // the coopmat shape
   uint32_t subgroup = 0;            // lanes per subgroup (the pipeline requires it where it can)
-  std::string label() const {       // "b", ..., "s", "lp", "mp", "bn", "g"
+  std::string label() const {       // "b", ..., "s", "lp", "mp", "bn", "g", "n", "nm", "o"
     const std::string lower(1, char(std::tolower(static_cast<unsigned char>(name))));
+    if (cm2) return name == lower[0] ? lower : lower + "m";
     if (dbuf) return touch || local ? lower : lower + "n";
     return prefetch ? lower + "p" : lower;
   }
-  uint32_t subgroups() const { return (bm / wm) * (bn / wn); }
-  uint32_t threads() const { return subgroups() * subgroup; }
-  uint32_t shared_bytes() const {
+  uint32_t subgroups() const { return cm2 ? wg / subgroup : (bm / wm) * (bn / wn); }
+  uint32_t threads() const { return cm2 ? wg : subgroups() * subgroup; }
+  uint32_t shared_bytes() const {  // cm2: the driver's, within its reserved amount
+    if (cm2) return 0;
     return (dbuf ? 2 : 1) * (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
   }
-  // Specialisation constants of matmul_cm.comp.glsl, in constant_id order.
+  // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id
+  // order.
   std::vector<uint32_t> constants() const {
+    if (cm2) return {wg, bm, bn, kCoopmatK, ku};
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
     c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
     c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
@@ -156,9 +225,21 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
                                      uint32_t n_tok, uint32_t target_groups, char forced,
                                      bool vec = false);
 
+// One f16 x f16 -> f32 workgroup-scope shape of VK_NV_cooperative_matrix2's flexible dimensions:
+// matrices whose M, N, K are multiples of these, in workgroups of `invocations` threads.
+struct Coopmat2Shape {
+  uint32_t m_gran = 0, n_gran = 0, k_gran = 0;
+  uint32_t invocations = 0;
+};
+
+// The workgroup-scope tiles n, nm, o (above) that one of `shapes` admits, with no dimension past
+// max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()).
+std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
+                                        uint32_t max_threads, uint32_t subgroup);
+
 // Whether pick_coopmat_tile(tiles, ..., forced, vec) can return t for some shape: the forced
-// tile where it exists, else the rule's candidates of that `vec`. Spans build pipelines only for
-// these.
+// tile where it exists (and is not unavailable), else the rule's candidates of that `vec`. Spans
+// build pipelines only for these.
 bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
                             bool vec = false);
 

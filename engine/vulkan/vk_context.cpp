@@ -86,6 +86,12 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
     c->cm_tiles_ =
         vk::coopmat_tiles(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size,
                           f.max_shared_bytes, c->limits().maxComputeWorkGroupInvocations);
+  if (f.coopmat && f.coopmat2)  // after the KHR tiles: a span indexes its pipelines by position
+    for (const CoopmatTile& t : vk::coopmat2_tiles(
+             f.coopmat2_shapes, f.coopmat2_max_dim,
+             std::min(f.coopmat2_max_threads, c->limits().maxComputeWorkGroupInvocations),
+             f.subgroup_size))
+      c->cm_tiles_.push_back(t);
   if (opt.coopmat == 1 && c->cm_tiles_.empty())
     return make_error("vulkan: FISH_VK_COOPMAT=1 but no cooperative-matrix tile fits {} ({})",
                       c->dev_->props.deviceName, f.describe());
@@ -128,7 +134,10 @@ Result<Buffer> VkContext::alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory
   Buffer b;
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = std::max<uint64_t>(bytes, 16);
-  bi.usage = usage;
+  // coopmat2 decode functions read weights and activations through block pointers: their
+  // buffers need device addresses (VK_KHR_buffer_device_address, enabled with coopmat2).
+  const bool addressed = features().coopmat2 && (usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT) != 0;
+  bi.usage = usage | (addressed ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0);
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   FISH_VK_CHECK(vk().vkCreateBuffer(handle(), &bi, nullptr, &b.buf));
   VkMemoryRequirements req;
@@ -155,7 +164,10 @@ Result<Buffer> VkContext::alloc(uint64_t bytes, VkBufferUsageFlags usage, Memory
       return make_error("vulkan: {}: no memory type fits the buffer", what);
     }
   }
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.pNext = addressed ? &flags : nullptr;
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type;
   if (VkResult r = vk().vkAllocateMemory(handle(), &ai, nullptr, &b.mem); r < 0) {
@@ -276,12 +288,19 @@ const CoopmatTile* VkContext::coopmat_tile(GgmlType type, uint32_t n_out, uint32
 
 Result<Pipeline> VkContext::coopmat_pipeline(GgmlType type, const CoopmatTile& t) {
   PipelineSpec s;
-  s.module = fmt::format("matmul_cm_{}", type_name(type));
+  s.module = fmt::format("{}_{}", t.cm2 ? "matmul_cm2" : "matmul_cm", type_name(type));
   s.constants = t.constants();
   // The shader counts on threads() / subgroup subgroups: where the size may vary, require it.
   const DeviceFeatures& f = features();
   if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) s.subgroup_size = t.subgroup;
-  return pipeline(s);
+  Result<Pipeline> p = pipeline(s);
+  if (p.ok() || !t.cm2) return p;
+  // A workgroup-scope kernel the driver (or this build: no module) rejects: the tile is off
+  // from now on, so the rule, and a span's next pick, go on without it.
+  for (CoopmatTile& x : cm_tiles_)
+    if (x.name == t.name) x.unavailable = true;
+  return make_error("vulkan: coopmat2 tile {} unavailable: {} (FISH_VK_COOPMAT2=0 keeps it off)",
+                    t.label(), p.error().message);
 }
 
 // ---- submission -----------------------------------------------------------------------------

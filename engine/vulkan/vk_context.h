@@ -141,7 +141,9 @@ class VkContext {
   // The tile of a matmul of n_out rows x n_tok tokens (the rule, or FISH_VK_COOPMAT_TILE); null
   // below kCoopmatMinTok tokens or without cooperative matrices: the f32 tiled kernel / matvec.
   const CoopmatTile* coopmat_tile(GgmlType type, uint32_t n_out, uint32_t n_tok) const;
-  // matmul_cm_<type> specialised for tile t (the device's subgroup size required where it can).
+  // matmul_cm_<type> (matmul_cm2_<type> for a cm2 tile) specialised for tile t (the device's
+  // subgroup size required where it can). A cm2 tile whose pipeline fails is marked unavailable
+  // (coopmat_tile and coopmat_tile_reachable skip it from then on) and the error returned.
   Result<Pipeline> coopmat_pipeline(GgmlType type, const CoopmatTile& t);
 
   // ---- submission -----------------------------------------------------------------------------

@@ -273,6 +273,7 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
   const CoopmatTile* t = impl_->ctx->coopmat_tile(type, uint32_t(n_out), uint32_t(n_tok));
   if (!t) return "tiled f32";
+  if (t->cm2) return fmt::format("coopmat2 workgroup tile {} {}x{}", t->label(), t->bm, t->bn);
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
                      t->bn);
 }
@@ -621,9 +622,13 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     }
     const MatvecKernel mk = decode_kernel(w.type);
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
-    FISH_ASSIGN_OR_RETURN(const Pipeline p,
-                          cm ? ctx->coopmat_pipeline(w.type, *cm)
-                             : ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_in_pad)));
+    Result<Pipeline> pr = cm ? ctx->coopmat_pipeline(w.type, *cm) : Result<Pipeline>(Pipeline{});
+    if (!pr.ok() && cm->cm2 && kernel == 0) {  // forced coopmat2 tile rejected: the rule's pick
+      cm = ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
+      if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
+    }
+    if (!cm) pr = ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_in_pad));
+    FISH_ASSIGN_OR_RETURN(const Pipeline p, std::move(pr));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);

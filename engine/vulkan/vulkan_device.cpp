@@ -104,13 +104,19 @@ struct FeatureChain {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceVulkanMemoryModelFeaturesKHR vmm{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR};
+  VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+  VkPhysicalDeviceBufferDeviceAddressFeaturesKHR bda{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES_KHR};
+  VkPhysicalDeviceMaintenance4FeaturesKHR m4{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES_KHR};
   std::vector<const char*> extensions;
 
   // Queries what `pd` offers (exts: its extension list), keeps only that in the chain, and
   // fills `out`'s flags. Call once; the chain then starts at f2. want_coopmat: FISH_VK_COOPMAT
-  // is not 0.
+  // is not 0; want_coopmat2: nor FISH_VK_COOPMAT2.
   void probe(VkInstance inst, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
-             bool want_coopmat, DeviceFeatures* out) {
+             bool want_coopmat, bool want_coopmat2, DeviceFeatures* out) {
     void** tail = &f2.pNext;
     auto link = [&](auto* s) {
       *tail = s;
@@ -132,6 +138,16 @@ struct FeatureChain {
       link(&cm);
       link(&vmm);
     }
+    const bool has_cm2 = want_coopmat2 && has_cm && has_vmm && has_f16i8 &&
+                         has_ext(exts, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME) &&
+                         has_ext(exts, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME) &&
+                         has_ext(exts, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+    void** cm2_link = tail;  // ... and here when only the workgroup-scope ones do
+    if (has_cm2) {
+      link(&cm2);
+      link(&bda);
+      link(&m4);
+    }
     vkGetPhysicalDeviceFeatures2(pd, &f2);
     // Only what is used: everything else in the queried structs off.
     const VkBool32 sb16 = s16.storageBuffer16BitAccess, sb8 = s8.storageBuffer8BitAccess;
@@ -139,6 +155,15 @@ struct FeatureChain {
     const VkBool32 dot = idot.shaderIntegerDotProduct;
     const VkBool32 sizes = ssc.subgroupSizeControl, full = ssc.computeFullSubgroups;
     const VkBool32 coop = cm.cooperativeMatrix, model = vmm.vulkanMemoryModel;
+    // What matmul_cm2.comp.glsl declares: workgroup-scope matrices of flexible dimensions, tensor
+    // layouts with block sizes and decode functions (block pointers: buffer device addresses),
+    // per-element operations (its element-wise store).
+    const bool coop2 = cm2.cooperativeMatrixWorkgroupScope &&
+                       cm2.cooperativeMatrixFlexibleDimensions &&
+                       cm2.cooperativeMatrixTensorAddressing && cm2.cooperativeMatrixBlockLoads &&
+                       cm2.cooperativeMatrixPerElementOperations && bda.bufferDeviceAddress &&
+                       m4.maintenance4;  // SPIR-V 1.6's LocalSizeId (a workgroup size by
+                                         // specialisation constant)
     f2.features = VkPhysicalDeviceFeatures{};
     s16 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, s16.pNext};
     s16.storageBuffer16BitAccess = sb16;
@@ -154,6 +179,9 @@ struct FeatureChain {
     ssc.computeFullSubgroups = full;
     cm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, cm.pNext};
     vmm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR, vmm.pNext};
+    cm2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV, cm2.pNext};
+    bda = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES_KHR, bda.pNext};
+    m4 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES_KHR, m4.pNext};
     // Cooperative matrices: an f16 x f16 -> f32 subgroup shape (16x16x16 preferred, else the
     // first listed), and the memory model and f16 arithmetic their shaders declare.
     if (has_cm && has_vmm && has_f16i8 && coop && model && f16) {
@@ -186,12 +214,26 @@ struct FeatureChain {
         }
       }
     }
-    if (!out->coopmat) *cm_link = nullptr;  // no structs of extensions not enabled
+    if (has_cm2 && out->coopmat && coop2 && sb16) probe_coopmat2(inst, pd, out);
+    if (!out->coopmat2) *cm2_link = nullptr;  // no structs of extensions not enabled
+    if (!out->coopmat) *cm_link = nullptr;
     if (out->coopmat) {
       cm.cooperativeMatrix = VK_TRUE;
       vmm.vulkanMemoryModel = VK_TRUE;
       extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
       extensions.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    }
+    if (out->coopmat2) {
+      cm2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+      cm2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+      cm2.cooperativeMatrixTensorAddressing = VK_TRUE;
+      cm2.cooperativeMatrixBlockLoads = VK_TRUE;
+      cm2.cooperativeMatrixPerElementOperations = VK_TRUE;
+      bda.bufferDeviceAddress = VK_TRUE;
+      m4.maintenance4 = VK_TRUE;
+      extensions.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+      extensions.push_back(VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
+      extensions.push_back(VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
     }
     if (has_s8 && sb8) extensions.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
     if (has_f16i8 && (f16 || i8)) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
@@ -204,7 +246,7 @@ struct FeatureChain {
     out->integer_dot = has_idot && dot;
     out->subgroup_size_control = has_ssc && sizes && full;
     out->coopmat_khr_listed = has_ext(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    out->coopmat2_nv_listed = has_ext(exts, "VK_NV_cooperative_matrix2");
+    out->coopmat2_nv_listed = has_ext(exts, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
 
     // Properties that go with them.
     VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sp{
@@ -234,21 +276,55 @@ struct FeatureChain {
     out->timestamp_ns = p2.properties.limits.timestampPeriod;
     out->sm_count = has_sm ? sm.shaderSMCount : 0;
   }
+
+  // The flexible f16 x f16 -> f32 workgroup shapes and limits of VK_NV_cooperative_matrix2; sets
+  // out->coopmat2 where there is at least one.
+  static void probe_coopmat2(VkInstance inst, VkPhysicalDevice pd, DeviceFeatures* out) {
+    auto flex =
+        reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV>(
+            vkGetInstanceProcAddr(
+                inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+    uint32_t n = 0;
+    if (!flex || flex(pd, &n, nullptr) != VK_SUCCESS || n == 0) return;
+    std::vector<VkCooperativeMatrixFlexibleDimensionsPropertiesNV> list(
+        n, VkCooperativeMatrixFlexibleDimensionsPropertiesNV{
+               VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
+    if (flex(pd, &n, list.data()) < 0) return;
+    list.resize(n);
+    for (const VkCooperativeMatrixFlexibleDimensionsPropertiesNV& p : list)
+      if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+          p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+          p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_WORKGROUP_KHR &&
+          !p.saturatingAccumulation)
+        out->coopmat2_shapes.push_back(
+            {p.MGranularity, p.NGranularity, p.KGranularity, p.workgroupInvocations});
+    VkPhysicalDeviceCooperativeMatrix2PropertiesNV cp{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &cp};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    out->coopmat2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
+    out->coopmat2_max_threads = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    out->coopmat2 = !out->coopmat2_shapes.empty();
+  }
 };
 
-// The process's Vulkan instances, one per validation setting, created on first use and never
-// destroyed (as the loader is never closed). A backend opens and closes devices, not instances:
+// The process's Vulkan instances, one per validation setting and API version (1.1 / 1.3),
+// created on first use and never destroyed (as the loader is never closed). A backend opens and closes devices, not instances:
 // every vkCreateInstance / vkDestroyInstance pair makes the loader load and unload the driver, and
 // on the H200's NVIDIA driver a process that had done that a few dozen times (one backend per
 // test case) got VK_ERROR_INCOMPATIBLE_DRIVER from every later vkCreateInstance.
 struct ProcessInstance {
   VkInstance handle = VK_NULL_HANDLE;
-  bool validation = false;  // the validation layer is on
+  uint32_t api = VK_API_VERSION_1_1;  // the apiVersion it was created with
+  bool validation = false;            // the validation layer is on
   std::string notes;
 };
 
-Result<ProcessInstance> create_instance(bool validate) {
+// api13: ask for Vulkan 1.3 (the loader has it): coopmat2's SPIR-V 1.6 modules need a device
+// used at 1.3; otherwise 1.1, as everything else needs.
+Result<ProcessInstance> create_instance(bool validate, bool api13) {
   ProcessInstance inst;
+  inst.api = api13 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_1;
   // Instance: 1.1, portability enumeration when present, validation when asked and installed.
   uint32_t n_ext = 0;
   FISH_VK_CHECK(vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr));
@@ -279,7 +355,7 @@ Result<ProcessInstance> create_instance(bool validate) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "fish";
   app.pEngineName = "fish";
-  app.apiVersion = VK_API_VERSION_1_1;
+  app.apiVersion = inst.api;
   VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ici.flags = inst_flags;
   ici.pApplicationInfo = &app;
@@ -291,13 +367,13 @@ Result<ProcessInstance> create_instance(bool validate) {
   return inst;
 }
 
-Result<ProcessInstance> process_instance(bool validate) {
+Result<ProcessInstance> process_instance(bool validate, bool api13) {
   static std::mutex mu;
-  static std::optional<ProcessInstance> made[2];
+  static std::optional<ProcessInstance> made[2][2];
   std::lock_guard lock(mu);
-  std::optional<ProcessInstance>& slot = made[validate ? 1 : 0];
+  std::optional<ProcessInstance>& slot = made[validate ? 1 : 0][api13 ? 1 : 0];
   if (!slot) {
-    Result<ProcessInstance> r = create_instance(validate);
+    Result<ProcessInstance> r = create_instance(validate, api13);
     if (!r.ok()) return r.error();
     slot = std::move(r.value());
   }
@@ -323,7 +399,11 @@ std::string DeviceFeatures::describe() const {
                      coopmat_shapes);
   else if (coopmat_khr_listed)
     s += ", coopmat KHR listed (not enabled)";
-  if (coopmat2_nv_listed) s += ", coopmat2 NV listed";
+  if (coopmat2)
+    s += fmt::format(", coopmat2 ({} workgroup shapes, max {} threads, dimension {})",
+                     coopmat2_shapes.size(), coopmat2_max_threads, coopmat2_max_dim);
+  else if (coopmat2_nv_listed)
+    s += ", coopmat2 NV listed (not enabled)";
   if (sm_count) s += fmt::format(", {} SMs", sm_count);
   s += timestamp_bits ? fmt::format(", timestamps {} bits", timestamp_bits) : ", no timestamps";
   s += fmt::format(", {} KB shared", max_shared_bytes / 1024);
@@ -356,7 +436,9 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
     return make_error("the Vulkan loader is {}; FISH needs 1.1", api_string(loader_version));
 
   std::unique_ptr<VulkanDevice> d(new VulkanDevice());
-  Result<ProcessInstance> inst = process_instance(opt.validate);
+  // Vulkan 1.3 where coopmat2 may be enabled (FISH_VK_COOPMAT2 not 0) and the loader has it.
+  const bool api13 = opt.coopmat != 0 && opt.coopmat2 != 0 && loader_version >= VK_API_VERSION_1_3;
+  Result<ProcessInstance> inst = process_instance(opt.validate, api13);
   if (!inst.ok()) return inst.error();
   d->instance = inst->handle;
   d->validation = inst->validation;
@@ -445,12 +527,25 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::open(const VulkanOptions& op
   if (has_ext(dexts, "VK_KHR_portability_subset")) dev_exts.push_back("VK_KHR_portability_subset");
   d->features.subgroup_size = d->subgroup_size;
   FeatureChain chain;
-  chain.probe(d->instance, d->phys, dexts, opt.coopmat != 0, &d->features);
+  // coopmat2 only on a device used at 1.3 (its SPIR-V is 1.6; the device's version and the
+  // instance's, whichever is lower).
+  const bool used_at_13 =
+      inst->api >= VK_API_VERSION_1_3 && d->props.apiVersion >= VK_API_VERSION_1_3;
+  chain.probe(d->instance, d->phys, dexts, opt.coopmat != 0, opt.coopmat2 != 0 && used_at_13,
+              &d->features);
   if (opt.coopmat == 1 && !d->features.coopmat)
     return make_error(
         "FISH_VK_COOPMAT=1 but {} has no usable cooperative matrices (needs "
         "VK_KHR_cooperative_matrix with an f16 x f16 -> f32 subgroup shape, "
         "VK_KHR_vulkan_memory_model, shaderFloat16; {})",
+        d->props.deviceName, d->features.describe());
+  if (opt.coopmat2 == 1 && !d->features.coopmat2)
+    return make_error(
+        "FISH_VK_COOPMAT2=1 but {} has no usable workgroup-scope cooperative matrices (needs the "
+        "above plus VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions, tensor "
+        "addressing, block loads, per-element operations and a flexible f16 x f16 -> f32 shape, "
+        "VK_KHR_buffer_device_address, VK_KHR_maintenance4, 16-bit storage, Vulkan 1.3; {}); "
+        "unset it to run without",
         d->props.deviceName, d->features.describe());
   dev_exts.insert(dev_exts.end(), chain.extensions.begin(), chain.extensions.end());
   {

@@ -3,8 +3,9 @@
 // Loader: libvulkan.so.1 by name only (the system's library search, never the working
 // directory), opened once per process and never closed; entry points come from
 // vkGetInstanceProcAddr (volk's process-wide table) and, per device, a VolkDeviceTable.
-// Instance: Vulkan 1.1, VK_KHR_portability_enumeration when present, the Khronos validation
-// layer with FISH_VK_VALIDATE=1 when installed.
+// Instance: Vulkan 1.1 (1.3 where the loader has it and coopmat2 may be enabled: its SPIR-V is
+// 1.6), VK_KHR_portability_enumeration when present, the Khronos validation layer with
+// FISH_VK_VALIDATE=1 when installed.
 // Device: discrete > integrated > virtual GPU; CPU implementations (lavapipe) only with
 // FISH_GPU=cpu; FISH_GPU_DEVICE=<index> forces one. Requires API 1.1, a compute queue and
 // subgroup arithmetic in compute shaders; a compute-only queue family is preferred
@@ -13,7 +14,12 @@
 // extensions (the instance is Vulkan 1.1): 8/16-bit storage, shaderInt8 / shaderFloat16, integer
 // dot product, subgroup size control; VK_KHR_cooperative_matrix (with VK_KHR_vulkan_memory_model
 // and shaderFloat16, which its shaders need) unless FISH_VK_COOPMAT=0, when the device has an
-// f16 x f16 -> f32 subgroup shape; VK_NV_cooperative_matrix2 is only reported.
+// f16 x f16 -> f32 subgroup shape; with it VK_NV_cooperative_matrix2 (workgroup scope, flexible
+// dimensions, tensor addressing, block loads, per-element operations) and
+// VK_KHR_buffer_device_address (its decode functions take block pointers) and VK_KHR_maintenance4
+// (a workgroup size by specialisation constant in SPIR-V 1.6) unless FISH_VK_COOPMAT2=0, when the
+// device is used at Vulkan 1.3 and has a flexible f16 x f16 -> f32 workgroup shape and 16-bit
+// storage (matmul_cm2.comp.glsl).
 #pragma once
 
 #include <volk.h>
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/vulkan/coopmat.h"
 #include "engine/vulkan/vulkan_options.h"
 
 namespace fish::vk {
@@ -52,12 +59,17 @@ struct DeviceFeatures {
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;  // its f16 x f16 -> f32 subgroup shape
   std::string coopmat_shapes;       // every f16 -> f32 subgroup shape, "16x16x16, 16x8x16"
   uint32_t sm_count = 0;            // VK_NV_shader_sm_builtins' shaderSMCount (0: unknown)
-  bool coopmat2_nv_listed = false;  // VK_NV_cooperative_matrix2 offered (not enabled here)
+  bool coopmat2_nv_listed = false;  // VK_NV_cooperative_matrix2 offered
+  bool coopmat2 = false;            // ... and enabled: matmul_cm2_<type> can run
+  std::vector<Coopmat2Shape> coopmat2_shapes;  // its f16 x f16 -> f32 workgroup shapes
+  uint32_t coopmat2_max_dim = 0;               // cooperativeMatrixFlexibleDimensionsMaxDimension
+  uint32_t coopmat2_max_threads = 0;           // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
   uint32_t timestamp_bits = 0;      // of the compute queue family (0: no timestamps)
   double timestamp_ns = 1.0;        // nanoseconds per timestamp tick
   uint32_t max_shared_bytes = 0;    // maxComputeSharedMemorySize
   // "subgroup 32 (32..32, control), int8, f16, 8/16-bit storage, int dot (4x8 fast), coopmat
-  // 16x16x16 f16->f32 (of 16x16x16, 16x8x16, 16x8x8), NV2 listed, 132 SMs, timestamps 64 bits"
+  // 16x16x16 f16->f32 (of 16x16x16, 16x8x16, 16x8x8), coopmat2 (4 workgroup shapes), 132 SMs,
+  // timestamps 64 bits"
   std::string describe() const;
 };
 

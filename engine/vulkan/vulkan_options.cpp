@@ -62,8 +62,10 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.attn_decode, env_switch("FISH_VK_ATTN_DECODE", true));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
   if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat2, env_word("FISH_VK_COOPMAT2"));
+  if (coopmat2 && *coopmat2 != "auto") o.coopmat2 = is_off_word(*coopmat2) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
-  if (tile && *tile != "auto")  // l, m, s; lp, mp: their prefetch variants 'L', 'M'
+  if (tile && *tile != "auto")  // l, m, s; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
     o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> mb, env_int("FISH_VRAM_BUDGET_MB"));
   if (mb) o.budget_bytes = uint64_t(*mb) << 20;

@@ -40,8 +40,13 @@
 //                             (coopmat.h): auto (default) where the device has them, 0 never (the
 //                             f32 tiled kernel; the extension is not even enabled), 1 required
 //                             (opening fails on a device without them)
+//   FISH_VK_COOPMAT2=auto|0|1 VK_NV_cooperative_matrix2 for the workgroup-scope tiles n, nm, o
+//                             (coopmat.h, matmul_cm2.comp.glsl): auto (default) enabled where the
+//                             device has it (the tiles run only when forced), 0 never enabled, 1
+//                             required (opening fails on a device without)
 //   FISH_VK_COOPMAT_TILE=auto|<tile>  the cooperative-matrix tile for every matmul (default:
-//                             the grid-filling rule of coopmat.h; lp, mp: l, m with prefetch)
+//                             the grid-filling rule of coopmat.h; lp, mp: l, m with prefetch;
+//                             n, nm, o: the coopmat2 tiles)
 //   FISH_GPU_PROFILE=0|2      layer spans time each stage with timestamp queries (profile())
 //   FISH_VK_FAULT=lost:N|timeout:N  fault injection for tests and drills: the N-th compute submit
 //                             (matmul, span forward, span ops; N >= 1, counted from the device's
@@ -84,6 +89,7 @@ struct VulkanOptions {
   int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   bool attn_decode = true;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches
   int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  int coopmat2 = -1;       // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
   char coopmat_tile = 0;   // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;         // FISH_GPU_REQUANT: re-quantisation mode at upload
   bool profile = false;    // FISH_GPU_PROFILE=2: per-stage span timestamps

@@ -178,13 +178,26 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));
-  for (const CoopmatTile& t : ctx_.coopmat_tiles()) {
-    Pipeline p;  // left empty for a tile the rule never picks (A/B variants unless forced)
-    if (coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile,
-                               coopmat_vec_rule(w.type))) {
-      FISH_ASSIGN_OR_RETURN(p, ctx_.coopmat_pipeline(w.type, t));
+  // Pipelines left empty for tiles the rule never picks (A/B variants unless forced). A forced
+  // coopmat2 tile the driver rejects turns unavailable (VkContext::coopmat_pipeline): a second
+  // pass then builds the rule's tiles that take its place.
+  st.cm.assign(ctx_.coopmat_tiles().size(), Pipeline{});
+  for (int pass = 0; pass < 2; ++pass) {
+    bool rejected = false;
+    for (size_t i = 0; i < ctx_.coopmat_tiles().size(); ++i) {
+      const CoopmatTile& t = ctx_.coopmat_tiles()[i];
+      if (st.cm[i].pipe != VK_NULL_HANDLE ||
+          !coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile,
+                                  coopmat_vec_rule(w.type)))
+        continue;
+      Result<Pipeline> r = ctx_.coopmat_pipeline(w.type, t);
+      if (!r.ok() && t.cm2) {
+        rejected = true;
+        continue;
+      }
+      FISH_ASSIGN_OR_RETURN(st.cm[i], std::move(r));
     }
-    st.cm.push_back(p);
+    if (!rejected) break;
   }
   st.x_stride = x_stride;
   st.y_stride = y_stride;

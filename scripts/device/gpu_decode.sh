@@ -20,6 +20,7 @@
 # Optional, so one call can carry the other decode-side checks of a session (FAST_TESTS=0 skips
 # the FISH_VK_MATVEC=fast tests of step 1):
 #   EXTRA_TESTS   gtest patterns added to step 1's idot filter (e.g. 'Speculative*:VulkanCoopmat.*')
+#   DECODE_TESTS  step 1's whole gtest filter instead
 #   BENCH_FILTER  step 2's --benchmark_filter (default 'Copy|Matvec'; BM_VulkanVerify reads the
 #                 8B from FISH_VERIFY_8B, set here to the synthetic 8B once it is written)
 #   VERIFY_BENCH=1  BM_VulkanVerify (speculative verify of 1..8 tokens, 1B and 8B) in its own
@@ -103,7 +104,8 @@ if [ "${HOST_TESTS:-0}" = 1 ]; then
   pids+=($!)
 fi
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanSpan.OutputHead*:VulkanBackend.*'
-tests idot ${IDOT_TESTS_S:-100} "VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites${EXTRA_TESTS:+:$EXTRA_TESTS}:-*SmolLm2*:*Gemma3*"
+# DECODE_TESTS replaces the filter (a call that shares its time with other work).
+tests idot ${IDOT_TESTS_S:-100} "${DECODE_TESTS:-VulkanMatvecIdot.*:VulkanMatvecKnob.*:$suites${EXTRA_TESTS:+:$EXTRA_TESTS}:-*SmolLm2*:*Gemma3*}"
 [ "${FAST_TESTS:-1}" = 1 ] && left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
 
 stamp "waiting for the synthetic models"

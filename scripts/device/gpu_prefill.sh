@@ -13,7 +13,8 @@
 #   3. fish_vulkan_bench: BM_VulkanCoopmatPeak and BM_VulkanPrefillMatmul (each type at 8B shapes,
 #      tiled f32 vs coopmat: the rule, s, r, u, v for every type, every tile for q4_k and q6_k),
 #      TFLOP/s and % of the peak, and BM_VulkanPrefillAttention (one-pass vs flash attention);
-#      FISH_PREFILL_BENCH replaces the --benchmark_filter regex;
+#      FISH_PREFILL_BENCH replaces the --benchmark_filter regex (FISH_PREFILL_TESTS step 1's
+#      gtest filter, and then the FISH_VK_COOPMAT=0 run is skipped);
 #   4. fish run gpu_prefill_pp2048 on and off (off unless FISH_PREFILL_F32=0);
 #   5. fish generate 8B with FISH_GPU_PROFILE=2, coopmat and f32.
 # The synthetic Llama-1B / 8B Q4_K_M files are written at the start in the background (16
@@ -106,8 +107,9 @@ tests() {  # tests FILE TIMEOUT FILTER [VAR=VALUE...]
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|coopmat span vs|rc=" $W/$out | head -20
 }
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*'
-tests tests-coopmat.txt 120 "CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*"
-left 60 "tests with FISH_VK_COOPMAT=0" &&
+# FISH_PREFILL_TESTS replaces the filter (a call that shares its time with other work).
+tests tests-coopmat.txt 120 "${FISH_PREFILL_TESTS:-CoopmatTiles.*:VulkanCoopmat.*:$suites:-*SmolLm2*:*Gemma3*}"
+[ -z "${FISH_PREFILL_TESTS:-}" ] && left 60 "tests with FISH_VK_COOPMAT=0" &&
   tests tests-f32.txt 60 "$suites:-*SmolLm2*:*Gemma3*" FISH_VK_COOPMAT=0
 
 stamp "waiting for the synthetic models"

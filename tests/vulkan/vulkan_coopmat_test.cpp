@@ -7,7 +7,9 @@
 // The kernel tests need a device with VK_KHR_cooperative_matrix: ctest's vulkan_next label runs
 // them on Mesa 26 lavapipe (~/.cache/fish/toolchain/bin/lvp-next, scripts/vulkan_toolchain.sh
 // lavapipe), scripts/device/gpu_prefill.sh on the H200; Debian 12's lavapipe has none and skips
-// them with a message.
+// them with a message. The workgroup-scope tiles n, nm, o (matmul_cm2.comp.glsl) need
+// VK_NV_cooperative_matrix2 (NVIDIA): EveryTileMatchesCpuReference covers them where the device
+// lists them, the Coopmat2 tests skip with a message elsewhere (lavapipe has no NV2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -255,6 +257,64 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(rule20, "m- s+ mp- v- z+ ");
 }
 
+// The workgroup-scope tiles follow the device's flexible shapes (the H200 lists, as llama.cpp's
+// check expects, 128 threads with granularity 32 x 16 x 16 and 256 with 32 x 32 x 16), are forced
+// only, and an unavailable one (its pipeline rejected) is never picked.
+TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
+  const vk::Coopmat2Shape h200[] = {{32, 16, 16, 128}, {32, 32, 16, 256}};
+  std::vector<vk::CoopmatTile> t = vk::coopmat2_tiles(h200, 256, 1024, 32);
+  std::string labels;
+  for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
+  EXPECT_EQ(labels, "n nm o ");
+  ASSERT_EQ(t.size(), 3u);
+  const struct { uint32_t bm, bn, wg; } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}};
+  for (size_t i = 0; i < t.size(); ++i) {
+    const vk::CoopmatTile& x = t[i];
+    EXPECT_TRUE(x.cm2 && !x.rule && !x.unavailable) << x.label();
+    EXPECT_EQ(x.bm, want[i].bm) << x.label();
+    EXPECT_EQ(x.bn, want[i].bn) << x.label();
+    EXPECT_EQ(x.threads(), want[i].wg) << x.label();
+    EXPECT_EQ(x.subgroups(), want[i].wg / 32) << x.label();
+    EXPECT_EQ(x.shared_bytes(), 0u) << x.label();  // the driver's staging
+    // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU.
+    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 32, 4}))
+        << x.label();
+  }
+  EXPECT_EQ(t[1].name, 'N');  // FISH_VK_COOPMAT_TILE=nm parses to 'N'
+  // Limits: no 128-thread shape drops nm; a 128 maximum dimension drops o; a granularity that
+  // does not divide 64 drops nm; a 128-thread workgroup limit keeps nm only; no shapes, no tiles.
+  const vk::Coopmat2Shape only256[] = {{32, 32, 16, 256}};
+  labels.clear();
+  for (const vk::CoopmatTile& x : vk::coopmat2_tiles(only256, 256, 1024, 32))
+    labels += x.label() + " ";
+  EXPECT_EQ(labels, "n o ");
+  EXPECT_EQ(vk::coopmat2_tiles(h200, 128, 1024, 32).size(), 2u);
+  const vk::Coopmat2Shape coarse[] = {{128, 16, 16, 128}, {32, 32, 16, 256}};
+  EXPECT_EQ(vk::coopmat2_tiles(coarse, 256, 1024, 32).size(), 2u);
+  ASSERT_EQ(vk::coopmat2_tiles(h200, 256, 128, 32).size(), 1u);
+  EXPECT_EQ(vk::coopmat2_tiles(h200, 256, 128, 32)[0].label(), "nm");
+  EXPECT_TRUE(vk::coopmat2_tiles({}, 256, 1024, 32).empty());
+  // Beside the KHR tiles: the rule never picks them; forced, they are the only reachable tile; an
+  // unavailable one is skipped by both (the rule's tile instead).
+  std::vector<vk::CoopmatTile> all = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
+  all.insert(all.end(), t.begin(), t.end());
+  const uint32_t target = vk::coopmat_target_groups(132);
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 0)->label(), "s");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "n");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'N')->label(), "nm");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'o')->label(), "o");
+  std::string reach;
+  for (const vk::CoopmatTile& x : all)
+    if (vk::coopmat_tile_reachable(all, x, 'n')) reach += x.label() + " ";
+  EXPECT_EQ(reach, "n ");
+  for (vk::CoopmatTile& x : all) x.unavailable = x.name == 'n';
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "s");
+  reach.clear();
+  for (const vk::CoopmatTile& x : all)
+    if (vk::coopmat_tile_reachable(all, x, 'n')) reach += x.label() + " ";
+  EXPECT_EQ(reach, "s ");
+}
+
 std::string g_no_coopmat;  // why coopmat_backend returned null
 
 // Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule); null when it has no tiles.
@@ -295,9 +355,40 @@ bool cpu_device(vk::VulkanBackend& b) {
                << " (run under ~/.cache/fish/toolchain/bin/lvp-next: ctest -L vulkan_next, or " \
                   "on the GPU: scripts/device/gpu_prefill.sh)"
 
+bool has_tile(vk::VulkanBackend& b, char name) {
+  for (const vk::CoopmatTile& t : b.coopmat_tiles())
+    if (t.name == name) return true;
+  return false;
+}
+
+bool has_coopmat2_tile(vk::VulkanBackend& b) {
+  for (const vk::CoopmatTile& t : b.coopmat_tiles())
+    if (t.cm2) return true;
+  return false;
+}
+
+#define SKIP_WITHOUT_COOPMAT2(b)                                                          \
+  if (!(b) || !has_coopmat2_tile(*(b)))                                                   \
+  GTEST_SKIP() << "no VK_NV_cooperative_matrix2 tiles on "                                \
+               << ((b) ? (b)->info().device + ": " + (b)->info().features : g_no_coopmat) \
+               << " (NVIDIA only; on the GPU: scripts/device/gpu_prefill.sh)"
+
 MatrixView view(const std::vector<uint8_t>& data, GgmlType t, int64_t n_out, int64_t n_in,
                 std::string name) {
   return MatrixView{data.data(), t, n_in, n_out, data.size(), std::move(name)};
+}
+
+// One matmul of n_tok random tokens by v (uploaded as h) against the CPU f32 reference; `kernel`
+// names it in a failure.
+void expect_matmul_matches(vk::VulkanBackend& b, WeightHandle h, const MatrixView& v, int64_t n_tok,
+                           const std::string& kernel, std::mt19937& rng) {
+  const std::vector<float> x = test::random_input(n_tok * v.n_in, rng);
+  std::vector<float> y(size_t(n_tok * v.n_out), -1.0f);
+  const Status s = b.matmul(h, x.data(), n_tok, y.data());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  test::expect_close(
+      test::reference_matmul(v, x.data(), n_tok), y, v.n_out,
+      fmt::format("{} {} x {} n_tok {} ({})", v.name, v.n_out, v.n_in, n_tok, kernel));
 }
 
 // Every type in every tile: rows not a multiple of any tile (133), K an odd multiple of the block
@@ -333,13 +424,8 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
         const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
         ASSERT_NE(kernel.find(fmt::format("tile {} ", tile.label())), std::string::npos) << kernel;
         ASSERT_NE(kernel.find("coopmat"), std::string::npos) << kernel;
-        const std::vector<float> x = test::random_input(n_tok * n_in, rng);
-        std::vector<float> y(size_t(n_tok * n_out), -1.0f);
-        const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
-        ASSERT_TRUE(s.ok()) << s.error().message;
-        test::expect_close(
-            test::reference_matmul(v, x.data(), n_tok), y, n_out,
-            fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
+        expect_matmul_matches(*b, h.value(), v, n_tok, kernel, rng);
+        if (::testing::Test::HasFatalFailure()) return;
       }
       b->release(h.value());
     }
@@ -347,46 +433,120 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
   }
 }
 
-// Every token count the kernels meet in spans and chunks, 1 .. 600, through the rule (matvec
-// below 5, matvec8 to 8, the tiled kernel below 16, then the double-buffered tile of the shape) and
-// through the largest tile forced, on rows fewer than one tile (7) and not a multiple of any (133):
-// partial tiles on both sides, grids of one workgroup and of many.
+// Every token count `tile` (0: the rule) meets in spans and chunks, 1 .. 600, on rows fewer than
+// one tile (7) and not a multiple of any (133): partial tiles on both sides, grids of one
+// workgroup and of many, for the types of the 8B Q4_K_M file and q8_0, f16.
+void check_token_counts(char tile, std::mt19937& rng) {
+  const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
+  auto b = coopmat_backend(tile);
+  ASSERT_TRUE(b);
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
+    const TypeInfo& ti = type_info(t);
+    const int64_t n_in = ti.block_elems == 256 ? 256 : 32 * 5;
+    for (const int64_t n_out : {int64_t(7), int64_t(133)}) {
+      const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+      const MatrixView v = view(w, t, n_out, n_in, fmt::format("tokens {}", ti.name));
+      auto h = b->upload(v);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      for (const int64_t n_tok : kTok) {
+        const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
+        if (n_tok >= vk::kCoopmatMinTok) {
+          const std::string label = tile == 'N' ? "nm" : std::string(1, tile);
+          ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", label) : "coopmat"),
+                    std::string::npos)
+              << kernel;
+        }
+        expect_matmul_matches(*b, h.value(), v, n_tok, kernel, rng);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      b->release(h.value());
+    }
+  }
+  EXPECT_EQ(b->bytes_resident(), 0u);
+}
+
+// Through the rule (matvec below 5, matvec8 to 8, the tiled kernel below 16, then the rule's
+// tile) and through b, r, x forced.
 TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT(probe);
   probe.reset();
   std::mt19937 rng(11);
-  const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
   for (const char tile : {char(0), 'b', 'r', 'x'}) {
-    auto b = coopmat_backend(tile);
-    ASSERT_TRUE(b);
-    for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
-      const TypeInfo& ti = type_info(t);
-      const int64_t n_in = ti.block_elems == 256 ? 256 : 32 * 5;
-      for (const int64_t n_out : {int64_t(7), int64_t(133)}) {
-        const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
-        const MatrixView v = view(w, t, n_out, n_in, fmt::format("tokens {}", ti.name));
-        auto h = b->upload(v);
-        ASSERT_TRUE(h.ok()) << h.error().message;
-        for (const int64_t n_tok : kTok) {
-          const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
-          if (n_tok >= vk::kCoopmatMinTok) {
-            ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", tile) : "coopmat"),
-                      std::string::npos)
-                << kernel;
-          }
-          const std::vector<float> x = test::random_input(n_tok * n_in, rng);
-          std::vector<float> y(size_t(n_tok * n_out), -1.0f);
-          const Status s = b->matmul(h.value(), x.data(), n_tok, y.data());
-          ASSERT_TRUE(s.ok()) << s.error().message;
-          test::expect_close(
-              test::reference_matmul(v, x.data(), n_tok), y, n_out,
-              fmt::format("{} {} x {} n_tok {} ({})", v.name, n_out, n_in, n_tok, kernel));
-        }
-        b->release(h.value());
-      }
+    check_token_counts(tile, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The workgroup-scope tiles n, nm, o forced: clamped edge tiles (7 rows: less than one tile),
+// the interior tiles' unrolled K loop (256 values: two iterations of 4 steps), grids of many.
+TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT2(probe);
+  std::vector<char> tiles;
+  for (const vk::CoopmatTile& t : probe->coopmat_tiles())
+    if (t.cm2) tiles.push_back(t.name);
+  probe.reset();
+  std::mt19937 rng(13);
+  for (const char tile : tiles) {
+    check_token_counts(tile, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A device without VK_NV_cooperative_matrix2 (lavapipe), or FISH_VK_COOPMAT2=0: the device opens
+// with no coopmat2 tile, a forced one falls back to the rule, and FISH_VK_COOPMAT2=1 fails to open
+// naming the knob; on a device with it, 1 opens with the tiles.
+TEST(VulkanCoopmat, Coopmat2AbsentOrOffLeavesTheOtherKernels) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok()) << opt.error().message;
+  bool has_cm2 = false;
+  {
+    vk::VulkanBackend b(opt);
+    if (!b.open().ok()) GTEST_SKIP() << "no Vulkan device: " << b.status();
+    has_cm2 = has_coopmat2_tile(b);
+    EXPECT_EQ(has_cm2, b.info().features.find("coopmat2 (") != std::string::npos)
+        << b.info().features;
+  }
+  {
+    test::ScopedEnv off("FISH_VK_COOPMAT2", "0");
+    test::ScopedEnv tile("FISH_VK_COOPMAT_TILE", "n");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->coopmat2, 0);
+    EXPECT_EQ(o->coopmat_tile, 'n');
+    vk::VulkanBackend b(o);
+    ASSERT_TRUE(b.open().ok()) << b.status();
+    EXPECT_FALSE(has_coopmat2_tile(b));
+    EXPECT_EQ(b.info().features.find("coopmat2 ("), std::string::npos) << b.info().features;
+    // The forced tile is absent: the rule's kernel (a KHR tile, or the f32 tiled kernel).
+    const std::string k = b.prefill_kernel(4096, 512, GgmlType::q4_k);
+    EXPECT_EQ(k.find("coopmat2"), std::string::npos) << k;
+    EXPECT_EQ(k.find("tile n "), std::string::npos) << k;
+  }
+  {
+    test::ScopedEnv on("FISH_VK_COOPMAT2", "1");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->coopmat2, 1);
+    vk::VulkanBackend b(o);
+    const Status s = b.open();
+    if (has_cm2) {
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      EXPECT_TRUE(has_coopmat2_tile(b));
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.error().message.find("FISH_VK_COOPMAT2=1"), std::string::npos)
+          << s.error().message;
     }
-    EXPECT_EQ(b->bytes_resident(), 0u);
+  }
+  {
+    test::ScopedEnv tile("FISH_VK_COOPMAT_TILE", "nm");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->coopmat_tile, 'N');
+    test::ScopedEnv bad("FISH_VK_COOPMAT2", "2");
+    EXPECT_FALSE(vk::VulkanOptions::from_env().ok());
   }
 }
 
@@ -591,6 +751,15 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathTileR) {
 // x: r with 16-value weight units (load16_step: the span's Q4_K_M weights are q4_k and q6_k).
 TEST(VulkanCoopmat, SpanMatchesTiledPathTileX) {
   check_span("llama", 0, "synthetic llama 8:2 tile x", 'x');
+}
+
+// n: the workgroup-scope coopmat2 tile through a whole span (q4_k and q6_k decode functions).
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileN) {
+  auto probe = coopmat_backend(0);
+  SKIP_WITHOUT_COOPMAT2(probe);
+  if (!has_tile(*probe, 'n')) GTEST_SKIP() << "no coopmat2 tile n: " << probe->info().features;
+  probe.reset();
+  check_span("llama", 0, "synthetic llama 8:2 tile n", 'n');
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {

@@ -1,0 +1,290 @@
+#version 450
+// matmul_cm2_<type>: y[t][r] = sum_k W[r][k] x[t][k] on workgroup-scope cooperative matrices
+// (VK_NV_cooperative_matrix2), the prefill matmul of matmul_cm.comp.glsl with its bindings and
+// push constants (fish_vk_layout.h: W rows row_bytes apart, x f32 rows x_stride values apart, y
+// f32 rows y_stride apart from y_offset), so a dispatch can take either.
+//
+// One workgroup (WG threads, specialisation constant 0) = a BM-row x BN-token tile of y in one
+// f32 accumulator coopmat<float, gl_ScopeWorkgroup, BM, BN>; the grid is ceil(n_out / BM) x
+// ceil(n_tok / BN). K advances by BK per step: A (BM x BK f16) comes from the weight rows through
+// a tensor layout whose block is the type's (1 x QK values, BLOCK_BYTES bytes) and a decode
+// function per type that turns (block, coordinate in block) into one f16 value (f16 rows load
+// directly); B (BK x BN f16) from the f32 activations, 4 values a block decoded to f16, through
+// the transposed view. The driver stages both through shared memory (no shared arrays here).
+// Tiles wholly inside n_out x n_tok use unclamped layouts, KU steps per loop iteration; edge tiles
+// clamped ones (rows / tokens past the end read 0). The result is stored through a clamped
+// layout (elements past n_out / n_tok dropped) at y_offset rounded down to 16 bytes (the
+// extension's base alignment) plus the remainder as a row offset; y_stride too short for that
+// remainder (a part ending at the matrix's last row with y_offset % 4 != 0) stores element by
+// element instead (coopMatPerElementNV).
+// CPU reference: dequantize_row_<type>, then a double dot (tests/vulkan/vulkan_coopmat_test.cpp).
+// Tiles and the device features it needs: engine/vulkan/coopmat.h (CoopmatTile::cm2).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_control_flow_attributes : require
+
+#include "fish_vk_layout.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of interior tiles
+
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { vec4 x[]; };
+layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };
+
+// Four f32 values (activations, f32 weights): one 16-byte block.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4Ref { vec4 v; };
+
+float16_t decode_vec4(const in Vec4Ref b, const in uint block[2], const in uint in_block[2]) {
+  return float16_t(b.v[in_block[1]]);
+}
+
+// Byte i (0..) of an array of 16-bit words.
+#define BYTE16(a, i) ((uint(a[(i) >> 1u]) >> (8u * ((i) & 1u))) & 0xFFu)
+
+// Per type: QK values and BLOCK_BYTES bytes a block (quant/<type>.h), the block as a
+// buffer_reference struct (16-bit words where blocks are only 2-aligned), and decode_w (value c
+// of the block, dequantised as dequant.glsl's load_unit). f16 has no decode (DIRECT_F16).
+#if defined(TYPE_F32)
+#define QK 4u
+#define BLOCK_BYTES 16u
+#define DECODE_W decode_vec4
+#elif defined(TYPE_F16)
+#define QK 1u
+#define BLOCK_BYTES 2u
+#define DIRECT_F16 1
+layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf16 { float16_t wh[]; };
+#elif defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+// Blocks of 32: value c is the low nibble of qs[c] (c < 16) or the high nibble of qs[c - 16];
+// Q5's fifth bit is bit c of qh. Q4_0 d (q - 8), Q5_0 d (q - 16), Q4_1 / Q5_1 d q + m.
+#define QK 32u
+#if defined(TYPE_Q4_0)
+#define BLOCK_BYTES 18u
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BlockRef {
+  float16_t d;
+  uint16_t qs[8];
+};
+#elif defined(TYPE_Q4_1)
+#define BLOCK_BYTES 20u
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BlockRef {
+  float16_t d;
+  float16_t m;
+  uint16_t qs[8];
+};
+#elif defined(TYPE_Q5_0)
+#define BLOCK_BYTES 22u
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BlockRef {
+  float16_t d;
+  uint16_t qh[2];
+  uint16_t qs[8];
+};
+#else
+#define BLOCK_BYTES 24u
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer BlockRef {
+  float16_t d;
+  float16_t m;
+  uint16_t qh[2];
+  uint16_t qs[8];
+};
+#endif
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  uint q = (BYTE16(b.qs, c & 15u) >> (4u * (c >> 4u))) & 15u;
+#if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+  q |= ((uint(b.qh[c >> 4u]) >> (c & 15u)) & 1u) << 4u;
+#endif
+  const float d = float(b.d);
+#if defined(TYPE_Q4_0)
+  return float16_t(d * (float(q) - 8.0));
+#elif defined(TYPE_Q5_0)
+  return float16_t(d * (float(q) - 16.0));
+#else
+  return float16_t(d * float(q) + float(b.m));
+#endif
+}
+#define DECODE_W decode_w
+#elif defined(TYPE_Q8_0)
+// 34-byte blocks of 32: f16 d, int8 qs[32]; d q.
+#define QK 32u
+#define BLOCK_BYTES 34u
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BlockRef {
+  float16_t d;
+  uint16_t qs[16];
+};
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const int q = int(BYTE16(b.qs, in_block[1]) << 24u) >> 24;
+  return float16_t(float(b.d) * float(q));
+}
+#define DECODE_W decode_w
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_FQ3)
+// Super-blocks of 256 with f16 d, f16 dmin and Q4_K's 12 bytes of 6-bit scales and mins (sc[0]:
+// scales 0..3 and the top bits of 4..7, sc[1]: mins 0..3 and the top bits of mins 4..7, sc[2]:
+// the low nibbles of scales / mins 4..7; ggml get_scale_min_k4): d sc_g q - dmin m_g for
+// sub-block g = c / 32.
+#define QK 256u
+#if defined(TYPE_Q4_K)
+// Q4_K 144 bytes: qs[128]; value 64i + l (l < 32) the low nibble of qs[32i + l], 64i + 32 + l
+// the high nibble.
+#define BLOCK_BYTES 144u
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BlockRef {
+  uint dm;
+  uint sc[3];
+  uint qs[32];
+};
+#elif defined(TYPE_Q5_K)
+// Q5_K 176 bytes: qh[32], then qs[128] as Q4_K's; the fifth bit of value c is bit c / 32 of
+// qh[c % 32].
+#define BLOCK_BYTES 176u
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BlockRef {
+  uint dm;
+  uint sc[3];
+  uint qh[8];
+  uint qs[32];
+};
+#else
+// FQ3 112 bytes (quant/fq3.h): per group g the words A, B, C; value 4s + j of a group (s < 8,
+// j < 4): bits 2(s&3) of byte j of A (s < 4) or B, and bit s of byte j of C as bit 2.
+#define BLOCK_BYTES 112u
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BlockRef {
+  uint dm;
+  uint sc[3];
+  uint q[24];
+};
+#endif
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  const uint g = c >> 5u;  // sub-block of 32
+  const uint sh = 8u * (g & 3u);
+  const uint lo_sc = b.sc[0] >> sh, lo_m = b.sc[1] >> sh, top = b.sc[2] >> sh;
+  const uint sc = g < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
+  const uint m = g < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
+  const vec2 dm = unpackHalf2x16(b.dm);
+#if defined(TYPE_FQ3)
+  const uint v = c & 31u, s = v >> 2u, j = v & 3u;
+  const uint ab = b.q[3u * g + (s >> 2u)];
+  const uint q = ((ab >> (8u * j + 2u * (s & 3u))) & 3u) |
+                 (((b.q[3u * g + 2u] >> (8u * j + s)) & 1u) << 2u);
+#else
+  const uint l = c & 31u;
+  const uint byte_i = 32u * (c >> 6u) + l;  // qs byte of this value
+  uint q = (b.qs[byte_i >> 2u] >> (8u * (byte_i & 3u) + 4u * (g & 1u))) & 15u;
+#if defined(TYPE_Q5_K)
+  q |= ((b.qh[l >> 2u] >> (8u * (l & 3u) + g)) & 1u) << 4u;
+#endif
+#endif
+  return float16_t(dm.x * float(sc) * float(q) - dm.y * float(m));
+}
+#define DECODE_W decode_w
+#elif defined(TYPE_Q6_K)
+// 210-byte super-blocks of 256 (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
+// 128h + 32k + l (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2
+// from qh[32h + l] >> 2k; scale of value / 16; d sc (q - 32).
+#define QK 256u
+#define BLOCK_BYTES 210u
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BlockRef {
+  uint16_t ql[64];
+  uint16_t qh[32];
+  uint16_t sc[8];
+  float16_t d;
+};
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  const uint h = c >> 7u, k = (c >> 5u) & 3u, l = c & 31u;
+  const uint lo = (BYTE16(b.ql, 64u * h + 32u * (k & 1u) + l) >> (4u * (k >> 1u))) & 15u;
+  const uint hi = (BYTE16(b.qh, 32u * h + l) >> (2u * k)) & 3u;
+  const int sc = int(BYTE16(b.sc, c >> 4u) << 24u) >> 24;
+  return float16_t(float(b.d) * float(sc) * (float(lo | (hi << 4u)) - 32.0));
+}
+#define DECODE_W decode_w
+#else
+#error "matmul_cm2.comp.glsl: define one TYPE_<type> (shaders/CMakeLists.txt FISH_VK_CM2_TYPES)"
+#endif
+
+// One K step: A = weight rows [row0, row0 + BM) x [k0, k0 + BK) through la, B = tokens
+// [tok0, tok0 + BN) of the same K range through lb, acc += A B. A macro, not a function: the
+// layout types differ by clamp mode, and the loads take the buffers themselves.
+#if defined(DIRECT_F16)
+#define LOAD_A(mat, la, k0) coopMatLoadTensorNV(mat, wh, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK))
+#else
+#define LOAD_A(mat, la, k0) \
+  coopMatLoadTensorNV(mat, w, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK), DECODE_W)
+#endif
+#define K_STEP(la, lb, k0)                                                                       \
+  {                                                                                              \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                              \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bm;                             \
+    LOAD_A(a, la, k0);                                                                           \
+    coopMatLoadTensorNV(bm, x, 0, sliceTensorLayoutNV(lb, tok0, BN, k0, BK), transposed,         \
+                        decode_vec4);                                                            \
+    acc = coopMatMulAdd(a, bm, acc);                                                             \
+  }
+
+uint g_row0, g_tok0;  // this workgroup's tile, for store_element
+
+// coopMatPerElementNV callback of the element-wise store: element (r, t) of the tile to y.
+float store_element(const in uint r, const in uint t, const in float v) {
+  if (g_row0 + r < pc.n_out && g_tok0 + t < pc.n_tok)
+    y[pc.y_offset + (g_tok0 + t) * pc.y_stride + g_row0 + r] = v;
+  return v;
+}
+
+void main() {
+  const uint row0 = gl_WorkGroupID.x * BM, tok0 = gl_WorkGroupID.y * BN;
+  g_row0 = row0;
+  g_tok0 = tok0;
+  // Weights: n_out x n_in values in blocks of 1 x QK, rows row_bytes / BLOCK_BYTES blocks apart
+  // (rows are whole blocks: engine/vulkan/device_weight.h).
+  tensorLayoutNV<2> la = createTensorLayoutNV(2);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la_edge =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  la = setTensorLayoutBlockSizeNV(la, 1, QK);
+  la_edge = setTensorLayoutBlockSizeNV(la_edge, 1, QK);
+  la = setTensorLayoutDimensionNV(la, pc.n_out, pc.n_in);
+  la_edge = setTensorLayoutDimensionNV(la_edge, pc.n_out, pc.n_in);
+  la = setTensorLayoutStrideNV(la, pc.row_bytes / BLOCK_BYTES, 1);
+  la_edge = setTensorLayoutStrideNV(la_edge, pc.row_bytes / BLOCK_BYTES, 1);
+  // Activations: n_tok x n_in f32 in blocks of 1 x 4 (16 bytes), rows x_stride / 4 blocks apart.
+  tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb_edge =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  lb = setTensorLayoutBlockSizeNV(lb, 1, 4);
+  lb_edge = setTensorLayoutBlockSizeNV(lb_edge, 1, 4);
+  lb = setTensorLayoutDimensionNV(lb, pc.n_tok, pc.n_in);
+  lb_edge = setTensorLayoutDimensionNV(lb_edge, pc.n_tok, pc.n_in);
+  lb = setTensorLayoutStrideNV(lb, pc.x_stride / 4u, 1);
+  lb_edge = setTensorLayoutStrideNV(lb_edge, pc.x_stride / 4u, 1);
+  // B's element (k, t) is x[t][k]: the layout's dimensions swapped.
+  tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+
+  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+  if (row0 + BM <= pc.n_out && tok0 + BN <= pc.n_tok && pc.n_in % BK == 0u) {
+    uint k0 = 0u;
+    for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK)
+      [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP(la, lb, k0 + u * BK)
+    for (; k0 < pc.n_in; k0 += BK) K_STEP(la, lb, k0)
+  } else {
+    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) K_STEP(la_edge, lb_edge, k0)
+  }
+
+  // y[y_offset + t y_stride + r]: base y_offset & ~3 (16-byte aligned), the rest a row offset.
+  const uint base = pc.y_offset & ~3u, r_off = pc.y_offset & 3u;
+  if (r_off + pc.n_out <= pc.y_stride) {
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ld =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    ld = setTensorLayoutDimensionNV(ld, pc.n_tok, r_off + pc.n_out);
+    ld = setTensorLayoutStrideNV(ld, pc.y_stride, 1);
+    coopMatStoreTensorNV(acc, y, base, sliceTensorLayoutNV(ld, tok0, BN, r_off + row0, BM),
+                         transposed);
+  } else {
+    coopMatPerElementNV(acc, acc, store_element);
+  }
+}
