@@ -206,8 +206,9 @@ std::span<const EnvKnob> env_knobs() {
        "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) "
        "for its 8B rows; unset or absent: those rows are skipped with the reason"},
       {"FISH_VK_ATTN_DECODE", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1 (default): short batches' span attention runs with RoPE and the KV store fused in one "
-       "dispatch (span_attention_decode); 0: RoPE + KV store, then the split-K kernels (A/B)"},
+       "1: short batches' span attention runs with RoPE and the KV store fused in one dispatch "
+       "(span_attention_decode); 0 (default, faster on the H100): RoPE + KV store in one "
+       "dispatch, then the split-K kernels"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,
@@ -238,8 +239,8 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r", "u", "v",
-        "x", "y", "z", "d", "e", "f", "k", "n", "nm", "o"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r",
+        "u",    "v", "x", "y", "z", "d",  "e", "f", "k", "n", "nm", "o"},
        0,
        -1,
        vk_options,

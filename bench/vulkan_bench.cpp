@@ -501,9 +501,9 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const int64_t variant = state.range(4);
   constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g',
                                'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n', 'N', 'o'};
-  constexpr const char* kNames[] = {"tiled", "",  "l", "m", "s", "lp", "mp", "b", "h",
-                                    "w",     "c", "bn", "g", "r", "u", "v", "x", "y",
-                                    "z",     "d", "e", "f", "k", "n", "nm", "o"};
+  constexpr const char* kNames[] = {"tiled", "",  "l",  "m", "s", "lp", "mp", "b", "h",
+                                    "w",     "c", "bn", "g", "r", "u",  "v",  "x", "y",
+                                    "z",     "d", "e",  "f", "k", "n",  "nm", "o"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = backend();

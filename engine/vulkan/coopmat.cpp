@@ -81,6 +81,14 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
   const bool dbuf = std::any_of(out.begin(), out.end(), main_dbuf);
   for (CoopmatTile& t : out)
     t.rule = has_s ? t.name == 's' || t.name == 'z' : dbuf ? main_dbuf(t) : !t.dbuf;
+  // e and k, the named-accumulator 128 x 128 tiles, for matmuls of kNamedMinTok tokens or more
+  // of every type but f16 / f32 (coopmat_named_rule). Measured on an H100 (binary 0a83b5f,
+  // results/runs/h100-mixed-0a83b5f-{a,b}, BM_VulkanPrefillMatmul at 512 tokens, TFLOP/s): q4_k
+  // 4096 x 4096 k 131.6 / e 104.2 against z 59.5, 14336 x 4096 e 123.1 / k 94.6 against z 61.5;
+  // q6_k 4096 x 4096 k 81.8 against s 43.0; q8_0 k 82.3 against s 45.9; f16 z 66.0 against k
+  // 41.1 (so f16 keeps z). Their arrays-of-accumulators twins r / x ran at 28.
+  for (CoopmatTile& t : out)
+    if (t.named && (t.name == 'e' || t.name == 'k')) t.rule = true;
   return out;
 }
 
@@ -89,25 +97,49 @@ bool coopmat_vec_rule(GgmlType type) {
          type == GgmlType::f16;
 }
 
+bool coopmat_named_rule(GgmlType type) {
+  return type != GgmlType::f16 && type != GgmlType::f32;
+}
+
 namespace {
 
-// The rule's candidates for `vec`: the 16-value-load ones where vec and any exists, else the
-// others (prefetch variants are added by pick_coopmat_tile after the choice).
+// The small-tile candidates (s, z; or the grid rule's where those are missing) for `vec`: the
+// 16-value-load ones where vec and any exists, else the others (prefetch variants are added by
+// pick_coopmat_tile after the choice).
 bool rule_candidate(std::span<const CoopmatTile> tiles, const CoopmatTile& t, bool vec) {
-  const bool want_vec = vec && std::any_of(tiles.begin(), tiles.end(),
-                                           [](const CoopmatTile& x) { return x.rule && x.vec; });
-  return t.rule && !t.prefetch && !t.unavailable && t.vec == want_vec;
+  const bool want_vec = vec && std::any_of(tiles.begin(), tiles.end(), [](const CoopmatTile& x) {
+                          return x.rule && x.vec && !x.named;
+                        });
+  return t.rule && !t.named && !t.prefetch && !t.unavailable && t.vec == want_vec;
+}
+
+const CoopmatTile* find_rule_tile(std::span<const CoopmatTile> tiles, char name) {
+  for (const CoopmatTile& t : tiles)
+    if (t.name == name && t.rule && !t.unavailable) return &t;
+  return nullptr;
 }
 
 }  // namespace
 
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
                                      uint32_t n_tok, uint32_t target_groups, char forced,
-                                     bool vec) {
+                                     GgmlType type) {
   if (tiles.empty()) return nullptr;
   if (forced)
     for (const CoopmatTile& t : tiles)
       if (t.name == forced && !t.unavailable) return &t;
+  const bool vec = coopmat_vec_rule(type);
+  if (coopmat_named_rule(type) && n_tok >= kNamedMinTok) {
+    // k (8 subgroups) where its grid is under 8/3 target_groups (about twice the SM count: a
+    // 4096-row matrix at 512 tokens is 128 workgroups), e (4 subgroups of 64 x 64) above.
+    const CoopmatTile* k = find_rule_tile(tiles, 'k');
+    const CoopmatTile* e = find_rule_tile(tiles, 'e');
+    if (k && e) {
+      const uint64_t grid = uint64_t((n_out + e->bm - 1) / e->bm) * ((n_tok + e->bn - 1) / e->bn);
+      return 3 * grid < 8 * uint64_t(target_groups) ? k : e;
+    }
+    if (k || e) return k ? k : e;
+  }
   const CoopmatTile* pick = nullptr;  // the first (largest) candidate that fills the grid
   const CoopmatTile* most = nullptr;  // else the one of most workgroups
   uint64_t most_groups = 0;
@@ -160,12 +192,14 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
 }
 
 bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
-                            bool vec) {
+                            GgmlType type) {
+  const bool vec = coopmat_vec_rule(type);
   if (t.unavailable) return false;
   if (forced && std::any_of(tiles.begin(), tiles.end(), [&](const CoopmatTile& x) {
         return x.name == forced && !x.unavailable;
       }))
     return t.name == forced;
+  if (t.named) return t.rule && coopmat_named_rule(type);
   if (rule_candidate(tiles, t, vec)) return true;
   // The prefetch twin of a candidate (pick_coopmat_tile swaps it in for small n_out).
   return t.rule && t.prefetch && std::any_of(tiles.begin(), tiles.end(), [&](const CoopmatTile& x) {

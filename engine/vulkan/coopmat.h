@@ -32,8 +32,10 @@
 //   s  2M x 2N, 2 subgroups of 2M x N    (32 x 32, 64 threads)
 //   lp, mp  l and m with register prefetch (PREFETCH: the next K step's global loads and their
 //           dequantisation issued before this step's multiply-adds)
-// The rule: z for the types whose 16-value loader beat s (coopmat_vec_rule: q4_k, q5_k, fq3,
-// f16), s for the others (coopmat.cpp has the measurements). Its candidates are
+// The rule: at kNamedMinTok tokens or more the named-accumulator tiles k (grids under about
+// twice the SM count) or e (larger grids) for every type but f16 / f32 (coopmat_named_rule); else
+// z for the types whose 16-value loader beat s (coopmat_vec_rule: q4_k, q5_k, fq3, f16), s for
+// the others (coopmat.cpp has the measurements). Its candidates are
 // CoopmatTile::rule; where the limits drop s, b, h, w, c (else l, m, s) and among
 // them the largest whose grid (ceil(n_out / rows) x ceil(n_tok / tokens)) has at least target
 // workgroups (3/4 of the SM count where VK_NV_shader_sm_builtins reports it, else 64), the one of
@@ -162,6 +164,8 @@ namespace fish::vk {
 inline constexpr uint32_t kCoopmatMinTok = 16;      // fewer tokens: the f32 tiled kernel
 inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one 32-value block)
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
+inline constexpr uint32_t kNamedMinTok =
+    64;  // the rule's 128 x 128 named tiles (e, k): n_tok >= this
 
 struct CoopmatTile {
   // 'b', 'h', 'w', 'c', 'g', 'l', 'm', 's', 'r', 'u', 'v', 'x', 'y', 'z'; 'L', 'M': l, m with
@@ -216,14 +220,18 @@ std::vector<CoopmatTile> coopmat_tiles(uint32_t m, uint32_t n, uint32_t k, uint3
 
 // Whether the rule takes the 16-value-load tile (z) rather than s for weights of this type.
 bool coopmat_vec_rule(GgmlType type);
+// Whether the rule takes the named-accumulator tiles e / k at kNamedMinTok tokens or more for
+// weights of this type (all but f16 and f32, where z measured faster).
+bool coopmat_named_rule(GgmlType type);
 
-// The tile for n_out rows x n_tok tokens (the rule above); `vec`: among the rule's candidates
-// those with 16-value weight units (coopmat_vec_rule of the weight type) where any is one, else
-// those without. `forced` (a CoopmatTile::name; 0: the rule) picks by name where that tile
-// exists, else the rule. Null when `tiles` is empty.
+// The tile for n_out rows x n_tok tokens of `type` weights (the rule above): e or k for
+// coopmat_named_rule types at kNamedMinTok tokens or more (k while the 128 x 128 grid is under
+// 8/3 target_groups, e above), else among the small tiles those with 16-value weight units
+// (coopmat_vec_rule) where any is one, else those without. `forced` (a CoopmatTile::name; 0: the
+// rule) picks by name where that tile exists, else the rule. Null when `tiles` is empty.
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
                                      uint32_t n_tok, uint32_t target_groups, char forced,
-                                     bool vec = false);
+                                     GgmlType type = GgmlType::f32);
 
 // One f16 x f16 -> f32 workgroup-scope shape of VK_NV_cooperative_matrix2's flexible dimensions:
 // matrices whose M, N, K are multiples of these, in workgroups of `invocations` threads.
@@ -237,11 +245,11 @@ struct Coopmat2Shape {
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup);
 
-// Whether pick_coopmat_tile(tiles, ..., forced, vec) can return t for some shape: the forced
-// tile where it exists (and is not unavailable), else the rule's candidates of that `vec`. Spans
+// Whether pick_coopmat_tile(tiles, ..., forced, type) can return t for some shape: the forced
+// tile where it exists (and is not unavailable), else the rule's candidates for that type. Spans
 // build pipelines only for these.
 bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTile& t, char forced,
-                            bool vec = false);
+                            GgmlType type = GgmlType::f32);
 
 // Workgroups the rule wants a grid to fill: 3/4 of the SMs, or 64 when the count is unknown.
 uint32_t coopmat_target_groups(uint32_t sm_count);

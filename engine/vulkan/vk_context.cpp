@@ -283,7 +283,7 @@ Result<Pipeline> VkContext::pipeline(const PipelineSpec& spec) {
 const CoopmatTile* VkContext::coopmat_tile(GgmlType type, uint32_t n_out, uint32_t n_tok) const {
   if (n_tok < kCoopmatMinTok || cm_tiles_.empty()) return nullptr;
   return pick_coopmat_tile(cm_tiles_, n_out, n_tok, coopmat_target_groups(features().sm_count),
-                           opt_.coopmat_tile, coopmat_vec_rule(type));
+                           opt_.coopmat_tile, type);
 }
 
 Result<Pipeline> VkContext::coopmat_pipeline(GgmlType type, const CoopmatTile& t) {

@@ -309,10 +309,11 @@ struct FeatureChain {
 };
 
 // The process's Vulkan instances, one per validation setting and API version (1.1 / 1.3),
-// created on first use and never destroyed (as the loader is never closed). A backend opens and closes devices, not instances:
-// every vkCreateInstance / vkDestroyInstance pair makes the loader load and unload the driver, and
-// on the H200's NVIDIA driver a process that had done that a few dozen times (one backend per
-// test case) got VK_ERROR_INCOMPATIBLE_DRIVER from every later vkCreateInstance.
+// created on first use and never destroyed (as the loader is never closed). A backend opens and
+// closes devices, not instances: every vkCreateInstance / vkDestroyInstance pair makes the loader
+// load and unload the driver, and on the H200's NVIDIA driver a process that had done that a few
+// dozen times (one backend per test case) got VK_ERROR_INCOMPATIBLE_DRIVER from every later
+// vkCreateInstance.
 struct ProcessInstance {
   VkInstance handle = VK_NULL_HANDLE;
   uint32_t api = VK_API_VERSION_1_1;  // the apiVersion it was created with

@@ -64,9 +64,9 @@ struct DeviceFeatures {
   std::vector<Coopmat2Shape> coopmat2_shapes;  // its f16 x f16 -> f32 workgroup shapes
   uint32_t coopmat2_max_dim = 0;               // cooperativeMatrixFlexibleDimensionsMaxDimension
   uint32_t coopmat2_max_threads = 0;           // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
-  uint32_t timestamp_bits = 0;      // of the compute queue family (0: no timestamps)
-  double timestamp_ns = 1.0;        // nanoseconds per timestamp tick
-  uint32_t max_shared_bytes = 0;    // maxComputeSharedMemorySize
+  uint32_t timestamp_bits = 0;                 // of the compute queue family (0: no timestamps)
+  double timestamp_ns = 1.0;                   // nanoseconds per timestamp tick
+  uint32_t max_shared_bytes = 0;               // maxComputeSharedMemorySize
   // "subgroup 32 (32..32, control), int8, f16, 8/16-bit storage, int dot (4x8 fast), coopmat
   // 16x16x16 f16->f32 (of 16x16x16, 16x8x16, 16x8x8), coopmat2 (4 workgroup shapes), 132 SMs,
   // timestamps 64 bits"

@@ -31,9 +31,10 @@
 //                             attention_splits' rule for short query batches (vulkan_span.h); 0
 //                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
 //                             for every batch, prefill chunks included, where the scratch allows
-//   FISH_VK_ATTN_DECODE=1|0   short batches' (decode, verify) span attention with RoPE and the
-//                             KV store fused in one dispatch (span_attention_decode), 1 (default);
-//                             0 the span_rope_kv + attention kernels above (A/B)
+//   FISH_VK_ATTN_DECODE=0|1   short batches' (decode, verify) span attention with RoPE and the
+//                             KV store fused in one dispatch (span_attention_decode): 1; 0
+//                             (default: slower on the H100, docs/gpu.md) span_rope_kv + the
+//                             attention kernels above
 //   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
 //                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
 //   FISH_VK_COOPMAT=auto|0|1  prefill matmuls (>= kCoopmatMinTok tokens) on cooperative matrices
@@ -81,19 +82,19 @@ struct VulkanOptions {
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
-  uint32_t idot_rows = 2;  // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
-  uint32_t idot_wg = 0;    // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
+  uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
+  uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 1;  // FISH_VK_IDOT_GROUPS: row groups a workgroup
-  bool head = true;        // FISH_VK_HEAD: the output head in the span
-  int attn_split = -1;     // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  bool attn_decode = true;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches
-  int coopmat = -1;        // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  int coopmat2 = -1;       // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  char coopmat_tile = 0;   // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
-  int requant = 0;         // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;    // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;       // FISH_VK_FAULT
+  bool head = true;          // FISH_VK_HEAD: the output head in the span
+  int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  bool attn_decode = false;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches
+  int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
+  char coopmat_tile = 0;     // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
+  int requant = 0;           // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;      // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;         // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

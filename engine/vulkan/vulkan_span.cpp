@@ -187,8 +187,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     for (size_t i = 0; i < ctx_.coopmat_tiles().size(); ++i) {
       const CoopmatTile& t = ctx_.coopmat_tiles()[i];
       if (st.cm[i].pipe != VK_NULL_HANDLE ||
-          !coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile,
-                                  coopmat_vec_rule(w.type)))
+          !coopmat_tile_reachable(ctx_.coopmat_tiles(), t, ctx_.options().coopmat_tile, w.type))
         continue;
       Result<Pipeline> r = ctx_.coopmat_pipeline(w.type, t);
       if (!r.ok() && t.cm2) {

@@ -10,10 +10,11 @@
 #   3. fish_vulkan_bench with BENCH (default: the coopmat peak and its diagnostics, the q4_k
 #      prefill tiles and the integer-dot variants at the 8B shapes);
 #   4. experiments/peer_cpu_host16.json (FISH x16 vs llama.cpp's CPU build, 16 threads, at most
-#      HOST_S seconds) on the models of HOST_MODELS (default: the 8B only), the GPU idle;
-#   5. fish run gpu_prefill_pp512 with the rule and with each tile of TILES forced (default n);
+#      HOST_S seconds, ~265 s), the GPU idle; HOST=0 skips it and the CPU peer build;
+#   5. fish run gpu_prefill_pp512 with the rule and with each tile of TILES forced (default n),
+#      PP_S seconds each (default 80);
 #   6. fish generate 8B with FISH_GPU_PROFILE=2 in each config of GEN (default: the defaults and
-#      FISH_VK_ATTN_DECODE=0): decode tok/s and the span's stage times.
+#      FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s and the span's stage times.
 # Each step is skipped once the call's BUDGET_S (default 560) would be passed; skipped.txt lists
 # them. Carry [".devcarry", ".gl"]: .devcarry from `gpu_prefill.sh pack BUILD` then
 # `PHASE=pack peer_gpu.sh` (in that order: the first pack empties .devcarry). Output: ONE
@@ -43,7 +44,9 @@ left() {  # left NEED_S WHAT: true when NEED_S seconds remain of the budget, els
 }
 
 stamp "CPU peer build and synthetic models (background)"
-CPU_JOBS=${CPU_JOBS:-8} PEERS=cpu PHASE=build bash scripts/device/peer_gpu.sh > $W/peer-build-start.txt 2>&1
+host=${HOST:-1}  # 0: no CPU peer build, no peer_cpu_host16
+[ $host = 1 ] &&
+  CPU_JOBS=${CPU_JOBS:-8} PEERS=cpu PHASE=build bash scripts/device/peer_gpu.sh > $W/peer-build-start.txt 2>&1
 pids=()
 for s in llama-1b llama-8b; do
   f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
@@ -69,14 +72,12 @@ fi
 
 stamp "waiting for the synthetic models"
 for p in "${pids[@]}"; do wait $p; done
-if left 230 "peer_cpu_host16"; then
+if [ $host = 1 ] && left 230 "peer_cpu_host16"; then
   stamp "CPU peer build wait"
   PEERS=cpu PHASE=wait WAIT_S=90 bash scripts/device/peer_gpu.sh > $W/peer-wait.txt 2>&1
   mv $OUT/peer-build.tar.gz $W/ 2>/dev/null
-  models=${HOST_MODELS:-'"synthetic:llama-8b:q4_k_m"'}
-  sed "s/\"model\": \[[^]]*\]/\"model\": [$models]/" experiments/peer_cpu_host16.json > $W/peer_cpu_host16.json
-  stamp "fish run peer_cpu_host16 ($models)"
-  FISH_CACHE=/tmp/peer/cache timeout ${HOST_S:-220} $B/fish run $W/peer_cpu_host16.json \
+  stamp "fish run peer_cpu_host16"
+  FISH_CACHE=/tmp/peer/cache timeout ${HOST_S:-280} $B/fish run experiments/peer_cpu_host16.json \
     --out $W/host16 > $W/host16.log 2>&1
   echo "rc=$?" >> $W/host16.log
 fi
@@ -85,14 +86,14 @@ for t in rule ${TILES:-n}; do
   stamp "fish run gpu_prefill_pp512 ($t)"
   extra=()
   [ $t != rule ] && extra=(FISH_VK_COOPMAT_TILE=$t)
-  env "${extra[@]}" timeout 50 $B/fish run experiments/gpu_prefill_pp512.json --out $W/pp512-$t \
+  env "${extra[@]}" timeout ${PP_S:-80} $B/fish run experiments/gpu_prefill_pp512.json --out $W/pp512-$t \
     > $W/pp512-$t.log 2>&1
   echo "rc=$?" >> $W/pp512-$t.log
 done
 
 P="The quick brown fox jumps over the lazy dog and then"
 i=0
-for g in ${GEN:-default FISH_VK_ATTN_DECODE=0}; do
+for g in ${GEN-default FISH_VK_ATTN_DECODE=1}; do  # GEN="" runs none
   i=$((i + 1))
   left 25 "generate 8B ($g)" || continue
   stamp "generate 8B ($g)"

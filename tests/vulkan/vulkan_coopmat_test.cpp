@@ -43,7 +43,8 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
     if (x.rule) rule += x.label() + " ";
   }
   EXPECT_EQ(labels, "b h w c l m s lp mp bn g r u v x y z d e f k ");
-  EXPECT_EQ(rule, "s z ");  // the measured fastest without / with 16-value loads (coopmat.cpp)
+  EXPECT_EQ(rule, "s z e k ");  // the measured fastest: small tiles without / with 16-value
+                                // loads, the named 128 x 128 tiles (coopmat.cpp)
   // Double-buffered: 4 subgroups each, 128 threads.
   EXPECT_EQ(t[0].bm, 128u);
   EXPECT_EQ(t[0].bn, 128u);
@@ -139,7 +140,8 @@ TEST(CoopmatTiles, SizesFollowTheCoopmatShapeAndSubgroup) {
   for (int i = 0; i < 4; ++i) {
     const vk::CoopmatTile& x = t[17 + i];
     EXPECT_EQ(x.label(), std::string(1, named[i].name));
-    EXPECT_TRUE(x.named && x.local && x.dbuf && !x.rule) << x.label();
+    EXPECT_TRUE(x.named && x.local && x.dbuf) << x.label();
+    EXPECT_EQ(x.rule, x.name == 'e' || x.name == 'k') << x.label();
     EXPECT_EQ(x.vec, named[i].vec) << x.label();
     EXPECT_EQ(x.bm, named[i].bm) << x.label();
     EXPECT_EQ(x.bn, named[i].bm) << x.label();
@@ -196,17 +198,26 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(target, 99u);
   EXPECT_EQ(vk::coopmat_target_groups(0), 64u);
   auto pick = [&](std::span<const vk::CoopmatTile> tiles, uint32_t n_out, uint32_t n_tok,
-                  char forced = 0, bool vec = false) {
-    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced, vec);
+                  char forced = 0, GgmlType type = GgmlType::f32) {
+    const vk::CoopmatTile* p = vk::pick_coopmat_tile(tiles, n_out, n_tok, target, forced, type);
     return p ? p->label() : std::string("none");
   };
   // The device's tiles: s for every shape, z for the types of coopmat_vec_rule.
   EXPECT_EQ(pick(t, 4096, 512), "s");
   EXPECT_EQ(pick(t, 14336, 512), "s");
   EXPECT_EQ(pick(t, 1024, 64), "s");
-  EXPECT_EQ(pick(t, 4096, 512, 0, true), "z");
-  EXPECT_EQ(pick(t, 1024, 64, 0, true), "z");
-  EXPECT_EQ(pick(t, 4096, 512, 'b', true), "b");
+  // At 64 tokens or more every type but f16 / f32 takes a named 128 x 128 tile: k while the grid
+  // is under 8/3 x 99 (4096 rows at 512 tokens: 32 x 4 = 128; 1024 x 64: 8), e above (14336
+  // rows: 448); fewer tokens z or s.
+  EXPECT_EQ(pick(t, 4096, 512, 0, GgmlType::q4_k), "k");
+  EXPECT_EQ(pick(t, 1024, 64, 0, GgmlType::q4_k), "k");
+  EXPECT_EQ(pick(t, 14336, 512, 0, GgmlType::q6_k), "e");
+  EXPECT_EQ(pick(t, 4096, 63, 0, GgmlType::q4_k), "z");
+  EXPECT_EQ(pick(t, 4096, 32, 0, GgmlType::q6_k), "s");
+  EXPECT_EQ(pick(t, 4096, 512, 0, GgmlType::f16), "z");
+  EXPECT_EQ(pick(t, 4096, 512, 'b', GgmlType::q4_k), "b");
+  EXPECT_TRUE(vk::coopmat_named_rule(GgmlType::q8_0));
+  EXPECT_FALSE(vk::coopmat_named_rule(GgmlType::f16));
   EXPECT_TRUE(vk::coopmat_vec_rule(GgmlType::q4_k));
   EXPECT_TRUE(vk::coopmat_vec_rule(GgmlType::f16));
   EXPECT_FALSE(vk::coopmat_vec_rule(GgmlType::q6_k));
@@ -229,7 +240,7 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   EXPECT_EQ(pick(dbuf, 2048, 512), "h");
   // 1024 rows at 64 tokens: 8 b, 8 h, 16 w, 16 c: none fills, the most workgroups (w before c).
   EXPECT_EQ(pick(dbuf, 1024, 64), "w");
-  EXPECT_EQ(pick(dbuf, 1024, 64, 0, true), "w");  // no vec candidate: the others
+  EXPECT_EQ(pick(dbuf, 1024, 64, 0, GgmlType::q4_k), "w");  // no named or vec candidate
   // l, m, s with lp, mp (prefetch where n_out <= 8192).
   std::vector<vk::CoopmatTile> single = t;
   for (vk::CoopmatTile& x : single) x.rule = !x.dbuf;
@@ -241,13 +252,13 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
   std::string reach, reach_vec, forced_b, reach_single;
   for (const vk::CoopmatTile& x : t) {
     if (vk::coopmat_tile_reachable(t, x, 0)) reach += x.label() + " ";
-    if (vk::coopmat_tile_reachable(t, x, 0, true)) reach_vec += x.label() + " ";
+    if (vk::coopmat_tile_reachable(t, x, 0, GgmlType::q4_k)) reach_vec += x.label() + " ";
     if (vk::coopmat_tile_reachable(t, x, 'b')) forced_b += x.label() + " ";
   }
   for (const vk::CoopmatTile& x : single)
     if (vk::coopmat_tile_reachable(single, x, 'q')) reach_single += x.label() + " ";
   EXPECT_EQ(reach, "s ");
-  EXPECT_EQ(reach_vec, "z ");
+  EXPECT_EQ(reach_vec, "z e k ");
   EXPECT_EQ(forced_b, "b ");
   EXPECT_EQ(reach_single, "l m s lp mp ");
   // Where s is dropped: b, h, w, c are the candidates; without those, the single-buffered.
