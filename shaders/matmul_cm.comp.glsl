@@ -416,6 +416,27 @@ void store_fragment(coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumul
   subgroupBarrier();
 }
 
+// The register-prefetch K loop's staging, shared by main_local and main_named: step 0 into
+// buffer 0; then each step issues the next step's global loads (and dequantisation) before its
+// multiply-adds and stores them into the other buffer after.
+void stage_first() {
+  load_step(0u);
+  if (USE16) load16_step(0u);
+  store_step(0u);
+  if (USE16) store16_step(0u);
+  barrier();
+}
+
+void load_next(uint k0) {
+  load_step(k0);
+  if (USE16) load16_step(k0);
+}
+
+void store_next(uint buf) {
+  store_step(buf);
+  if (USE16) store16_step(buf);
+}
+
 // DBUF = 3 (tiles r, u, v; x, y, z with VEC = 1): the accumulators are a local array of this
 // function, not the module-scope acc[] above, which a driver may keep in local memory rather
 // than registers (a round trip per multiply-add). A hypothesis, not a measured cause: on the
@@ -433,18 +454,11 @@ void main_local() {
   coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator> la[TM * TN];
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i)
     la[i] = coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>(0.0);
-  load_step(0u);
-  if (USE16) load16_step(0u);
-  store_step(0u);
-  if (USE16) store16_step(0u);
-  barrier();
+  stage_first();
   uint buf = 0u;
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
     const bool more = k0 + BK < pc.n_in;
-    if (more) {
-      load_step(k0 + BK);
-      if (USE16) load16_step(k0 + BK);
-    }
+    if (more) load_next(k0 + BK);
     [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
       coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> bm[TN];
       [[unroll]] for (uint j = 0u; j < TN; ++j)
@@ -458,10 +472,7 @@ void main_local() {
           la[i * TN + j] = coopMatMulAdd(am, bm[j], la[i * TN + j]);
       }
     }
-    if (more) {
-      store_step(buf ^ 1u);
-      if (USE16) store16_step(buf ^ 1u);
-    }
+    if (more) store_next(buf ^ 1u);
     barrier();
     buf ^= 1u;
   }
@@ -505,18 +516,11 @@ void main_named() {
   CM_ACC c00 = zero, c01 = zero, c02 = zero, c03 = zero, c10 = zero, c11 = zero, c12 = zero,
          c13 = zero, c20 = zero, c21 = zero, c22 = zero, c23 = zero, c30 = zero, c31 = zero,
          c32 = zero, c33 = zero;
-  load_step(0u);
-  if (USE16) load16_step(0u);
-  store_step(0u);
-  if (USE16) store16_step(0u);
-  barrier();
+  stage_first();
   uint buf = 0u;
   for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) {
     const bool more = k0 + BK < pc.n_in;
-    if (more) {
-      load_step(k0 + BK);
-      if (USE16) load16_step(k0 + BK);
-    }
+    if (more) load_next(k0 + BK);
     [[unroll]] for (uint kk = 0u; kk < BK; kk += CK) {
       coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB> b0, b1, b2, b3;
       CM_LOAD_B(0u, b0);
@@ -529,10 +533,7 @@ void main_named() {
       CM_ROW(2u, c20, c21, c22, c23)
       CM_ROW(3u, c30, c31, c32, c33)
     }
-    if (more) {
-      store_step(buf ^ 1u);
-      if (USE16) store16_step(buf ^ 1u);
-    }
+    if (more) store_next(buf ^ 1u);
     barrier();
     buf ^= 1u;
   }
