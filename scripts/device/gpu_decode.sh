@@ -45,14 +45,7 @@ if [ "${1:-}" = pack ]; then
   exec bash "$(dirname "$0")/gpu_prefill.sh" pack "${2:?usage: gpu_decode.sh pack BUILD_DIR}"
 fi
 
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$PWD/.devcarry
-B=$D/bin
-export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=${FISH_SYNTHETIC_DIR:-/tmp/syn}
-mkdir -p $FISH_SYNTHETIC_DIR
+. "$PWD/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 W=$OUT/gpu-decode
 mkdir -p $W
 budget=${FISH_DECODE_BUDGET_S:-280}

@@ -61,16 +61,7 @@ if [ "${1:-}" = pack ]; then
   exit 0
 fi
 
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$PWD/.devcarry
-B=$D/bin
-export LD_LIBRARY_PATH=$D/lib
-export FISH_BIN=$B/fish
-export FISH_SYNTHETIC_DIR=/tmp/syn
-mkdir -p $FISH_SYNTHETIC_DIR
+. "$PWD/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 W=$OUT/gpu-prefill
 mkdir -p $W
 budget=${FISH_PREFILL_BUDGET_S:-270}

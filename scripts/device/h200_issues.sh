@@ -17,14 +17,7 @@ set -uo pipefail
 STEP=${STEP:?STEP=1 or STEP=2}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$root/.devcarry
-B=$D/bin
-export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=/tmp/syn
-mkdir -p $FISH_SYNTHETIC_DIR
+. "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 W=$OUT/h200-step$STEP
 mkdir -p $W
 t0=$(date +%s)

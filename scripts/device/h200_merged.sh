@@ -35,15 +35,8 @@ if [ "${1:-}" = pack ]; then
 fi
 
 STEP=${STEP:?STEP=1 or STEP=2}
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$root/.devcarry
-B=$D/bin
-export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=/tmp/syn
+. "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 export PEERS="cpu vulkan cuda"
-mkdir -p $FISH_SYNTHETIC_DIR
 W=$OUT/h200-step$STEP
 mkdir -p $W
 t0=$(date +%s)

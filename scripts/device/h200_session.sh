@@ -20,17 +20,7 @@
 # $OUT/h200-$PHASE.tar.gz.
 set -uo pipefail
 PHASE=${PHASE:-gpu}
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-# The NVIDIA ICD sits outside the loader's default search path on the GPU machine.
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$PWD/.devcarry
-export LD_LIBRARY_PATH=$D/lib
-B=$D/bin
-export FISH_BIN=$B/fish  # context.sh asks it which GPU it opens (no vulkaninfo there)
-export FISH_SYNTHETIC_DIR=/tmp/syn
-mkdir -p $FISH_SYNTHETIC_DIR
+. "$PWD/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 W=$OUT/h200-$PHASE
 mkdir -p $W
 scripts/context.sh > $W/context.txt 2>&1

@@ -22,14 +22,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f $icd ] && export VK_DRIVER_FILES=$icd
-D=$root/.devcarry
-B=$D/bin
-export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=/tmp/syn
-mkdir -p $FISH_SYNTHETIC_DIR
+. "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
 W=$OUT/mixed
 mkdir -p $W
 : > $W/skipped.txt

@@ -140,12 +140,7 @@ if [ "$PHASE" = run ]; then
   # time for the tar.
   t_start=$(date +%s)
   wait_builds "${WAIT_S:-120}"
-  for f in $root/.gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  [ -f $icd ] && export VK_DRIVER_FILES=$icd
-  export LD_LIBRARY_PATH=$D/lib FISH_BIN=$D/bin/fish FISH_SYNTHETIC_DIR=/tmp/syn
-  mkdir -p $FISH_SYNTHETIC_DIR
+  . "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
   W=$OUT/peer-gpu
   mkdir -p $W
   (cd $root && scripts/context.sh) > $W/context.txt 2>&1
