@@ -275,12 +275,13 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,
-       {"1", "2", "4"},
+       {"auto", "1", "2", "4"},
        0,
        -1,
        vk_options,
        "row groups a workgroup of the integer-dot decode matvec, each of FISH_VK_IDOT_WG's "
-       "threads and its own FISH_VK_IDOT_ROWS rows (default 1; tuning)"},
+       "threads and its own FISH_VK_IDOT_ROWS rows (auto, the default: 4 for rows of 8192 values "
+       "or more, else 1)"},
       {"FISH_VK_IDOT_ROWS",
        S::gpu,
        E::results,

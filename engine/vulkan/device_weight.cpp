@@ -63,14 +63,21 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
                          int64_t n_in) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
-  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot)
-    s.constants = {o.idot_rows, o.idot_groups * idot_workgroup(n_in, o.idot_wg), o.idot_ahead,
-                   o.idot_groups};
+  if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) {
+    const uint32_t groups = idot_groups(n_in, o.idot_groups);
+    s.constants = {o.idot_rows, groups * idot_workgroup(n_in, o.idot_wg), o.idot_ahead, groups};
+  }
   return s;
 }
 
-uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o) {
-  return k == MatvecKernel::idot ? o.idot_rows * o.idot_groups : FISH_MATVEC_ROWS;
+uint32_t idot_groups(int64_t n_in, uint32_t forced) {
+  if (forced != 0) return forced;
+  return n_in >= kIdotLongRow ? 4 : 1;
+}
+
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in) {
+  return k == MatvecKernel::idot ? o.idot_rows * idot_groups(n_in, o.idot_groups)
+                                 : FISH_MATVEC_ROWS;
 }
 
 uint64_t q8_bytes(uint32_t k) {

@@ -62,13 +62,22 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
 // 2048..14336-value rows: results/runs/h200-decode-wg-586895f) had 32 threads first on 11 of 12
 // shapes; rows longer than 16384 were not measured.
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
+// The integer-dot matvec's row groups a workgroup for rows of n_in values: `forced`
+// (FISH_VK_IDOT_GROUPS) when non-zero, else 4 for rows of kIdotLongRow values or more, 1 below.
+// One-warp workgroups of long rows leave Hopper's SMs at their 32-workgroup cap with few rows in
+// flight; four row groups a workgroup lift it. Measured on an H100 (device-timed, one entry each,
+// results/runs/h100-mixed-0a83b5f-a): q4_k 4096x14336 1.73 -> 2.51 TB/s, q6_k 4096x14336 2.40 ->
+// 2.36; on 4096-value rows GROUPS 4 lost (q4_k 4096x4096 2.55 -> 2.29, 14336x4096 2.65 -> 2.34).
+inline constexpr int64_t kIdotLongRow = 8192;
+uint32_t idot_groups(int64_t n_in, uint32_t forced);
 // Its pipeline over rows of n_in values: matvec_idot_ specialised (o's FISH_VK_IDOT_* knobs) to
-// idot_rows rows a row group, idot_groups row groups of idot_workgroup(n_in, idot_wg) threads a
-// workgroup and idot_ahead chunks a thread loaded ahead.
+// idot_rows rows a row group, idot_groups(n_in, o.idot_groups) row groups of
+// idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead chunks a thread loaded ahead.
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                          int64_t n_in);
-// Rows a workgroup of decode kernel k (matmul_grid's vec_rows): idot_rows x idot_groups for idot.
-uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o);
+// Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):
+// idot_rows x idot_groups(n_in, ...) for idot.
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in);
 
 // Bytes of the q8_1 activations of FISH_MATVEC_MAX_TOK tokens of K values (FISH_Q8_BYTES), and
 // the quant_q8_1 dispatch that writes them from x rows x_stride floats apart.

@@ -638,7 +638,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
       const MatmulGrid g =
           matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out, part.row0,
-                      ctx->limits().maxComputeWorkGroupCount[0], cm, matvec_rows(mk, *opt));
+                      ctx->limits().maxComputeWorkGroupCount[0], cm, matvec_rows(mk, *opt, w.n_in_pad));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);

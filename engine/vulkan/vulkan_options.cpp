@@ -55,7 +55,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> ahead, env_word("FISH_VK_IDOT_AHEAD"));
   if (ahead) o.idot_ahead = uint32_t(std::stoul(*ahead));  // the row's words: 1..8
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> groups, env_word("FISH_VK_IDOT_GROUPS"));
-  if (groups) o.idot_groups = uint32_t(std::stoul(*groups));  // the row's words: 1..4
+  if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);

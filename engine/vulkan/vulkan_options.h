@@ -21,9 +21,10 @@
 //                             rule of idot_workgroup (device_weight.h) from the row length
 //   FISH_VK_IDOT_AHEAD=1|2|4|8  chunks of its rows a thread of matvec_idot_<type> loads before it
 //                             uses any (specialisation constant; default 1): a tuning knob
-//   FISH_VK_IDOT_GROUPS=1|2|4  row groups a workgroup of matvec_idot_<type>, each of
+//   FISH_VK_IDOT_GROUPS=auto|1|2|4  row groups a workgroup of matvec_idot_<type>, each of
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
-//                             FISH_VK_IDOT_ROWS rows (specialisation constant; default 1): tuning
+//                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
+//                             idot_groups' rule (device_weight.h: 4 for rows of >= 8192 values)
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -85,7 +86,7 @@ struct VulkanOptions {
   uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
   uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
-  uint32_t idot_groups = 1;  // FISH_VK_IDOT_GROUPS: row groups a workgroup
+  uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   bool attn_decode = false;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches

@@ -174,7 +174,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
   FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
-  st.vec_rows = matvec_rows(mk, ctx_.options());
+  st.vec_rows = matvec_rows(mk, ctx_.options(), w.n_in);
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));
@@ -455,7 +455,7 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
 
   FISH_TRY(cmds_.begin());
   used_queries_ = 0;
-  stage_of_.clear();
+  step_of_.clear();
   if (queries_) ctx_.vk().vkCmdResetQueryPool(cmds_.cmd(), queries_, 0, n_queries_);
   cmds_.copy(x_host_, 0, arena_, uint64_t(off_x_) * 4, x_bytes);
   cmds_.barrier(Sync::transfer, Sync::compute);
@@ -499,8 +499,18 @@ void VulkanSpan::read_profile() {
           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
     return;
   for (uint32_t i = 1; i < used_queries_; ++i) {
-    stage_ms_[stage_of_[i - 1]] += double(ts[i] - ts[i - 1]) * ctx_.features().timestamp_ns * 1e-6;
-    ++stage_steps_[stage_of_[i - 1]];
+    const TimedStep& st = step_of_[i - 1];
+    const double ms = double(ts[i] - ts[i - 1]) * ctx_.features().timestamp_ns * 1e-6;
+    stage_ms_[st.stage] += ms;
+    ++stage_steps_[st.stage];
+    if (st.group == nullptr) continue;
+    GroupTime& g = group_ms_[st.group->label()];
+    g.ms += ms;
+    ++g.steps;
+    if (st.vec) {
+      g.vec_ms += ms;
+      g.bytes += st.group->bytes();
+    }
   }
   ++n_profiled_;
 }
@@ -515,6 +525,19 @@ std::string VulkanSpan::profile() const {
   for (int i = 0; i < kNumStages; ++i)
     s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
                      stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);
+  // The matmul stage by group, most time first: the weights' GB/s over the decode steps.
+  std::vector<std::pair<std::string, GroupTime>> groups(group_ms_.begin(), group_ms_.end());
+  std::sort(groups.begin(), groups.end(),
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  if (groups.empty()) return s;
+  s += "; matvec by group:";
+  for (const auto& [label, g] : groups) {
+    s += fmt::format(" [{}] {:.2f} ms ({} steps, {:.1f} us a step", label, g.ms, g.steps,
+                     1e3 * g.ms / double(g.steps));
+    if (g.vec_ms > 0) s += fmt::format(", {:.0f} GB/s decoding", double(g.bytes) / g.vec_ms * 1e-6);
+    s += ");";
+  }
+  s.pop_back();
   return s;
 }
 

@@ -55,6 +55,10 @@ struct MatmulStep {
 // (shared by the group's steps).
 struct MatmulGroup {
   std::vector<MatmulStep> steps;
+  // The profile's name of the group ("q4_k 4096x4096 + q6_k 1024x4096") and its weights' device
+  // bytes (every step's rows): the matvec breakdown of FISH_GPU_PROFILE=2.
+  std::string label() const;
+  uint64_t bytes() const;
   VkDescriptorSet quant_set = VK_NULL_HANDLE;  // null: no step decodes with idot
   uint32_t k = 0, x_stride = 0;                // the input's values per token and row stride
 };
@@ -168,7 +172,9 @@ class VulkanSpan final : public LayerSpan {
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
   bool fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const;
   void barrier();
-  void stage_done(Stage s);
+  // A timestamp closing stage s; `group`: the matmul group that step ran over n_tok tokens (the
+  // profile's breakdown by group).
+  void stage_done(Stage s, const MatmulGroup* group = nullptr, uint32_t n_tok = 0);
   SpanPush norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
                      uint32_t c_stride, uint32_t w) const;
 
@@ -203,12 +209,24 @@ class VulkanSpan final : public LayerSpan {
   bool wo_q8_ = false;        // recording: attention wrote the wo input's q8_1 copy
   Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
-  // Profiling: one timestamp after each step; stage_of_[i] is the stage that ended at query i+1.
+  // Profiling: one timestamp after each step; step_of_[i] is the step that ended at query i+1.
+  struct TimedStep {
+    Stage stage;
+    const MatmulGroup* group;  // a matmul step's group, else null
+    bool vec;                  // the group ran the decode kernels (<= FISH_MATVEC_MAX_TOK tokens)
+  };
+  struct GroupTime {
+    double ms = 0;
+    int64_t steps = 0;
+    double vec_ms = 0;   // of the decode-kernel steps
+    uint64_t bytes = 0;  // weight bytes those steps read
+  };
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t n_queries_ = 0, used_queries_ = 0;
-  std::vector<Stage> stage_of_;
+  std::vector<TimedStep> step_of_;
   std::array<double, kNumStages> stage_ms_{};
   std::array<int64_t, kNumStages> stage_steps_{};  // timed steps per stage
+  std::map<std::string, GroupTime> group_ms_;      // by MatmulGroup::label()
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;
 };

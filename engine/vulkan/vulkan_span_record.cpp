@@ -23,10 +23,28 @@ void VulkanSpan::barrier() {
   cmds_.barrier(Sync::compute, Sync::compute);
 }
 
-void VulkanSpan::stage_done(Stage s) {
+void VulkanSpan::stage_done(Stage s, const MatmulGroup* group, uint32_t n_tok) {
   if (!queries_ || used_queries_ >= n_queries_) return;
   cmds_.timestamp(queries_, used_queries_++);
-  stage_of_.push_back(s);
+  step_of_.push_back({s, group, group != nullptr && n_tok <= FISH_MATVEC_MAX_TOK});
+}
+
+std::string MatmulGroup::label() const {
+  std::string s;
+  const DeviceWeight* last = nullptr;
+  for (const MatmulStep& st : steps) {
+    if (st.w == last) continue;  // the next part of the same weight
+    last = st.w;
+    s += fmt::format("{}{} {}x{}", s.empty() ? "" : " + ", type_name(st.w->type), st.w->n_out,
+                     st.w->n_in);
+  }
+  return s;
+}
+
+uint64_t MatmulGroup::bytes() const {
+  uint64_t b = 0;
+  for (const MatmulStep& st : steps) b += uint64_t(st.part->n_rows) * st.w->row_bytes;
+  return b;
 }
 
 void VulkanSpan::bind_ops() {
@@ -95,7 +113,7 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);  // rows of the q/k norm
   matmuls(L.qkv, n, next_qkv_q8_);
   barrier();
-  stage_done(kMatvec);
+  stage_done(kMatvec, &L.qkv, n);
   bind_ops();
   if (L.has_bias) {
     SpanPush pc{};
@@ -221,14 +239,14 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   };
   matmuls(L.wo, n, wo_q8_);
   barrier();
-  stage_done(kMatvec);
+  stage_done(kMatvec, &L.wo, n);
   bind_ops();
   if (L.has_post) post_norm(L.post_attn);
   const bool gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   matmuls(L.gate_up, n, gu_q8);
   bool down_q8 = false;
   barrier();
-  stage_done(kMatvec);
+  stage_done(kMatvec, &L.gate_up, n);
   bind_ops();
   {
     SpanPush pc{};
@@ -245,7 +263,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   }
   matmuls(L.down, n, down_q8);
   barrier();
-  stage_done(kMatvec);
+  stage_done(kMatvec, &L.down, n);
   bind_ops();
   if (L.has_post) post_norm(L.post_ffn);
   if (&L != &layers_.back()) {  // the next layer's xn comes from this fused add
@@ -295,7 +313,7 @@ void VulkanSpan::record_head(int64_t row, int64_t n) {
   stage_done(kRmsnorm);
   matmuls(head_, rows, q8);
   barrier();
-  stage_done(kMatvec);
+  stage_done(kMatvec, &head_, rows);
   bind_ops();
   for (uint32_t i = 0; i < rows; ++i) {  // one workgroup a row
     SpanPush am{};

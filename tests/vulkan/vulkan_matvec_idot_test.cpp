@@ -17,6 +17,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <regex>
 
 #include "engine/gpu_placement.h"
 #include "engine/sampling.h"
@@ -165,9 +166,10 @@ void check_every_type(vk::VulkanBackend& b, int64_t n_out, bool long_rows, std::
   }
 }
 
+// The default knobs, long rows included (idot_groups' rule: 4 row groups from 8192 values).
 TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
   std::mt19937 rng(23);
-  check_every_type(*backend_, 7 * FISH_MATVEC_ROWS + 3, false, rng);
+  check_every_type(*backend_, 7 * FISH_MATVEC_ROWS + 3, true, rng);
 }
 
 // The variants the matvec bench compares (FISH_VK_IDOT_AHEAD, FISH_VK_IDOT_GROUPS, with
@@ -321,15 +323,22 @@ TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
   const vk::PipelineSpec s = vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096);
   EXPECT_EQ(s.module, "matvec_idot_q4_k");
   EXPECT_EQ(s.constants, (std::vector<uint32_t>{4, 2 * 32, 8, 2}));
-  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o), 8u);
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 4096), 8u);
   o.idot_wg = 128;
   EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096).constants[1], 256u);
   EXPECT_TRUE(
       vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096).constants.empty());
-  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o), uint32_t(FISH_MATVEC_ROWS));
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o, 4096), uint32_t(FISH_MATVEC_ROWS));
   const vk::VulkanOptions defaults;
+  // The measured defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows.
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1}));
   EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 14336).constants,
-            (std::vector<uint32_t>{2, 32, 1, 1}));  // the measured default: 2 rows, one warp
+            (std::vector<uint32_t>{2, 4 * 32, 1, 4}));
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8191), 2u);
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 8u);
+  o.idot_groups = 1;  // FISH_VK_IDOT_GROUPS=1 wins over the rule
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 14336), 4u);
 }
 
 TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
@@ -491,6 +500,12 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     EXPECT_EQ(o->idot_ahead, 4u);
     EXPECT_EQ(o->idot_groups, 2u);
   }
+  {
+    test::ScopedEnv g("FISH_VK_IDOT_GROUPS", "auto");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_groups, 0u);  // idot_groups' rule
+  }
   for (auto [name, value] : {std::pair<const char*, const char*>{"FISH_VK_IDOT_AHEAD", "3"},
                              {"FISH_VK_IDOT_GROUPS", "8"}}) {
     test::ScopedEnv e(name, value);
@@ -620,6 +635,24 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   const size_t a = profile.find("argmax");
   ASSERT_NE(a, std::string::npos) << profile;
   EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos) << profile;
+  // The matvec stage by group: the groups' steps add up to the stage's, each decode group with
+  // its weights' GB/s.
+  const size_t by = profile.find("; matvec by group: [");
+  ASSERT_NE(by, std::string::npos) << profile;
+  const std::regex stage_re(R"(: matvec [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(profile, m, stage_re)) << profile;
+  const int64_t stage_steps = std::stoll(m[1]);
+  const std::regex group_re(
+      R"(\] [0-9.]+ ms \((\d+) steps, [0-9.]+ us a step, [0-9]+ GB/s decoding\))");
+  int64_t group_steps = 0, n_groups = 0;
+  const std::string tail = profile.substr(by);
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), group_re);
+       it != std::sregex_iterator(); ++it, ++n_groups)
+    group_steps += std::stoll((*it)[1]);
+  EXPECT_GE(n_groups, 5) << profile;  // q/k/v, wo, gate/up, down, the head
+  EXPECT_EQ(group_steps, stage_steps) << profile;
+  EXPECT_NE(tail.find("q4_k"), std::string::npos) << profile;
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
