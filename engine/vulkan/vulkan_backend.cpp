@@ -5,17 +5,16 @@
 
 #include <algorithm>
 #include <cassert>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
-#include "engine/vulkan/copy_bandwidth.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vk_context.h"
+#include "engine/vulkan/vulkan_backend_impl.h"
 #include "engine/vulkan/vulkan_device.h"
 #include "engine/vulkan/vulkan_shaders.h"
 #include "engine/vulkan/vulkan_span.h"
@@ -25,11 +24,6 @@
 
 namespace fish::vk {
 namespace {
-
-constexpr uint64_t kMiB = uint64_t(1) << 20;
-constexpr uint64_t kBufferPad = 16;            // funnel reads touch the word after a row's end
-constexpr uint64_t kStagingBytes = 64 * kMiB;  // upload chunk (host-visible, transient)
-constexpr uint32_t kMaxSetsPerSubmit = 256;    // descriptor sets per matmul_group submit
 
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
@@ -46,60 +40,6 @@ bool kernel_type(GgmlType t) {
 }
 
 }  // namespace
-
-struct VulkanBackend::Impl {
-  Result<VulkanOptions> opt;
-  mutable std::mutex mu;  // the device mutex (VkContext::mutex)
-  enum class State { unopened, open, failed } state = State::unopened;
-  std::string error;  // why it failed (open, or the device was lost)
-  std::vector<DeviceEntry> devices;
-  std::unique_ptr<VkContext> ctx;
-
-  std::map<WeightHandle, DeviceWeight> weights;
-  std::unique_ptr<ThreadPool> requant_pool;  // first re-quantising upload creates it
-  int requant_mode(const UploadOptions& u) const {
-    return u.requant ? *u.requant : opt.ok() ? opt->requant : 0;
-  }
-  GgmlType device_type(const MatrixView& w, const UploadOptions& u) const;
-  WeightHandle next_handle = 1;
-  // Matmul scratch: x and y staged in host-visible memory and copied to/from device-local
-  // buffers inside the submit, so kernels never read or write across the bus (every workgroup
-  // reads all of x).
-  Buffer x_host, x_dev, y_host, y_dev;
-  Buffer xq_dev;        // x as q8_1 (quant_q8_1) for the matvec_idot_ kernels
-  Commands cmds;        // matmul and upload submits
-  DescriptorPool sets;  // matmul_group's sets, reset per submit
-  void free_scratch() {
-    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev}) ctx->free(*b);
-  }
-  MatvecKernel decode_kernel(GgmlType t) const {
-    return matvec_kernel(t, opt->matvec, ctx->features());
-  }
-  bool any_idot(std::span<const DeviceWeight* const> ws, int64_t n_tok) const {
-    if (n_tok > FISH_MATVEC_MAX_TOK) return false;
-    return std::any_of(ws.begin(), ws.end(), [&](const DeviceWeight* w) {
-      return decode_kernel(w->type) == MatvecKernel::idot;
-    });
-  }
-
-  explicit Impl(Result<VulkanOptions> o) : opt(std::move(o)) {}
-
-  Status open_locked(VulkanBackend* self);
-  void destroy_all();
-  // Grows scratch buffer b to `bytes` under the run ceiling of the weights it serves.
-  Status ensure_scratch(Buffer& b, uint64_t bytes, VkBufferUsageFlags usage, Memory where,
-                        std::string_view what, std::optional<uint64_t> run_ceiling);
-  Status upload_part(const MatrixView& w, const DeviceWeight& wt, DeviceWeight::Part& part,
-                     Buffer& staging, int n_threads);
-  // stamps: a 2-query timestamp pool written around the dispatches (null: none).
-  Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
-             VkQueryPool stamps = VK_NULL_HANDLE);
-  // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
-  Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
-                        int64_t n_tok, char kernel = 0);
-  void fail(VulkanBackend* self, std::string why);
-  std::string status_text() const;
-};
 
 VulkanBackend::VulkanBackend(Result<VulkanOptions> options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -309,20 +249,8 @@ BackendInfo VulkanBackend::info() {
   return bi;
 }
 
-Result<double> VulkanBackend::device_copy_bytes_per_s(uint64_t bytes, int reps) {
-  std::lock_guard lock(impl_->mu);
-  FISH_TRY(impl_->open_locked(this));
-  return copy_engine_bytes_per_s(*impl_->ctx, bytes, reps);
-}
-
 int64_t VulkanBackend::decode_exact_tokens() const {
   return FISH_MATVEC_MAX_TOK;
-}
-
-Result<double> VulkanBackend::shader_copy_bytes_per_s(uint64_t bytes, int reps) {
-  std::lock_guard lock(impl_->mu);
-  FISH_TRY(impl_->open_locked(this));
-  return vk::shader_copy_bytes_per_s(*impl_->ctx, bytes, reps);
 }
 
 GgmlType VulkanBackend::Impl::device_type(const MatrixView& w, const UploadOptions& u) const {
@@ -492,31 +420,6 @@ Status VulkanBackend::matmul_group(std::span<const MatmulOp> ops, const float* x
   return m.run(ops, x, n_tok);
 }
 
-// Seconds between timestamps 0 and 1 of q (waits for them); `otherwise` when q is null or
-// unreadable.
-static double stamped_s(const VkContext& ctx, VkQueryPool q, double otherwise) {
-  uint64_t ts[2] = {0, 0};
-  if (q && ctx.vk().vkGetQueryPoolResults(ctx.handle(), q, 0, 2, sizeof ts, ts, 8,
-                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
-               VK_SUCCESS)
-    return double(ts[1] - ts[0]) * ctx.features().timestamp_ns * 1e-9;
-  return otherwise;
-}
-
-Result<double> VulkanBackend::matmul_group_device_s(std::span<const MatmulOp> ops, const float* x,
-                                                    int64_t n_tok) {
-  std::lock_guard lock(impl_->mu);
-  Impl& m = *impl_;
-  if (m.state != Impl::State::open)
-    return make_error("vulkan: matmul on a backend that is not open ({})", m.status_text());
-  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
-  Status s = m.run(ops, x, n_tok, q);
-  const double dev_s = s.ok() ? stamped_s(*m.ctx, q, 0.0) : 0.0;
-  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
-  FISH_TRY(s);
-  return dev_s;
-}
-
 Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
                                 VkQueryPool stamps) {
   assert(n_tok >= 1 && !ops.empty());
@@ -636,120 +539,15 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                 {q8 ? xq_dev.buf : x_dev.buf, 0, VK_WHOLE_SIZE},
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
-      const MatmulGrid g =
-          matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out, part.row0,
-                      ctx->limits().maxComputeWorkGroupCount[0], cm, matvec_rows(mk, *opt, w.n_in_pad));
+      const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
+                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm,
+                                       matvec_rows(mk, *opt, w.n_in_pad));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);
     }
   }
   return Status::success();
-}
-
-Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int reps, char kernel) {
-  std::lock_guard lock(impl_->mu);
-  Impl& m = *impl_;
-  if (m.state != Impl::State::open)
-    return make_error("vulkan: time_matmul on a backend that is not open ({})", m.status_text());
-  if (n_tok <= FISH_MATVEC_MAX_TOK || reps < 1)
-    return make_error("vulkan: time_matmul: n_tok {} (> {}) and reps {} (>= 1)", n_tok,
-                      FISH_MATVEC_MAX_TOK, reps);
-  auto it = m.weights.find(wh);
-  if (it == m.weights.end()) return make_error("vulkan: time_matmul: unknown weight {}", wh);
-  const DeviceWeight* w = &it->second;
-  if (uint64_t(reps) * w->parts.size() > kMaxSetsPerSubmit)
-    return make_error("vulkan: time_matmul: {} reps x {} parts exceed {} dispatches", reps,
-                      w->parts.size(), kMaxSetsPerSubmit);
-  const uint64_t x_bytes = uint64_t(n_tok) * w->n_in_pad * 4 + kBufferPad;
-  const uint64_t y_bytes = uint64_t(n_tok) * w->n_out * 4;
-  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
-  FISH_TRY(
-      m.ensure_scratch(m.x_dev, x_bytes, usage, Memory::device, "matmul input", w->budget_bytes));
-  FISH_TRY(
-      m.ensure_scratch(m.y_dev, y_bytes, usage, Memory::device, "matmul output", w->budget_bytes));
-  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
-  Status s = [&]() -> Status {
-    FISH_TRY(m.sets.reset());
-    FISH_TRY(m.cmds.begin());
-    m.ctx->vk().vkCmdFillBuffer(m.cmds.cmd(), m.x_dev.buf, 0, x_bytes & ~uint64_t(3),
-                                0x3F000000u);  // 0.5f
-    m.cmds.barrier(Sync::transfer, Sync::compute);
-    if (q) {
-      m.ctx->vk().vkCmdResetQueryPool(m.cmds.cmd(), q, 0, 2);
-      m.cmds.timestamp(q, 0);
-    }
-    const uint64_t y0 = 0;
-    for (int r = 0; r < reps; ++r) {
-      FISH_TRY(m.record_matmuls(std::span(&w, 1), std::span(&y0, 1), n_tok, kernel));
-      m.cmds.barrier(Sync::compute, Sync::compute);
-    }
-    if (q) m.cmds.timestamp(q, 1);
-    return Status::success();
-  }();
-  const auto t0 = std::chrono::steady_clock::now();
-  if (s.ok()) s = m.cmds.submit_and_wait(Work::compute, "time_matmul");
-  const double host_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double dev_s = s.ok() ? stamped_s(*m.ctx, q, host_s) : host_s;
-  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
-  FISH_TRY(s);
-  return dev_s / reps;
-}
-
-Result<double> VulkanBackend::coopmat_peak_flops(uint32_t groups, uint32_t iters, uint32_t mode,
-                                                 uint32_t n_acc) {
-  if (mode > 2 || n_acc < 1 || n_acc > 16 || (mode != 1 && n_acc != 4))
-    return make_error(
-        "vulkan: coopmat peak mode {} with {} accumulators (0..2; 1..16, 4 unless "
-        "mode 1)",
-        mode, n_acc);
-  std::lock_guard lock(impl_->mu);
-  Impl& m = *impl_;
-  FISH_TRY(m.open_locked(this));
-  const DeviceFeatures& f = m.ctx->features();
-  if (!f.coopmat || m.ctx->coopmat_tiles().empty())
-    return make_error("vulkan: no cooperative matrices on {} ({})",
-                      m.ctx->device().props.deviceName, f.describe());
-  const uint32_t sub = m.ctx->coopmat_tiles().front().subgroup, wg = 4 * sub;
-  PipelineSpec spec;
-  spec.module = "coopmat_peak";
-  spec.bindings = {1};
-  spec.constants = {wg, f.coopmat_m, f.coopmat_n, f.coopmat_k, iters, mode, n_acc};
-  if (f.subgroup_size_control && f.subgroup_min != f.subgroup_max) spec.subgroup_size = sub;
-  FISH_ASSIGN_OR_RETURN(const Pipeline p, m.ctx->pipeline(spec));
-  Buffer out;
-  FISH_ASSIGN_OR_RETURN(out,
-                        m.ctx->alloc(uint64_t(groups) * 4 + 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                                     Memory::device, true, "coopmat peak output"));
-  FISH_ASSIGN_OR_RETURN(VkQueryPool q, create_timestamps(*m.ctx, 2));
-  double dev_s = 0;
-  Status s = [&]() -> Status {
-    FISH_TRY(m.sets.reset());
-    const BufferRange r[1] = {{out.buf, 0, VK_WHOLE_SIZE}};
-    FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, m.sets.allocate(p, r));
-    FISH_TRY(m.cmds.begin());
-    if (q) {
-      m.ctx->vk().vkCmdResetQueryPool(m.cmds.cmd(), q, 0, 2);
-      m.cmds.timestamp(q, 0);
-    }
-    m.cmds.bind(p, set);
-    m.cmds.dispatch(groups);
-    if (q) m.cmds.timestamp(q, 1);
-    const auto t0 = std::chrono::steady_clock::now();
-    FISH_TRY(m.cmds.submit_and_wait(Work::compute, "coopmat peak"));
-    dev_s = stamped_s(*m.ctx, q,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    return Status::success();
-  }();
-  if (q) m.ctx->vk().vkDestroyQueryPool(m.ctx->handle(), q, nullptr);
-  m.ctx->free(out);
-  FISH_TRY(s);
-  const double flops =
-      double(groups) * 4.0 * double(iters) * n_acc * 2.0 * f.coopmat_m * f.coopmat_n * f.coopmat_k;
-  return flops / std::max(dev_s, 1e-12);
 }
 
 // ---- layer spans (the span itself is vulkan_span.cpp) ----------------------------------------
