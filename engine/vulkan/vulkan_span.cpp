@@ -5,6 +5,7 @@
 // layer graph with compute->compute barriers between dependent steps, x out; one submit, one fence.
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -453,6 +454,7 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   const uint64_t x_bytes = uint64_t(n_tok * p_.n_embd) * 4;
   std::memcpy(x_host_.mapped, x, x_bytes);
 
+  const auto t_record = std::chrono::steady_clock::now();
   FISH_TRY(cmds_.begin());
   used_queries_ = 0;
   step_of_.clear();
@@ -478,7 +480,14 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   cmds_.barrier(Sync::transfer, Sync::host);
   // On an error (the context is then lost) x is untouched and kv_len_ stays at pos0: nothing at
   // or past it is trusted.
+  const auto t_submit = std::chrono::steady_clock::now();
   FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward"));
+  if (queries_) {
+    host_record_ms_ += std::chrono::duration<double, std::milli>(t_submit - t_record).count();
+    host_wait_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_submit)
+            .count();
+  }
   if (token != nullptr) {
     const auto* h = static_cast<const uint8_t*>(head_host_.mapped);
     std::memcpy(token, h + V * 4, size_t(head_rows) * 4);  // u32 ids < n_vocab as int32
@@ -521,7 +530,10 @@ std::string VulkanSpan::profile() const {
     return ctx_.options().profile ? "span profile: no timestamp support on this queue" : "";
   double total = 0;
   for (double v : stage_ms_) total += v;
-  std::string s = fmt::format("span profile: {} forwards, {:.2f} ms GPU", n_profiled_, total);
+  std::string s = fmt::format(
+      "span profile: {} forwards, {:.2f} ms GPU, host {:.2f} ms recording + {:.2f} ms "
+      "submit to done",
+      n_profiled_, total, host_record_ms_, host_wait_ms_);
   for (int i = 0; i < kNumStages; ++i)
     s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
                      stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);

@@ -227,6 +227,9 @@ class VulkanSpan final : public LayerSpan {
   std::array<double, kNumStages> stage_ms_{};
   std::array<int64_t, kNumStages> stage_steps_{};  // timed steps per stage
   std::map<std::string, GroupTime> group_ms_;      // by MatmulGroup::label()
+  // Host time of the profiled forwards: recording the command buffer (x's copy in, the layers,
+  // the head), then submit until the fence (the GPU's time plus the submit and wake-up latency).
+  double host_record_ms_ = 0, host_wait_ms_ = 0;
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;
 };
