@@ -20,12 +20,15 @@
 #               builds through FISH_CACHE=/tmp/peer/cache) into /tmp/peer/runs (--resume: a
 #               second PHASE=run finishes a cut sweep), copied to $OUT/peer-gpu/runs, with the
 #               context and `llama-bench --list-devices` of each build; wait + run stay within
-#               CALL_S (default 570 s) of the call.
+#               CALL_S (default 570 s) of the call. EXPERIMENT names another experiment of the
+#               same engines (experiments/peer_gpu_depth.json: the long-context rows); its rows go
+#               to /tmp/peer/runs beside peer_gpu's, in $OUT/peer-gpu-depth.tar.gz.
 #
 # Carry: .devcarry (bin/fish + lib/ of the FISH Vulkan build made here, as for h200_session.sh,
 # and peer/ from PHASE=pack) and .gl (the Vulkan loader .debs, device README). Run from the repo
 # root there: PHASE=build bash scripts/device/peer_gpu.sh, then PHASE=wait, then PHASE=run, each
-# within the 30 s the machine stays warm. Results: $OUT/peer-build.tar.gz, $OUT/peer-gpu.tar.gz.
+# within the 30 s the machine stays warm. Results: $OUT/peer-build.tar.gz, $OUT/peer-gpu.tar.gz
+# (peer-gpu-depth.tar.gz for EXPERIMENT=experiments/peer_gpu_depth.json).
 set -uo pipefail
 PHASE=${PHASE:-run}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -141,7 +144,9 @@ if [ "$PHASE" = run ]; then
   t_start=$(date +%s)
   wait_builds "${WAIT_S:-120}"
   . "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
-  W=$OUT/peer-gpu
+  exp=${EXPERIMENT:-experiments/peer_gpu.json}
+  name=$(basename "$exp" .json | tr _ -)  # peer-gpu, peer-gpu-depth
+  W=$OUT/$name
   mkdir -p $W
   (cd $root && scripts/context.sh) > $W/context.txt 2>&1
   for b in $PEERS; do
@@ -151,15 +156,15 @@ if [ "$PHASE" = run ]; then
   done
   cd $root
   run_s=$(( ${CALL_S:-570} - ($(date +%s) - t_start) - 15 ))
-  say "fish run experiments/peer_gpu.json (at most $run_s s; fish run --resume in a next call finishes it)"
+  say "fish run $exp (at most $run_s s; fish run --resume in a next call finishes it)"
   # The results live on the machine (/tmp/peer/runs) while it is held: a second PHASE=run call
   # resumes the sweep where a timeout cut it.
-  timeout $run_s $FISH_BIN run experiments/peer_gpu.json --resume --out $P/runs > $W/run.log 2>&1
+  timeout $run_s $FISH_BIN run $exp --resume --out $P/runs > $W/run.log 2>&1
   echo "rc=$?" >> $W/run.log
   cp -r $P/runs $W/runs
   tail -n 30 $W/run.log
-  cat $W/runs/*.md 2>/dev/null | head -40
-  tar -C $OUT -czf $OUT/peer-gpu.tar.gz peer-gpu && rm -rf $W
+  cat $W/runs/$(basename "$exp" .json).md 2>/dev/null | head -40
+  tar -C $OUT -czf $OUT/$name.tar.gz $name && rm -rf $W
   exit 0
 fi
 say "unknown PHASE=$PHASE (pack, build, wait, run)"
