@@ -13,7 +13,8 @@
 //   BM_VulkanMatvecVariant: the integer-dot variants (docs/gpu.md: FISH_VK_IDOT_ROWS,
 //     FISH_VK_IDOT_AHEAD, FISH_VK_IDOT_GROUPS; label "idot rows R ahead A groups G", the first
 //     the default) at n_tok 1 on the 8B's shapes (q4_k, q6_k, q8_0, q4_0, q4_1) and the 1B's
-//     (2048 x 2048, 8192 x 2048, 2048 x 8192: q4_k, q6_k, q8_0), the same counters.
+//     (2048 x 2048, 8192 x 2048, 2048 x 8192: q4_k, q6_k, q8_0), and their q6_k output heads
+//     (128256 x 4096 / 2048) at 1, 2 and 4 row groups, the same counters.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -818,6 +819,11 @@ void matvec_variants(benchmark::internal::Benchmark* bm) {
     sweep(t, k8b);
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0})
     sweep(t, k1b);  // Q4_K_M, Q8_0
+  // The output heads of the 8B and 1B Q4_K_M (q6_k, 128256 rows): one to four row groups.
+  for (int64_t n_in : {4096, 2048})
+    for (int64_t groups : {1, 2, 4})
+      bm->Args({int64_t(GgmlType::q6_k), 128256, n_in, 1, int64_t(vk::MatvecMode::idot), 2, 0, 1,
+                groups});
 }
 BENCHMARK(BM_VulkanMatvecVariant)
     ->Apply(matvec_variants)

@@ -316,7 +316,7 @@ void VkContext::inject_fault(DeviceFaultKind kind, uint64_t n) {
 }
 
 Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
-                                  std::string_view what) {
+                                  std::string_view what, const std::function<void()>& meanwhile) {
   if (lost()) return make_error("vulkan: {}: the device is lost ({})", what, lost_reason_);
   DeviceFaultKind injected = DeviceFaultKind::none;
   if (work == Work::compute && ++compute_submits_ == fault_.at) injected = fault_.kind;
@@ -336,6 +336,7 @@ Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
   si.pCommandBuffers = &cmd;
   if (VkResult r = vk().vkQueueSubmit(dev_->queue, 1, &si, fence); r != VK_SUCCESS)
     return fail("vkQueueSubmit: " + vk_result_name(r));
+  if (meanwhile) meanwhile();
   // An injected timeout still waits for the work, so no buffer is freed while in use; then it
   // reports what a hung device would.
   VkResult r =
@@ -497,9 +498,10 @@ void Commands::timestamp(VkQueryPool pool, uint32_t query) {
   ctx_->vk().vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, query);
 }
 
-Status Commands::submit_and_wait(Work work, std::string_view what) {
+Status Commands::submit_and_wait(Work work, std::string_view what,
+                                 const std::function<void()>& meanwhile) {
   FISH_VK_CHECK(ctx_->vk().vkEndCommandBuffer(cmd_));
-  return ctx_->submit_and_wait(cmd_, fence_, work, what);
+  return ctx_->submit_and_wait(cmd_, fence_, work, what, meanwhile);
 }
 
 Result<VkQueryPool> create_timestamps(const VkContext& ctx, uint32_t n) {

@@ -149,7 +149,10 @@ class VkContext {
   // ---- submission -----------------------------------------------------------------------------
   // Submits cmd (ended by the caller) and waits for `fence` (reset here) up to the timeout; the
   // policy in the header comment. `what` names the work in errors ("span forward").
-  Status submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work, std::string_view what);
+  // `meanwhile` (may be empty) runs on this thread between the submit and the wait: host work
+  // that overlaps the GPU's (the span records its next forward there). It must not submit.
+  Status submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work, std::string_view what,
+                         const std::function<void()>& meanwhile = {});
   bool lost() const { return !lost_reason_.empty(); }
   const std::string& lost_reason() const { return lost_reason_; }
   // Marks the context lost (idempotent: the first reason stays) and runs the on_lost hook.
@@ -239,8 +242,9 @@ class Commands {
   void push(const Pipeline& p, const void* data, uint32_t bytes);  // bytes <= kPushBytes
   void dispatch(uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   void timestamp(VkQueryPool pool, uint32_t query);  // after all earlier work
-  // Ends the command buffer and submits it (VkContext::submit_and_wait).
-  Status submit_and_wait(Work work, std::string_view what);
+  // Ends the command buffer and submits it (VkContext::submit_and_wait, `meanwhile` included).
+  Status submit_and_wait(Work work, std::string_view what,
+                         const std::function<void()>& meanwhile = {});
 
  private:
   VkContext* ctx_ = nullptr;

@@ -36,6 +36,10 @@
 //                             KV store fused in one dispatch (span_attention_decode): 1; 0
 //                             (default: slower on the H100, docs/gpu.md) span_rope_kv + the
 //                             attention kernels above
+//   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
+//                             outputs) between this forward's submit and its fence, so decode
+//                             steps pay no recording time: 1 (default); 0 records each forward
+//                             after the previous one ends (A/B)
 //   FISH_GPU_REQUANT=0|1|2|3  the device gets a smaller copy of the weights (kernels/requant.h
 //                             modes: 1 all -> fq3, 2 q6_k -> q4_k, 3 q4_k -> fq3 + q6_k -> q4_k)
 //   FISH_VK_COOPMAT=auto|0|1  prefill matmuls (>= kCoopmatMinTok tokens) on cooperative matrices
@@ -90,6 +94,7 @@ struct VulkanOptions {
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   bool attn_decode = false;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches
+  bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
   char coopmat_tile = 0;     // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "engine/vulkan/vulkan_span.h"
 #include "engine/vulkan/vulkan_span_impl.h"
@@ -38,6 +39,7 @@ void VulkanSpan::release() {
   if (!ctx_.lost()) ctx_.vk().vkDeviceWaitIdle(ctx_.handle());
   if (queries_) ctx_.vk().vkDestroyQueryPool(ctx_.handle(), queries_, nullptr);
   cmds_ = Commands{};
+  ahead_ = Ahead{};
   pool_ = DescriptorPool{};
   for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_}) ctx_.free(*b);
 }
@@ -354,6 +356,9 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                                                  true, "span head staging", budget_));
   }
   FISH_ASSIGN_OR_RETURN(cmds_, Commands::create(ctx_));
+  if (ctx_.options().record_ahead) {
+    FISH_ASSIGN_OR_RETURN(ahead_.cmds, Commands::create(ctx_));
+  }
   FISH_TRY(upload_params(prm));
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
@@ -389,6 +394,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
 }
 
 Status VulkanSpan::reserve_locked(int64_t n) {
+  ahead_.valid = false;  // a forward recorded ahead binds the old KV, at the old offsets
   if (n > d_.n_ctx) return make_error("span: kv_reserve({}) beyond n_ctx {}", n, d_.n_ctx);
   if (n <= kv_cap_) return Status::success();
   // K then V per layer, cap positions of kv_dim / 2 words each; a larger cache copies the valid
@@ -454,7 +460,51 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   const uint64_t x_bytes = uint64_t(n_tok * p_.n_embd) * 4;
   std::memcpy(x_host_.mapped, x, x_bytes);
 
+  const Forward f{n_tok, pos0, token != nullptr, logits != nullptr, token ? head_rows : 0};
   const auto t_record = std::chrono::steady_clock::now();
+  if (ahead_.valid && ahead_.f == f) {  // recorded during the previous forward
+    swap_ahead();
+    ++ahead_hits_;
+  } else {
+    FISH_TRY(record_forward(f));
+  }
+  ahead_.valid = false;
+  // The likely next forward (one more token after this one, the same outputs), recorded while
+  // the GPU runs this one: decode then pays no recording time between its steps.
+  const Forward next{1, pos0 + n_tok, f.head, f.logits, f.head ? 1 : 0};
+  const bool prepare = ctx_.options().record_ahead && next.pos0 + 1 <= kv_cap_;
+  auto record_next = [&] {
+    swap_ahead();
+    ahead_.valid = record_forward(next).ok();
+    ahead_.f = next;
+    swap_ahead();
+  };
+  // On an error (the context is then lost) x is untouched and kv_len_ stays at pos0: nothing at
+  // or past it is trusted.
+  const auto t_submit = std::chrono::steady_clock::now();
+  FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward",
+                                 prepare ? std::function<void()>(record_next) : nullptr));
+  if (queries_) {
+    host_record_ms_ += std::chrono::duration<double, std::milli>(t_submit - t_record).count();
+    host_wait_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_submit)
+            .count();
+  }
+  const uint64_t V = uint64_t(p_.n_vocab);
+  if (token != nullptr) {
+    const auto* h = static_cast<const uint8_t*>(head_host_.mapped);
+    std::memcpy(token, h + V * 4, size_t(head_rows) * 4);  // u32 ids < n_vocab as int32
+    if (logits != nullptr) std::memcpy(logits, h, V * 4);
+  } else {
+    std::memcpy(x_out, x_host_.mapped, x_bytes);
+  }
+  kv_len_ = pos0 + n_tok;
+  read_profile();
+  return Status::success();
+}
+
+Status VulkanSpan::record_forward(const Forward& f) {
+  const uint64_t x_bytes = uint64_t(f.n_tok * p_.n_embd) * 4;
   FISH_TRY(cmds_.begin());
   used_queries_ = 0;
   step_of_.clear();
@@ -466,38 +516,25 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
     used_queries_ = 1;
   }
   // Chunks in order: a chunk's attention reads the KV the earlier chunks wrote (causal).
-  for (int64_t t0 = 0; t0 < n_tok; t0 += chunk_)
-    record_chunk(t0, std::min(chunk_, n_tok - t0), pos0 + t0);
+  for (int64_t t0 = 0; t0 < f.n_tok; t0 += chunk_)
+    record_chunk(t0, std::min(chunk_, f.n_tok - t0), f.pos0 + t0);
   const uint64_t V = uint64_t(p_.n_vocab);
-  if (token != nullptr) record_head(n_tok - head_rows, head_rows);
+  if (f.head) record_head(f.n_tok - f.head_rows, f.head_rows);
   cmds_.barrier(Sync::compute, Sync::transfer);
-  if (token != nullptr) {  // the ids, and the logits when asked; x stays on the device
-    cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, uint64_t(head_rows) * 4);
-    if (logits != nullptr) cmds_.copy(arena_, uint64_t(off_logits_) * 4, head_host_, 0, V * 4);
+  if (f.head) {  // the ids, and the logits when asked; x stays on the device
+    cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, uint64_t(f.head_rows) * 4);
+    if (f.logits) cmds_.copy(arena_, uint64_t(off_logits_) * 4, head_host_, 0, V * 4);
   } else {
     cmds_.copy(arena_, uint64_t(off_x_) * 4, x_host_, 0, x_bytes);
   }
   cmds_.barrier(Sync::transfer, Sync::host);
-  // On an error (the context is then lost) x is untouched and kv_len_ stays at pos0: nothing at
-  // or past it is trusted.
-  const auto t_submit = std::chrono::steady_clock::now();
-  FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward"));
-  if (queries_) {
-    host_record_ms_ += std::chrono::duration<double, std::milli>(t_submit - t_record).count();
-    host_wait_ms_ +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_submit)
-            .count();
-  }
-  if (token != nullptr) {
-    const auto* h = static_cast<const uint8_t*>(head_host_.mapped);
-    std::memcpy(token, h + V * 4, size_t(head_rows) * 4);  // u32 ids < n_vocab as int32
-    if (logits != nullptr) std::memcpy(logits, h, V * 4);
-  } else {
-    std::memcpy(x_out, x_host_.mapped, x_bytes);
-  }
-  kv_len_ = pos0 + n_tok;
-  read_profile();
   return Status::success();
+}
+
+void VulkanSpan::swap_ahead() {
+  std::swap(cmds_, ahead_.cmds);
+  std::swap(step_of_, ahead_.steps);
+  std::swap(used_queries_, ahead_.used_queries);
 }
 
 void VulkanSpan::read_profile() {
@@ -531,9 +568,9 @@ std::string VulkanSpan::profile() const {
   double total = 0;
   for (double v : stage_ms_) total += v;
   std::string s = fmt::format(
-      "span profile: {} forwards, {:.2f} ms GPU, host {:.2f} ms recording + {:.2f} ms "
-      "submit to done",
-      n_profiled_, total, host_record_ms_, host_wait_ms_);
+      "span profile: {} forwards, {:.2f} ms GPU, host {:.2f} ms recording ({} forwards recorded "
+      "ahead) + {:.2f} ms submit to done",
+      n_profiled_, total, host_record_ms_, ahead_hits_, host_wait_ms_);
   for (int i = 0; i < kNumStages; ++i)
     s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
                      stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);

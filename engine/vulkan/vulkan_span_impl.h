@@ -141,6 +141,18 @@ class VulkanSpan final : public LayerSpan {
   // head_rows rows, one id each) and, when logits is not null, the last row's logits back.
   Status run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
              int32_t* token, int64_t head_rows = 1);
+  // What a forward's command buffer depends on besides the span's buffers: its tokens and first
+  // position, whether the head runs (and on how many rows) and whether the logits come back.
+  struct Forward {
+    int64_t n_tok = 0, pos0 = 0;
+    bool head = false, logits = false;
+    int64_t head_rows = 0;
+    bool operator==(const Forward&) const = default;
+  };
+  // Records forward f into cmds_ (the x copy in, every chunk's layers, the head, the copies out).
+  Status record_forward(const Forward& f);
+  // Exchanges the current command buffer (and its profile steps) with ahead_'s.
+  void swap_ahead();
   // ---- creation (vulkan_span.cpp) ----
   Status check_shapes() const;
   void layout_arena();
@@ -230,6 +242,18 @@ class VulkanSpan final : public LayerSpan {
   // Host time of the profiled forwards: recording the command buffer (x's copy in, the layers,
   // the head), then submit until the fence (the GPU's time plus the submit and wake-up latency).
   double host_record_ms_ = 0, host_wait_ms_ = 0;
+  // The next forward's command buffer, recorded while the GPU runs the current one
+  // (FISH_VK_RECORD_AHEAD): used when the next forward is that one (decode: one token at the next
+  // position, the same outputs), else re-recorded. A KV growth invalidates it (new bindings).
+  struct Ahead {
+    Commands cmds;
+    Forward f;
+    bool valid = false;
+    std::vector<TimedStep> steps;  // its profile steps (step_of_ while it is current)
+    uint32_t used_queries = 0;
+  };
+  Ahead ahead_;
+  int64_t ahead_hits_ = 0;  // forwards that ran a command buffer recorded ahead
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;
 };

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 
 #include "engine/gpu_placement.h"
 #include "engine/model_shapes.h"
@@ -335,6 +336,81 @@ TEST(VulkanSpan, TruncateAndMultiTokenVerifyMatchSequentialDecode) {
               std::vector<float>(fresh.end() - 2 * n_vocab, fresh.end()), n_vocab, 1e-3,
               "re-forward at pos0 8");
   EXPECT_EQ(s->gpu_fallbacks(), 0);
+}
+
+// FISH_VK_RECORD_AHEAD: a span that records its next forward while the GPU runs the current one
+// returns exactly (bitwise) what one recording each forward after the previous returns, through
+// decode steps that use the recorded buffer (logits, then greedy ids only), a KV growth that
+// invalidates it (the KV starts at 8 positions), a truncate + multi-token verify and a re-forward
+// below the KV length (misses: recorded anew); the profile counts the forwards that ran ahead.
+TEST(VulkanSpan, RecordAheadMatchesRecordingEachForwardExactly) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  struct Out {
+    std::vector<float> logits;
+    std::vector<int32_t> ids;
+    std::string profile;
+  };
+  auto run_all = [&](bool ahead) {
+    Out o;
+    auto opt = vk::VulkanOptions::from_env();
+    EXPECT_TRUE(opt.ok());
+    if (!opt.ok()) return o;
+    opt->matvec = vk::MatvecMode::fast;
+    opt->record_ahead = ahead;
+    opt->profile = true;
+    vk::VulkanBackend b(opt);
+    EXPECT_TRUE(b.open().ok());
+    std::shared_ptr<const GpuPlacement> pl =
+        GpuPlacement::place_layers(*model, b, test::placement_request(-1, small_span()));
+    EXPECT_TRUE(pl->span() && pl->span()->has_head()) << pl->summary();
+    if (!pl->span()) return o;
+    auto s = session(model, pl);
+    const std::vector<int32_t> prompt = {5, 77, 901, 13};
+    auto keep = [&](Result<std::span<const float>> lg) {
+      EXPECT_TRUE(lg.ok()) << lg.error().message;
+      if (lg.ok()) o.logits.insert(o.logits.end(), lg.value().begin(), lg.value().end());
+    };
+    keep(s->forward(prompt, 0, LogitsMode::all));
+    int32_t next = 1500;
+    for (int i = 0; i < 6; ++i) {  // logits back: positions 4..9, the KV grows at 8
+      keep(s->append(std::span(&next, 1)));
+      next = int32_t((next * 7 + 3) % 2000);
+    }
+    for (int i = 0; i < 8; ++i) {  // greedy: only the id comes back; grows again at 16
+      auto id = s->append_greedy(std::span(&next, 1));
+      EXPECT_TRUE(id.ok()) << id.error().message;
+      if (!id.ok()) break;
+      o.ids.push_back(id.value());
+      next = id.value();
+    }
+    EXPECT_TRUE(s->kv_truncate(12).ok());  // a rejected draft: verify 3 tokens at 12
+    const std::vector<int32_t> verify = {31, 1999, 8};
+    keep(s->forward(verify, 12, LogitsMode::all));
+    keep(s->forward(std::span(verify).subspan(1, 2), 13, LogitsMode::all));  // below the KV end
+    for (int i = 0; i < 3; ++i) {
+      keep(s->append(std::span(&next, 1)));
+      next = int32_t((next * 5 + 1) % 2000);
+    }
+    EXPECT_EQ(s->gpu_fallbacks(), 0);
+    o.profile = pl->span()->profile();
+    return o;
+  };
+  const Out ahead = run_all(true), each = run_all(false);
+  ASSERT_FALSE(each.logits.empty());
+  EXPECT_EQ(ahead.ids, each.ids);
+  ASSERT_EQ(ahead.logits.size(), each.logits.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < each.logits.size(); ++i) differ += ahead.logits[i] != each.logits[i];
+  EXPECT_EQ(differ, 0u) << "logits that differ of " << each.logits.size();
+  if (ahead.profile.find("no timestamp support") != std::string::npos)
+    GTEST_SKIP() << ahead.profile;
+  EXPECT_NE(each.profile.find("(0 forwards recorded ahead)"), std::string::npos) << each.profile;
+  // Decode steps after a decode step of the same outputs, none right after a KV growth.
+  const std::regex hits_re(R"(\((\d+) forwards recorded ahead\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ahead.profile, m, hits_re)) << ahead.profile;
+  EXPECT_GE(std::stoi(m[1]), 9) << ahead.profile;
 }
 
 // The output head in the span (layer_span.h forward_head): its decode logits against the head
