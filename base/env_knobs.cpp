@@ -307,9 +307,6 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "decode matvec: auto (0) integer dot where accelerated, idot, fast (f32), generic (1)"},
-      {"FISH_VK_RECORD_AHEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1 (default): a layer span records its likely next forward (one token on) while the GPU "
-       "runs the current one; 0: every forward is recorded after the previous one ends (A/B)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,
@@ -318,6 +315,9 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "queue family: compute-only (default) or graphics+compute"},
+      {"FISH_VK_RECORD_AHEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1 (default): a layer span records its likely next forward (one token on) while the GPU "
+       "runs the current one; 0: every forward is recorded after the previous one ends (A/B)"},
       {"FISH_VK_VALIDATE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
        "1: add VK_LAYER_KHRONOS_validation when installed"},
       {"FISH_VRAM_BUDGET_MB",
