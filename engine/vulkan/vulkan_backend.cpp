@@ -575,6 +575,12 @@ Result<double> VulkanBackend::run_span_ops(std::span<const SpanDispatch> dispatc
   return vk::run_span_ops(*impl_->ctx, dispatches, reps, arena, params, kv);
 }
 
+std::optional<FlashCmTile> VulkanBackend::flash_cm_tile(uint32_t head_dim) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->open_locked(this).ok()) return std::nullopt;
+  return pick_flash_cm_tile(*impl_->ctx, head_dim);
+}
+
 void VulkanBackend::inject_fault(DeviceFaultKind kind, uint64_t n) {
   std::lock_guard lock(impl_->mu);
   if (impl_->ctx) impl_->ctx->inject_fault(kind, n);

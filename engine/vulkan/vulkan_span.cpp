@@ -293,6 +293,10 @@ Status VulkanSpan::load_ops() {
   if (has_head_) {
     FISH_ASSIGN_OR_RETURN(ops_.argmax, ctx_.pipeline("span_argmax"));
   }
+  if (const std::optional<FlashCmTile> t = pick_flash_cm_tile(ctx_, uint32_t(p_.head_dim))) {
+    FISH_ASSIGN_OR_RETURN(ops_.attention_flash_cm, ctx_.pipeline(flash_cm_spec(ctx_, *t)));
+    ops_.flash_cm = *t;
+  }
   // Its row reductions keep one slot per subgroup of >= 4 lanes.
   if (ctx_.options().attn_decode && ctx_.features().subgroup_min >= 4) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));

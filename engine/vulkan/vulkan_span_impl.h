@@ -11,6 +11,7 @@
 
 #include "engine/layer_span.h"
 #include "engine/vulkan/device_weight.h"
+#include "engine/vulkan/flash_cm.h"
 #include "engine/vulkan/vk_context.h"
 #include "fish_vk_layout.h"
 #include "fish_vk_span.h"
@@ -91,6 +92,10 @@ struct SpanOps {
   // span_attention_q8 / span_attention_combine_q8: decode attention also writes its output row as
   // q8_1 for an idot wo matvec (loaded with the norms' q8 variants when head_dim % 32 == 0).
   Pipeline attention_q8, attention_combine_q8;
+  // span_attention_flash_cm: prefill chunks' attention on cooperative matrices, specialised for
+  // flash_cm (loaded where pick_flash_cm_tile has a tile; else span_attention_flash runs).
+  Pipeline attention_flash_cm;
+  FlashCmTile flash_cm;
 };
 
 class VulkanSpan final : public LayerSpan {

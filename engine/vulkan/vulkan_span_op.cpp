@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/vulkan/flash_cm.h"
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vulkan_span.h"
 #include "fish_vk_span.h"
@@ -34,7 +35,19 @@ Result<double> run_span_ops(VkContext& ctx, std::span<const SpanDispatch> dispat
     return make_error("span: run_span_ops of {} dispatches x {} reps", dispatches.size(), reps);
   std::vector<Pipeline> pipes;
   for (const SpanDispatch& d : dispatches) {
-    FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(d.name));
+    PipelineSpec spec;
+    spec.module = d.name;
+    if (d.name == kFlashCmModule) {  // specialised for the span's tile of head_dim pc.n
+      const std::optional<FlashCmTile> t = pick_flash_cm_tile(ctx, d.pc.n);
+      if (!t)
+        return make_error(
+            "span: {} has no tile for head_dim {} on this device (cooperative matrices: {}; "
+            "FISH_VK_FLASH_CM={})",
+            d.name, d.pc.n, ctx.features().coopmat ? ctx.features().coopmat_shapes : "none",
+            ctx.options().flash_cm ? 1 : 0);
+      spec = flash_cm_spec(ctx, *t);
+    }
+    FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(spec));
   }
   OpBuffers b{ctx, {}, {}};
   const size_t sizes[3] = {arena.size() * 4, params.size() * 4, kv.size() * 4};

@@ -202,6 +202,9 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
   } else if (wo_q8_) {  // n <= FISH_Q8_MAX_TOK < FISH_SPAN_FLASH_MIN_TOK
     op(ops_.attention_q8, pc, uint32_t(p_.n_head), n);
+  } else if (n >= FISH_SPAN_FLASH_MIN_TOK && ops_.attention_flash_cm.pipe) {  // on coopmat
+    const uint32_t q = ops_.flash_cm.queries();
+    op(ops_.attention_flash_cm, pc, uint32_t(p_.n_head), (n + q - 1) / q);
   } else if (n >= FISH_SPAN_FLASH_MIN_TOK) {  // prefill: query tiles share each K/V tile
     op(ops_.attention_flash, pc, uint32_t(p_.n_head),
        (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK);

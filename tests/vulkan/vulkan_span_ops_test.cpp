@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -388,6 +390,54 @@ TEST(VulkanSpanOps, FlashAttentionMatchesCpuCausalWindowAndGqa) {
         fmt::format("flash attention head_dim {} heads {}:{}, {} tokens at {}, window {}", c.hd,
                     c.n_head, c.n_kv, c.tok, c.pos0, c.window));
   }
+}
+
+// span_attention_flash_cm (cooperative matrices) against the same CPU reference: head_dim 64,
+// 128, 256; no GQA, groups of 3, 4 and 8; causal from position 0 and after cached positions,
+// windows shorter than the chunk and than the context; 17, 67, 130 and 200 tokens (partial query
+// tiles of 64 and 32 rows, key tiles cut at odd lengths). Tolerance 4e-3 x (1 + |want|): the
+// kernel rounds Q and P to f16 (unit roundoff 2^-11 = 4.9e-4; K and V are f16 already), which
+// moves each score by up to ~2^-11 sum_d |q_d k_d| scale (~1e-3 for these N(0, 1) rows) and
+// each weight by 2^-11 relative, so an output (a convex combination of V values of |v| < ~4) moves
+// by a few 1e-3 at worst; the largest seen on lavapipe is printed. Skipped without cooperative
+// matrices; fails where the device has them and the span's selection has no tile (a silent
+// fallback to span_attention_flash).
+TEST(VulkanSpanOps, FlashAttentionCoopmatMatchesCpuCausalWindowAndGqa) {
+  if (const auto opt = vk::VulkanOptions::from_env(); opt.ok() && !opt->flash_cm)
+    GTEST_SKIP() << "FISH_VK_FLASH_CM=0: the f32 kernel is selected";
+  if (backend().coopmat_tiles().empty())
+    GTEST_SKIP() << "no cooperative matrices on this device (or FISH_VK_COOPMAT=0); Mesa 26 "
+                    "lavapipe has them: ctest -L vulkan_next";
+  struct Case {
+    uint32_t hd, n_head, n_kv, tok, pos0, window;
+  };
+  const Case cases[] = {{64, 8, 2, 17, 0, 0},       {128, 8, 2, 67, 297, 0},
+                        {128, 8, 2, 130, 297, 100}, {64, 6, 2, 130, 0, 50},
+                        {128, 4, 4, 17, 5, 0},      {256, 4, 1, 67, 40, 0},
+                        {256, 6, 2, 21, 300, 16},   {128, 8, 1, 200, 33, 0}};
+  double worst = 0.0;
+  for (const Case& c : cases) {
+    const std::optional<vk::FlashCmTile> t = backend().flash_cm_tile(c.hd);
+    ASSERT_TRUE(t.has_value()) << "the device has cooperative matrices but prefill attention of "
+                                  "head_dim "
+                               << c.hd << " would fall back to the f32 kernel";
+    std::mt19937 rng(c.hd * 7 + c.tok + c.pos0);
+    AttnProblem p = attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, 0, rng);
+    const std::vector<float> params(4, 0.0f);
+    const Status s =
+        backend().run_span_op(vk::kFlashCmModule, p.pc, c.n_head,
+                              (c.tok + t->queries() - 1) / t->queries(), p.arena, params, p.kv);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    const std::vector<float> got = attention_out(p);
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::fabs(double(got[i]) - p.want[i]) / (1.0 + std::fabs(p.want[i])));
+    expect_near_all(
+        got, p.want, 4e-3,
+        fmt::format("coopmat flash attention ({} queries x {} keys) head_dim {} heads {}:{}, {} "
+                    "tokens at {}, window {}",
+                    t->queries(), t->keys, c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window));
+  }
+  std::printf("coopmat flash attention: largest error %.2e x (1 + |want|)\n", worst);
 }
 
 // Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
