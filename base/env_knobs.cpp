@@ -205,10 +205,16 @@ std::span<const EnvKnob> env_knobs() {
        "bench/vulkan_bench.cpp",
        "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) "
        "for its 8B rows; unset or absent: those rows are skipped with the reason"},
-      {"FISH_VK_ATTN_DECODE", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1: short batches' span attention runs with RoPE and the KV store fused in one dispatch "
-       "(span_attention_decode); 0 (default, faster on the H100): RoPE + KV store in one "
-       "dispatch, then the split-K kernels"},
+      {"FISH_VK_ATTN_DECODE",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "short batches' span attention with RoPE and the KV store fused in one dispatch "
+       "(span_attention_decode): auto (default) from 1024 attended keys on (faster there on the "
+       "H100), 1 always, 0 never (RoPE + KV store in one dispatch, then the split-K kernels)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,

@@ -59,7 +59,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);
-  FISH_ASSIGN_OR_RETURN(o.attn_decode, env_switch("FISH_VK_ATTN_DECODE", false));
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> dec, env_word("FISH_VK_ATTN_DECODE"));
+  if (dec && *dec != "auto") o.attn_decode = is_off_word(*dec) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
   if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;

@@ -32,10 +32,12 @@
 //                             attention_splits' rule for short query batches (vulkan_span.h); 0
 //                             always the one-pass kernel; N (1..FISH_SPAN_ATTN_MAX_SPLIT) N splits
 //                             for every batch, prefill chunks included, where the scratch allows
-//   FISH_VK_ATTN_DECODE=0|1   short batches' (decode, verify) span attention with RoPE and the
-//                             KV store fused in one dispatch (span_attention_decode): 1; 0
-//                             (default: slower on the H100, docs/gpu.md) span_rope_kv + the
-//                             attention kernels above
+//   FISH_VK_ATTN_DECODE=auto|0|1  short batches' (decode, verify) span attention with RoPE and
+//                             the KV store fused in one dispatch (span_attention_decode, one
+//                             workgroup a KV head and split: GQA groups share each K/V load): auto
+//                             (default) where the batch attends kAttnDecodeMinKeys keys or more
+//                             (vulkan_span.h; faster there on the H100, slower below: docs/gpu.md),
+//                             1 always, 0 never (span_rope_kv + the attention kernels above)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -97,7 +99,7 @@ struct VulkanOptions {
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  bool attn_decode = false;  // FISH_VK_ATTN_DECODE: span_attention_decode for short batches
+  int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required

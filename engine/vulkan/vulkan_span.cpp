@@ -298,7 +298,7 @@ Status VulkanSpan::load_ops() {
     ops_.flash_cm = *t;
   }
   // Its row reductions keep one slot per subgroup of >= 4 lanes.
-  if (ctx_.options().attn_decode && ctx_.features().subgroup_min >= 4) {
+  if (ctx_.options().attn_decode != 0 && ctx_.features().subgroup_min >= 4) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
   return Status::success();

@@ -46,6 +46,17 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
 // scratch's share parts_cap / (n_head n_tok), never below 1.
 uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
                                  uint32_t parts_cap);
+// FISH_VK_ATTN_DECODE=auto: short batches attending at least this many keys run
+// span_attention_decode, shorter ones span_rope_kv + split-K. BM_VulkanDecodeAttention on an
+// H100 (llama-8b heads, us a layer, results/runs/h100-session-b351385): fused 83 / 87 / 59 / 110
+// against 24 / 50 / 168 / 510 at 128 / 512 / 2048 / 8192 keys; the crossover lies between 512
+// and 2048.
+inline constexpr uint32_t kAttnDecodeMinKeys = 1024;
+// FISH_VK_ATTN_DECODE's choice for a batch attending len_max keys (mode -1 auto, 0, 1), where the
+// kernel applies at all.
+inline bool attention_decode_fused(int mode, uint32_t len_max) {
+  return mode == 1 || (mode < 0 && len_max >= kAttnDecodeMinKeys);
+}
 
 // Errors: as ComputeBackend::span_create. The caller holds ctx.mutex(); `weights` (the
 // backend's, by handle) must outlive the span.

@@ -179,8 +179,9 @@ class VulkanSpan final : public LayerSpan {
   // (logits row i at off_logits_ + i * n_vocab), argmax of each row (id i at off_tok_ + i).
   void record_head(int64_t row, int64_t n = 1);
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
-  // Whether a chunk of n tokens runs span_attention_decode (its group x tokens rows fit).
-  bool decode_attention(uint32_t n) const;
+  // Whether a chunk of n tokens attending len_max keys runs span_attention_decode (its group x
+  // tokens rows fit; FISH_VK_ATTN_DECODE=1, or auto and len_max >= kAttnDecodeMinKeys).
+  bool decode_attention(uint32_t n, uint32_t len_max) const;
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();

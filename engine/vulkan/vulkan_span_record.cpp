@@ -162,7 +162,8 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   pc.b_off = off_parts_;
   const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
-  if (decode_attention(n)) {  // RoPE, KV store and attention in one dispatch (+ the combine)
+  if (decode_attention(n,
+                       len_max)) {  // RoPE, KV store and attention in one dispatch (+ the combine)
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
     pc.split = attention_decode_splits(ctx_.options().attn_split, uint32_t(p_.n_head), n, len_max,
                                        parts_cap_);
@@ -215,9 +216,10 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   stage_done(kAttention);
 }
 
-bool VulkanSpan::decode_attention(uint32_t n) const {
+bool VulkanSpan::decode_attention(uint32_t n, uint32_t len_max) const {
   return ops_.attention_decode.pipe && n <= FISH_SPAN_DEC_TOK &&
-         n * uint32_t(p_.n_head / p_.n_head_kv) <= FISH_SPAN_DEC_ROWS;
+         n * uint32_t(p_.n_head / p_.n_head_kv) <= FISH_SPAN_DEC_ROWS &&
+         attention_decode_fused(ctx_.options().attn_decode, len_max);
 }
 
 // wo, the residual add and ffn norm, gate/up, act*mul, down, the closing residual add.

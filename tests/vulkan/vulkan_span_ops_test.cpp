@@ -19,6 +19,7 @@
 #include "fish_vk_span.h"
 #include "kernels/ops.h"
 #include "quant/f16.h"
+#include "test_env.h"
 #include "vulkan_test_util.h"
 
 namespace fish {
@@ -714,6 +715,27 @@ TEST(VulkanSpanOps, DecodeAttentionSplitRule) {
   EXPECT_EQ(vk::attention_decode_splits(5, 32, 1, 3, cap32), 5u);       // forced: even empty splits
   EXPECT_EQ(vk::attention_decode_splits(64, 32, 64, 4096, cap32), 4u);  // the scratch's share
   EXPECT_EQ(vk::attention_decode_splits(5, 32, 1, 4096, 31), 1u);       // no split fits: one pass
+}
+
+// FISH_VK_ATTN_DECODE's rule (vulkan_span.h attention_decode_fused): auto fuses RoPE, the KV
+// store and attention from kAttnDecodeMinKeys attended keys on, 1 always, 0 never; the knob
+// parses auto and the switch words.
+TEST(VulkanSpanOps, DecodeAttentionAutoFusesLongContextsOnly) {
+  static_assert(vk::kAttnDecodeMinKeys == 1024);
+  EXPECT_FALSE(vk::attention_decode_fused(-1, 1));
+  EXPECT_FALSE(vk::attention_decode_fused(-1, 1023));
+  EXPECT_TRUE(vk::attention_decode_fused(-1, 1024));
+  EXPECT_TRUE(vk::attention_decode_fused(-1, 8192));
+  EXPECT_TRUE(vk::attention_decode_fused(1, 1));
+  EXPECT_FALSE(vk::attention_decode_fused(0, 8192));
+  for (auto [word, mode] :
+       {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}}) {
+    test::ScopedEnv e("FISH_VK_ATTN_DECODE", word);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->attn_decode, mode) << word;
+  }
+  EXPECT_EQ(vk::VulkanOptions{}.attn_decode, -1);  // the default: auto
 }
 
 // The split rule (vulkan_span.h attention_splits): auto fills the grid up to

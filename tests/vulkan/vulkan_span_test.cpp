@@ -246,7 +246,7 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
               "batches of 32 vs one 70-token forward");
 }
 
-std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, bool attn_decode = true) {
+std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_decode = 1) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
@@ -267,7 +267,7 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
   ASSERT_TRUE(model);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 73; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
-  auto span_logits = [&](int attn_split, bool attn_decode = true) {
+  auto span_logits = [&](int attn_split, int attn_decode = 1) {
     auto b = open_backend_split(attn_split, attn_decode);
     std::shared_ptr<const GpuPlacement> pl =
         GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96)));
@@ -278,8 +278,8 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
     EXPECT_EQ(s->gpu_fallbacks(), 0);
     return lg;
   };
-  const std::vector<float> off = span_logits(0, false), forced = span_logits(5),
-                           automatic = span_logits(-1), unfused = span_logits(-1, false);
+  const std::vector<float> off = span_logits(0, 0), forced = span_logits(5),
+                           automatic = span_logits(-1), unfused = span_logits(-1, 0);
   auto cpu = session(model, nullptr, 96);
   const std::vector<float> cpu_lg = run(*cpu, tokens, 70);
   const int64_t n_vocab = model->params().n_vocab;
