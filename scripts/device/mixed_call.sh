@@ -15,6 +15,7 @@
 #   5. fish run gpu_prefill_pp512 with each of TILES (default "rule": the tile rule; a tile name
 #      forces that tile; TILES="" none), PP_S seconds each (default 150: 6 interleaved rounds
 #      load each model 6 times);
+#   5b. fish run each FILE@CONFIG of EXPS (CONFIG default or VAR=VALUE; EXP_S seconds each);
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
 #      the span's stage times and its matvec groups;
@@ -92,6 +93,20 @@ for t in ${TILES-rule}; do
   echo "rc=$?" >> $W/pp512-$t.log
 done
 
+# EXPS: "FILE@CONFIG ..." (CONFIG default or VAR=VALUE): fish run FILE under CONFIG, EXP_S
+# seconds each (default 120), into exp-<n>/ (FISH-against-FISH A/B runs of any experiment).
+j=0
+for x in ${EXPS-}; do
+  j=$((j + 1))
+  f=${x%@*} g=${x#*@}
+  left 60 "fish run $f ($g)" || continue
+  stamp "fish run $f ($g)"
+  extra=()
+  [ "$g" != default ] && extra=($g)
+  env "${extra[@]}" timeout ${EXP_S:-120} $B/fish run $f --out $W/exp-$j > $W/exp-$j.log 2>&1
+  echo "rc=$? config: $g" >> $W/exp-$j.log
+done
+
 P="The quick brown fox jumps over the lazy dog and then"
 i=0
 for m in ${GEN_MODELS:-llama-8b}; do
@@ -127,6 +142,7 @@ stamp done
   grep -h "coopmat span vs\|coopmat2" $W/tests.txt | cut -c1-200 | head -6
   grep -E "^BM_|rc=" $W/vulkan_bench.log 2>/dev/null | sed 's/  */ /g' | cut -c1-190
   for f in $W/pp512-*.log; do [ -f $f ] && echo "$(basename $f .log): $(grep -oE 'ok: prefill [0-9.]+ tok/s' $f | tr '\n' ' ') $(grep rc= $f)"; done
+  for f in $W/exp-*.log; do [ -f $f ] && { tail -n 1 $f; cat ${f%.log}/*.md 2>/dev/null | grep -E '^\| [0-9]'; }; done
   for f in $W/gen-*.txt; do [ -f $f ] && { tail -n 1 $f; grep -h "^fish generate: prompt\|span profile" $f | cut -c1-2000; }; done
   tail -n 3 $W/peer-wait.txt 2>/dev/null
   grep "rc=" $W/peer-wait-all.txt 2>/dev/null
