@@ -54,6 +54,10 @@ for s in llama-1b llama-8b; do
                    > $W/make-$s.log 2>&1 & pids+=($!); }
 done
 scripts/context.sh > $W/context.txt 2>&1
+# A real model carried in pieces (scripts/device/real_model.sh): stash this call's piece; once
+# whole, FISH_MODELS_DIR finds it by name (EXPS=experiments/gpu_real_smollm2.json@default ...).
+PHASE=stash bash scripts/device/real_model.sh > $W/real-model.txt 2>&1
+export FISH_MODELS_DIR=/tmp/real
 FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
 
 tests=${TESTS-'CoopmatTiles.*:VulkanCoopmat.Coopmat2*:VulkanCoopmat.EveryTile*:VulkanCoopmat.SpanMatchesTiledPathGqa:VulkanSpanOps.*Rope*:VulkanSpanOps.DecodeAttention*:VulkanSpan.SplitK*:VulkanMatvecIdot.EveryVariant*:VulkanMatvecIdot.Span*'}
@@ -94,7 +98,9 @@ for t in ${TILES-rule}; do
 done
 
 # EXPS: "FILE@CONFIG ..." (CONFIG default or VAR=VALUE): fish run FILE under CONFIG, EXP_S
-# seconds each (default 120), into exp-<n>/ (FISH-against-FISH A/B runs of any experiment).
+# seconds each (default 120), into exp-<n>/ (FISH-against-FISH A/B runs of any experiment; the
+# llama.cpp builds of this held machine as llama_bench cpu / vulkan / cuda; the real model of
+# real_model.sh through FISH_MODELS_DIR).
 j=0
 for x in ${EXPS-}; do
   j=$((j + 1))
@@ -103,7 +109,8 @@ for x in ${EXPS-}; do
   stamp "fish run $f ($g)"
   extra=()
   [ "$g" != default ] && extra=($g)
-  env "${extra[@]}" timeout ${EXP_S:-120} $B/fish run $f --out $W/exp-$j > $W/exp-$j.log 2>&1
+  env "${extra[@]}" FISH_CACHE=/tmp/peer/cache timeout ${EXP_S:-120} $B/fish run $f --out $W/exp-$j \
+    > $W/exp-$j.log 2>&1
   echo "rc=$? config: $g" >> $W/exp-$j.log
 done
 
@@ -136,6 +143,7 @@ stamp done
 {
   echo "== summary ($(cat $D/commit 2>/dev/null | cut -c1-12), $(elapsed) s)"
   grep -m2 "^features\|^selected" $W/gpu.txt
+  cat $W/real-model.txt
   echo "tests: $(grep -cE '^\[       OK \]' $W/tests.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt) failed, $(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/tests.txt) skipped; $(tail -n 1 $W/tests.txt)"
   grep -E '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt | head -8
   grep -m1 -B10 '^\[  FAILED  \] [A-Za-z].*(' $W/tests.txt | grep -v '^\[       OK \]' | cut -c1-220
