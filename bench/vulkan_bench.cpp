@@ -15,6 +15,9 @@
 //     the default) at n_tok 1 on the 8B's shapes (q4_k, q6_k, q8_0, q4_0, q4_1) and the 1B's
 //     (2048 x 2048, 8192 x 2048, 2048 x 8192: q4_k, q6_k, q8_0), and their q6_k output heads
 //     (128256 x 4096 / 2048) at 1, 2 and 4 row groups, the same counters.
+//   BM_VulkanMatvecChain: one decode matvec 100 times with a barrier after each (a span's
+//     dependent steps), us a step and device GB/s: against MatvecVariant, the dispatch + barrier
+//     cost of each 8B / 1B shape.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -304,6 +307,58 @@ void BM_VulkanMatvec(benchmark::State& state) {
 void BM_VulkanMatvecVariant(benchmark::State& state) {
   BM_VulkanMatvec(state);
 }
+
+// Args: type id, n_out, n_in. One decode matvec (1 token, the decode kernel of the rule) run 100
+// times in one submit with a compute barrier after each, as a span's dependent steps run
+// (VulkanBackend::time_matmul, device timestamps): us a step and the weights' GB/s, against
+// BM_VulkanMatvecVariant's group of independent copies (no barrier between them). The gap is
+// what a dispatch and its barrier cost a step of that shape.
+void BM_VulkanMatvecChain(benchmark::State& state) {
+  const GgmlType t = GgmlType(state.range(0));
+  const int64_t n_out = state.range(1), n_in = state.range(2);
+  constexpr int kReps = 100;
+  vk::VulkanBackend* b = backend();
+  if (!b->supports(t)) {
+    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
+    return;
+  }
+  const std::vector<uint8_t>& w = bench_matrix(t, n_out, n_in);
+  auto h = b->upload({w.data(), t, n_in, n_out, w.size(), "bench"});
+  if (!h.ok()) {
+    state.SkipWithError(h.error().message.c_str());
+    return;
+  }
+  double step_s = 0;
+  for (auto _ : state) {
+    auto r = b->time_matmul(h.value(), 1, kReps, 0);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      break;
+    }
+    step_s = r.value();
+    state.SetIterationTime(step_s * kReps);
+  }
+  b->release(h.value());
+  state.counters["us_per_step"] = step_s * 1e6;
+  state.counters["device_GBps"] = step_s > 0 ? double(w.size()) / step_s * 1e-9 : 0.0;
+  if (g_shader_copy_bytes_per_s > 0 && step_s > 0)
+    state.counters["device_pct_shader_copy"] =
+        100.0 * double(w.size()) / step_s / g_shader_copy_bytes_per_s;
+  state.SetLabel(fmt::format("{} {}x{} chain of {}", type_name(t), n_out, n_in, kReps));
+}
+BENCHMARK(BM_VulkanMatvecChain)
+    ->ArgsProduct({{int64_t(GgmlType::q4_k)}, {4096, 14336}, {4096}})
+    ->Args({int64_t(GgmlType::q4_k), 1024, 4096})
+    ->Args({int64_t(GgmlType::q4_k), 4096, 14336})
+    ->Args({int64_t(GgmlType::q6_k), 4096, 14336})
+    ->Args({int64_t(GgmlType::q6_k), 1024, 4096})
+    ->Args({int64_t(GgmlType::q6_k), 128256, 4096})
+    ->Args({int64_t(GgmlType::q4_k), 2048, 2048})
+    ->Args({int64_t(GgmlType::q4_k), 8192, 2048})
+    ->Args({int64_t(GgmlType::q4_k), 2048, 8192})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // Device-to-device copy of 256 MiB, 5x the H200 L2 (the reference the kernels' GB/s is compared
 // with): bytes read + written per second, 20 copies per submit.

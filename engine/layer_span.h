@@ -90,6 +90,10 @@ class LayerSpan {
   // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6% (84 steps), ..." (a step: the
   // dispatches between two timestamps); empty when not profiling.
   virtual std::string profile() const = 0;
+  // The attention kernels the span runs (prefill chunks; decode and short verifies) and how its
+  // forwards are recorded, for the run's description, e.g. "attention: prefill flash_cm 64 x 32,
+  // decode split-K (fused from 1024 keys); recorded ahead"; empty where it has nothing to say.
+  virtual std::string kernels() const { return {}; }
 };
 
 // Inverse RoPE frequencies of a variant (0 global, 1 sliding-window layers):

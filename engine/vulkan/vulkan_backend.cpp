@@ -185,8 +185,10 @@ std::string VulkanBackend::describe() const {
     s += fmt::format(", {} x {} {:.0f} MB", e.count, name, mb(e.bytes));
     if (e.converted) s += fmt::format(" (from {:.0f})", mb(e.from_bytes));
   }
-  for (const LayerSpan* sp : m.ctx->spans())
+  for (const LayerSpan* sp : m.ctx->spans()) {
     s += fmt::format("; span {} layers, KV {:.0f} MB f16", sp->n_layers(), mb(sp->kv_bytes()));
+    if (const std::string k = sp->kernels(); !k.empty()) s += ", " + k;
+  }
   const std::span<const CoopmatTile> tiles = m.ctx->coopmat_tiles();
   if (tiles.empty()) {
     s += "; prefill tiled f32";
@@ -495,9 +497,9 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
 // quant_q8_1 dispatch first), Y the op's region of y_dev.
 Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> ws,
                                            std::span<const uint64_t> y_off, int64_t n_tok,
-                                           char kernel) {
+                                           char kernel, bool quantize) {
   uint32_t n_sets = 0;
-  if (any_idot(ws, n_tok)) {
+  if (quantize && any_idot(ws, n_tok)) {
     FISH_ASSIGN_OR_RETURN(const Pipeline q, ctx->pipeline("quant_q8_1"));
     const BufferRange r[3] = {{x_dev.buf, 0, VK_WHOLE_SIZE},  // W: not read
                               {x_dev.buf, 0, VK_WHOLE_SIZE},

@@ -72,8 +72,10 @@ struct VulkanBackend::Impl {
   Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
              VkQueryPool stamps = VK_NULL_HANDLE);
   // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
+  // quantize: write x's q8_1 copy first where a decode step runs the integer-dot kernel (false:
+  // an earlier record did and x has not changed).
   Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
-                        int64_t n_tok, char kernel = 0);
+                        int64_t n_tok, char kernel = 0, bool quantize = true);
   void fail(VulkanBackend* self, std::string why);
   std::string status_text() const;
 };

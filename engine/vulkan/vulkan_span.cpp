@@ -594,6 +594,20 @@ std::string VulkanSpan::profile() const {
   return s;
 }
 
+std::string VulkanSpan::kernels() const {
+  const std::string prefill =
+      ops_.attention_flash_cm.pipe
+          ? fmt::format("flash_cm {} x {}", ops_.flash_cm.queries(), ops_.flash_cm.keys)
+          : "flash f32";
+  const int dec = ctx_.options().attn_decode;
+  const std::string decode = !ops_.attention_decode.pipe ? "split-K"
+                             : dec == 1
+                                 ? "fused"
+                                 : fmt::format("split-K (fused from {} keys)", kAttnDecodeMinKeys);
+  return fmt::format("attention: prefill {}, decode {}; {}", prefill, decode,
+                     ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
+}
+
 uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
                           uint32_t parts_cap) {
   const uint64_t rows = uint64_t(n_head) * n_tok;  // one-pass workgroups

@@ -137,6 +137,7 @@ class VulkanSpan final : public LayerSpan {
            head_host_.alloc_bytes;
   }
   std::string profile() const override;
+  std::string kernels() const override;
 
  private:
   // Rows the head takes at once (forward_head_rows): a speculative verify's, the matvec kernels'.

@@ -263,6 +263,28 @@ TEST_F(VulkanMatvecIdot, DeviceTimedGroupMatchesTheGroupAndTimesIt) {
   for (WeightHandle h : hs) backend_->release(h);
 }
 
+// time_matmul's dependent chain (BM_VulkanMatvecChain) takes decode steps too: the integer-dot
+// matvec after its untimed first step wrote the q8_1 copy, 1 and FISH_MATVEC_MAX_TOK tokens, and
+// leaves the weight usable; reps < 1 and an unknown weight are errors.
+TEST_F(VulkanMatvecIdot, TimedChainRunsDecodeSteps) {
+  std::mt19937 rng(59);
+  const int64_t n_in = 512, n_out = 37;
+  const std::vector<uint8_t> wd = test::random_weights(GgmlType::q4_k, n_out, n_in, rng);
+  const MatrixView w{wd.data(), GgmlType::q4_k, n_in, n_out, wd.size(), "chain"};
+  auto h = backend_->upload(w);
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)}) {
+    const Result<double> s = backend_->time_matmul(h.value(), n_tok, 5, 0);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_GT(s.value(), 0.0);
+  }
+  EXPECT_FALSE(backend_->time_matmul(h.value(), 1, 0, 0).ok());
+  EXPECT_FALSE(backend_->time_matmul(h.value() + 1000, 1, 5, 0).ok());
+  const std::vector<float> x = test::random_input(n_in, rng);
+  check_idot(*backend_, w, x, 1, h.value());
+  backend_->release(h.value());
+}
+
 // A backend forced to the integer-dot kernels with `tune` applied to its options (rows, threads a
 // workgroup), then, for each of `types`, a random n_out x n_in(t) matrix against check_idot at 1
 // and FISH_MATVEC_MAX_TOK tokens.
