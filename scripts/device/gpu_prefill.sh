@@ -37,6 +37,17 @@ set -uo pipefail
 
 if [ "${1:-}" = pack ]; then
   build=${2:?usage: gpu_prefill.sh pack BUILD_DIR}
+  # The rows' context takes the commit from the binary (`fish --version`, baked in at build time):
+  # a binary built before the last commit, or from a dirty tree, would put another commit on
+  # every result. Refuse it (PACK_ANY=1 packs it anyway, for a deliberate dirty run).
+  baked=$("$build/fish" --version 2>/dev/null | sed -n 's/^commit //p')
+  src0=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  head=$(git -C "${src0:-.}" rev-parse HEAD)
+  if [ "${PACK_ANY:-0}" != 1 ] && [ "$baked" != "$head (clean)" ]; then
+    echo "gpu_prefill.sh: $build/fish says 'commit $baked', HEAD is $head: commit, then" \
+      "ninja -C $build, then pack (PACK_ANY=1 packs it anyway)" >&2
+    exit 1
+  fi
   D=.devcarry
   rm -rf $D && mkdir -p $D/bin $D/lib
   for b in fish tests/fish_test_vulkan bench/fish_vulkan_bench; do
