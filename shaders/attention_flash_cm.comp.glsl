@@ -22,23 +22,7 @@
 // Rounding: Q and P to f16 (K and V are f16 in the cache), products and sums in f32.
 // CPU reference: attention_one_query_ref (kernels/ops.h); tests/vulkan/vulkan_span_ops_test.cpp.
 #extension GL_GOOGLE_include_directive : require
-#extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_control_flow_attributes : require
-#include "fish_vk_span.h"
-#include "span_common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint SG = 32;  // lanes per subgroup (required by the pipeline)
-layout(constant_id = 2) const uint CM = 16;
-layout(constant_id = 3) const uint CN = 16;
-layout(constant_id = 4) const uint CK = 16;
-layout(constant_id = 5) const uint HD = 128;  // head dimension (= pc.n), a multiple of CN and CK
-layout(constant_id = 6) const uint NSG = 4;   // subgroups
-layout(constant_id = 7) const uint KT = 32;   // keys per tile, a multiple of CN and CK
-layout(constant_id = 8) const uint WG = 128;  // = NSG x SG = local_size_x, for loop bounds
+#include "flash_cm_head.glsl"
 
 const uint BQ = NSG * CM;         // query rows of the workgroup
 const uint LD = HD + 8u;          // q_s, k_s, v_s row stride (f16): pads banks
