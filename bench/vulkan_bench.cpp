@@ -30,8 +30,9 @@
 //     GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
 //     one dispatch, the one-pass kernel (span_attention) vs span_attention_flash (f32) vs
-//     span_attention_flash_cm (cooperative matrices; a skipped row without them), device time
-//     and TFLOP/s. --benchmark_filter='PrefillAttention/1/' for the 8B rows.
+//     span_attention_flash_cm (cooperative matrices; a skipped row without them) vs its variant
+//     span_attention_flash_cm2 (FISH_VK_FLASH_CM=2), device time and TFLOP/s.
+//     --benchmark_filter='PrefillAttention/1/' for the 8B rows.
 //   BM_VulkanDecodeAttention: the span's decode attention (1 query token) of Llama-3.2-1B /
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine) vs the fused
@@ -647,8 +648,9 @@ BENCHMARK(BM_VulkanPrefillMatmul)
     ->Unit(benchmark::kMillisecond);
 
 // Args: heads (0 llama-1b, 1 llama-8b), prompt tokens, kernel (0 one-pass, 1 flash, 2 flash on
-// cooperative matrices: the span's tile, flash_cm.h). A whole causal prefill of n tokens from
-// position 0 in one dispatch, device time (5 in one submit).
+// cooperative matrices: the span's tile, flash_cm.h; 3 its variant 2, span_attention_flash_cm2).
+// A whole causal prefill of n tokens from position 0 in one dispatch, device time (5 in one
+// submit).
 void BM_VulkanPrefillAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -660,10 +662,11 @@ void BM_VulkanPrefillAttention(benchmark::State& state) {
   const int64_t kernel = state.range(2);
   vk::VulkanBackend* b = backend();
   std::optional<vk::FlashCmTile> tile;
-  if (kernel == 2 && !(tile = b->flash_cm_tile(sh.hd))) {
-    state.SkipWithError(
-        "no span_attention_flash_cm tile (no cooperative matrices, or "
-        "FISH_VK_FLASH_CM=0)");
+  if (kernel >= 2 && !(tile = b->flash_cm_tile(sh.hd, uint32_t(kernel) - 1))) {
+    state.SkipWithError(fmt::format("no span_attention_flash_cm{} tile (no cooperative matrices, "
+                                    "or FISH_VK_FLASH_CM=0)",
+                                    kernel == 3 ? "2" : "")
+                            .c_str());
     return;
   }
   std::mt19937 rng(5);
@@ -687,7 +690,7 @@ void BM_VulkanPrefillAttention(benchmark::State& state) {
   pc.kv_stride = sh.n_kv * sh.hd / 2;
   pc.scale = 1.0f / std::sqrt(float(sh.hd));
   const vk::SpanDispatch d =
-      kernel == 2   ? vk::SpanDispatch{vk::kFlashCmModule, pc, sh.n_head,
+      kernel >= 2   ? vk::SpanDispatch{tile->module(), pc, sh.n_head,
                                      (n + tile->queries() - 1) / tile->queries(), 1}
       : kernel == 1 ? vk::SpanDispatch{"span_attention_flash", pc, sh.n_head,
                                        (n + FISH_SPAN_FLASH_TOK - 1) / FISH_SPAN_FLASH_TOK, 1}
@@ -708,12 +711,12 @@ void BM_VulkanPrefillAttention(benchmark::State& state) {
   const double flops = 4.0 * sh.hd * sh.n_head * (double(n) * (n + 1) / 2);
   state.counters["us_per_layer"] = per * 1e6;
   state.counters["TFLOPs"] = flops / std::max(per, 1e-12) * 1e-12;
-  state.SetLabel(fmt::format("{} pp{} {}", sh.name, n,
-                             kernel == 2
-                                 ? fmt::format("flash_cm {}x{}x{} {} queries x {} keys", tile->cm,
-                                               tile->cn, tile->ck, tile->queries(), tile->keys)
-                             : kernel == 1 ? "flash"
-                                           : "one-pass"));
+  state.SetLabel(fmt::format(
+      "{} pp{} {}", sh.name, n,
+      kernel >= 2   ? fmt::format("{} {}x{}x{} {} queries x {} keys", tile->module(), tile->cm,
+                                  tile->cn, tile->ck, tile->queries(), tile->keys)
+      : kernel == 1 ? "flash"
+                    : "one-pass"));
 }
 // The verify model of BM_VulkanVerify (0: Llama-1B, 1: 8B) on a span of every layer, kept while
 // consecutive benchmarks ask for the same one; error: why it cannot run.
@@ -846,7 +849,7 @@ BENCHMARK(BM_VulkanVerify)
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_VulkanPrefillAttention)
-    ->ArgsProduct({{0, 1}, {512, 2048}, {0, 1, 2}})
+    ->ArgsProduct({{0, 1}, {512, 2048}, {0, 1, 2, 3}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

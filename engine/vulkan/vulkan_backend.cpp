@@ -577,10 +577,10 @@ Result<double> VulkanBackend::run_span_ops(std::span<const SpanDispatch> dispatc
   return vk::run_span_ops(*impl_->ctx, dispatches, reps, arena, params, kv);
 }
 
-std::optional<FlashCmTile> VulkanBackend::flash_cm_tile(uint32_t head_dim) {
+std::optional<FlashCmTile> VulkanBackend::flash_cm_tile(uint32_t head_dim, uint32_t variant) {
   std::lock_guard lock(impl_->mu);
   if (!impl_->open_locked(this).ok()) return std::nullopt;
-  return pick_flash_cm_tile(*impl_->ctx, head_dim);
+  return pick_flash_cm_tile(*impl_->ctx, head_dim, variant);
 }
 
 void VulkanBackend::inject_fault(DeviceFaultKind kind, uint64_t n) {

@@ -132,9 +132,10 @@ class VulkanBackend final : public ComputeBackend {
   Result<double> run_span_ops(std::span<const SpanDispatch> dispatches, int reps,
                               std::vector<float>& arena, const std::vector<float>& params,
                               std::vector<uint32_t>& kv);
-  // The tile of span_attention_flash_cm that a span's prefill chunks of this head dimension run
-  // on (flash_cm.h pick_flash_cm_tile); nullopt: span_attention_flash (f32), or not open.
-  std::optional<FlashCmTile> flash_cm_tile(uint32_t head_dim);
+  // The tile of span_attention_flash_cm (variant 1) or _cm2 (2) for prefill chunks of this head
+  // dimension (flash_cm.h pick_flash_cm_tile); nullopt: no coopmat, FISH_VK_FLASH_CM=0, no tile
+  // fits, or not open.
+  std::optional<FlashCmTile> flash_cm_tile(uint32_t head_dim, uint32_t variant);
   // The kernel a matmul of n_out rows x n_tok tokens of `type` weights runs on: "matvec",
   // "tiled f32", or "coopmat 16x16x16 tile z 32x32", "coopmat2 workgroup tile n 128x128"
   // (coopmat.h; FISH_VK_COOPMAT, FISH_VK_COOPMAT2, FISH_VK_COOPMAT_TILE). Opens the device if

@@ -293,7 +293,8 @@ Status VulkanSpan::load_ops() {
   if (has_head_) {
     FISH_ASSIGN_OR_RETURN(ops_.argmax, ctx_.pipeline("span_argmax"));
   }
-  if (const std::optional<FlashCmTile> t = pick_flash_cm_tile(ctx_, uint32_t(p_.head_dim))) {
+  if (const std::optional<FlashCmTile> t =
+          pick_flash_cm_tile(ctx_, uint32_t(p_.head_dim), ctx_.options().flash_cm)) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_flash_cm, ctx_.pipeline(flash_cm_spec(ctx_, *t)));
     ops_.flash_cm = *t;
   }
@@ -597,7 +598,8 @@ std::string VulkanSpan::profile() const {
 std::string VulkanSpan::kernels() const {
   const std::string prefill =
       ops_.attention_flash_cm.pipe
-          ? fmt::format("flash_cm {} x {}", ops_.flash_cm.queries(), ops_.flash_cm.keys)
+          ? fmt::format("{} {} x {}", ops_.flash_cm.variant == 2 ? "flash_cm2" : "flash_cm",
+                        ops_.flash_cm.queries(), ops_.flash_cm.keys)
           : "flash f32";
   const int dec = ctx_.options().attn_decode;
   const std::string decode = !ops_.attention_decode.pipe ? "split-K"

@@ -92,8 +92,9 @@ struct SpanOps {
   // span_attention_q8 / span_attention_combine_q8: decode attention also writes its output row as
   // q8_1 for an idot wo matvec (loaded with the norms' q8 variants when head_dim % 32 == 0).
   Pipeline attention_q8, attention_combine_q8;
-  // span_attention_flash_cm: prefill chunks' attention on cooperative matrices, specialised for
-  // flash_cm (loaded where pick_flash_cm_tile has a tile; else span_attention_flash runs).
+  // span_attention_flash_cm (or _cm2 where FISH_VK_FLASH_CM=2): prefill chunks' attention on
+  // cooperative matrices, specialised for flash_cm (loaded where pick_flash_cm_tile has a tile;
+  // else span_attention_flash runs).
   Pipeline attention_flash_cm;
   FlashCmTile flash_cm;
 };

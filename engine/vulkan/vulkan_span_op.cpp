@@ -37,14 +37,15 @@ Result<double> run_span_ops(VkContext& ctx, std::span<const SpanDispatch> dispat
   for (const SpanDispatch& d : dispatches) {
     PipelineSpec spec;
     spec.module = d.name;
-    if (d.name == kFlashCmModule) {  // specialised for the span's tile of head_dim pc.n
-      const std::optional<FlashCmTile> t = pick_flash_cm_tile(ctx, d.pc.n);
+    const bool cm1 = d.name == kFlashCmModule, cm2 = d.name == kFlashCm2Module;
+    if (cm1 || cm2) {  // specialised for the span's tile of head_dim pc.n
+      const std::optional<FlashCmTile> t = pick_flash_cm_tile(ctx, d.pc.n, cm2 ? 2 : 1);
       if (!t)
         return make_error(
             "span: {} has no tile for head_dim {} on this device (cooperative matrices: {}; "
             "FISH_VK_FLASH_CM={})",
             d.name, d.pc.n, ctx.features().coopmat ? ctx.features().coopmat_shapes : "none",
-            ctx.options().flash_cm ? 1 : 0);
+            ctx.options().flash_cm);
       spec = flash_cm_spec(ctx, *t);
     }
     FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(spec));

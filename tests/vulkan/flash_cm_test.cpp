@@ -42,6 +42,31 @@ TEST(FlashCmTiles, SmallSharedMemoryTakesASmallerTileOrNone) {
   EXPECT_FALSE(flash_cm_tile(16, 16, 16, 512, kNvidiaShared, 4096, 128).has_value());  // lanes
 }
 
+// Variant 2 (attention_flash_cm2): double-buffered K/V with Q staged there (queries <= 4 keys),
+// no Q copy; 64 queries x 32 keys fill the H100's 48 KiB exactly at head_dim 128, 4 x 16 at 256;
+// lavapipe's 8 x 8 x 8 on 8 lanes within 32 KiB takes 8-key tiles at 256.
+TEST(FlashCmTiles, VariantTwoFitsDoubleBufferedKeysAndValues) {
+  for (uint32_t hd : {64u, 128u}) {
+    const auto t = flash_cm_tile(16, 16, 16, 32, kNvidiaShared, kNvidiaThreads, hd, 2);
+    ASSERT_TRUE(t.has_value()) << hd;
+    EXPECT_EQ(t->variant, 2u);
+    EXPECT_STREQ(t->module(), kFlashCm2Module);
+    EXPECT_EQ(t->queries(), 64u) << hd;
+    EXPECT_EQ(t->keys, 32u) << hd;
+    EXPECT_LE(t->shared_bytes(), kNvidiaShared) << hd;
+  }
+  EXPECT_EQ(flash_cm_tile(16, 16, 16, 32, kNvidiaShared, kNvidiaThreads, 128, 2)->shared_bytes(),
+            kNvidiaShared);
+  const auto t = flash_cm_tile(16, 16, 16, 32, kNvidiaShared, kNvidiaThreads, 256, 2);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->queries(), 64u);
+  EXPECT_EQ(t->keys, 16u);
+  const auto lvp = flash_cm_tile(8, 8, 8, 8, 32 * 1024, 1024, 256, 2);
+  ASSERT_TRUE(lvp.has_value());
+  EXPECT_EQ(lvp->keys, 8u);
+  EXPECT_LE(lvp->shared_bytes(), 32u * 1024);
+}
+
 TEST(FlashCmTiles, ConstantsFollowTheShadersConstantIds) {
   const auto t = flash_cm_tile(16, 16, 16, 32, kNvidiaShared, kNvidiaThreads, 128);
   ASSERT_TRUE(t.has_value());

@@ -301,7 +301,7 @@ struct AttnProblem {
 };
 AttnProblem attention_problem(uint32_t hd, uint32_t n_head, uint32_t n_kv, uint32_t tok,
                               uint32_t pos0, uint32_t window, uint32_t extra_floats,
-                              std::mt19937& rng) {
+                              std::mt19937& rng, float sharpen = 1.0f) {
   const uint32_t cap = pos0 + tok + 10, kv_dim = n_kv * hd, q_stride = n_head * hd + 8;
   AttnProblem p;
   std::vector<float> k = randn(size_t(cap) * kv_dim, rng), v = randn(size_t(cap) * kv_dim, rng);
@@ -312,10 +312,12 @@ AttnProblem attention_problem(uint32_t hd, uint32_t n_head, uint32_t n_kv, uint3
     p.kv[i / 2] = uint32_t(f32_to_f16(k[i])) | uint32_t(f32_to_f16(k[i + 1])) << 16;
     p.kv[k.size() / 2 + i / 2] = uint32_t(f32_to_f16(v[i])) | uint32_t(f32_to_f16(v[i + 1])) << 16;
   }
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = sharpen / std::sqrt(float(hd));
   p.out_off = tok * q_stride;
   p.out_floats = tok * n_head * hd;
   p.arena = randn(p.out_off + p.out_floats + extra_floats, rng);
+  if (sharpen != 1.0f)  // q exact in f16: sharper scores would magnify its rounding
+    for (size_t i = 0; i < p.out_off; ++i) p.arena[i] = f16_to_f32(f32_to_f16(p.arena[i]));
   p.want.resize(p.out_floats);
   std::vector<float> scratch(size_t(n_head) * cap);
   for (uint32_t t = 0; t < tok; ++t) {
@@ -402,31 +404,41 @@ TEST(VulkanSpanOps, FlashAttentionMatchesCpuCausalWindowAndGqa) {
 // each weight by 2^-11 relative, so an output (a convex combination of V values of |v| < ~4) moves
 // by a few 1e-3 at worst; the largest seen on lavapipe is printed. Skipped without cooperative
 // matrices; fails where the device has them and the span's selection has no tile (a silent
-// fallback to span_attention_flash).
-TEST(VulkanSpanOps, FlashAttentionCoopmatMatchesCpuCausalWindowAndGqa) {
-  if (const auto opt = vk::VulkanOptions::from_env(); opt.ok() && !opt->flash_cm)
+// fallback to span_attention_flash). Both variants: 1 span_attention_flash_cm (the default), 2
+// span_attention_flash_cm2 (FISH_VK_FLASH_CM=2; its running max lags by up to 8, which scales P
+// by up to e^8 in f16 but keeps its relative rounding, so the same bound holds). Two cases have
+// scores 12x sharper (q exact in f16), whose row maxima jump by more than 8 across key tiles:
+// variant 2's rescale of O.
+class FlashCoopmat : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(FlashCoopmat, MatchesCpuCausalWindowAndGqa) {
+  const uint32_t variant = GetParam();
+  if (const auto opt = vk::VulkanOptions::from_env(); opt.ok() && opt->flash_cm == 0)
     GTEST_SKIP() << "FISH_VK_FLASH_CM=0: the f32 kernel is selected";
   if (backend().coopmat_tiles().empty())
     GTEST_SKIP() << "no cooperative matrices on this device (or FISH_VK_COOPMAT=0); Mesa 26 "
                     "lavapipe has them: ctest -L vulkan_next";
   struct Case {
     uint32_t hd, n_head, n_kv, tok, pos0, window;
+    float sharpen = 1.0f;
   };
-  const Case cases[] = {{64, 8, 2, 17, 0, 0},       {128, 8, 2, 67, 297, 0},
-                        {128, 8, 2, 130, 297, 100}, {64, 6, 2, 130, 0, 50},
-                        {128, 4, 4, 17, 5, 0},      {256, 4, 1, 67, 40, 0},
-                        {256, 6, 2, 21, 300, 16},   {128, 8, 1, 200, 33, 0}};
+  const Case cases[] = {{64, 8, 2, 17, 0, 0},        {128, 8, 2, 67, 297, 0},
+                        {128, 8, 2, 130, 297, 100},  {64, 6, 2, 130, 0, 50},
+                        {128, 4, 4, 17, 5, 0},       {256, 4, 1, 67, 40, 0},
+                        {256, 6, 2, 21, 300, 16},    {128, 8, 1, 200, 33, 0},
+                        {128, 8, 2, 67, 297, 0, 12}, {64, 6, 2, 130, 0, 50, 12}};
   double worst = 0.0;
   for (const Case& c : cases) {
-    const std::optional<vk::FlashCmTile> t = backend().flash_cm_tile(c.hd);
+    const std::optional<vk::FlashCmTile> t = backend().flash_cm_tile(c.hd, variant);
     ASSERT_TRUE(t.has_value()) << "the device has cooperative matrices but prefill attention of "
                                   "head_dim "
                                << c.hd << " would fall back to the f32 kernel";
     std::mt19937 rng(c.hd * 7 + c.tok + c.pos0);
-    AttnProblem p = attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, 0, rng);
+    AttnProblem p =
+        attention_problem(c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window, 0, rng, c.sharpen);
     const std::vector<float> params(4, 0.0f);
     const Status s =
-        backend().run_span_op(vk::kFlashCmModule, p.pc, c.n_head,
+        backend().run_span_op(t->module(), p.pc, c.n_head,
                               (c.tok + t->queries() - 1) / t->queries(), p.arena, params, p.kv);
     ASSERT_TRUE(s.ok()) << s.error().message;
     const std::vector<float> got = attention_out(p);
@@ -434,12 +446,17 @@ TEST(VulkanSpanOps, FlashAttentionCoopmatMatchesCpuCausalWindowAndGqa) {
       worst = std::max(worst, std::fabs(double(got[i]) - p.want[i]) / (1.0 + std::fabs(p.want[i])));
     expect_near_all(
         got, p.want, 4e-3,
-        fmt::format("coopmat flash attention ({} queries x {} keys) head_dim {} heads {}:{}, {} "
-                    "tokens at {}, window {}",
-                    t->queries(), t->keys, c.hd, c.n_head, c.n_kv, c.tok, c.pos0, c.window));
+        fmt::format("{} ({} queries x {} keys) head_dim {} heads {}:{}, {} tokens at {}, "
+                    "window {}, scores x{}",
+                    t->module(), t->queries(), t->keys, c.hd, c.n_head, c.n_kv, c.tok, c.pos0,
+                    c.window, c.sharpen));
   }
-  std::printf("coopmat flash attention: largest error %.2e x (1 + |want|)\n", worst);
+  std::printf("coopmat flash attention variant %u: largest error %.2e x (1 + |want|)\n", variant,
+              worst);
 }
+
+INSTANTIATE_TEST_SUITE_P(VulkanSpanOps, FlashCoopmat, ::testing::Values(1u, 2u),
+                         [](const auto& info) { return fmt::format("Variant{}", info.param); });
 
 // Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
 // reference: head_dim 38 (an odd number of KV words; odd head_dim itself is refused by the span,
