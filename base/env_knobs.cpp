@@ -266,10 +266,17 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "tests only: lost:N or timeout:N, the N-th compute submit fails (a device-fault drill)",
        &check_device_fault_spec},
-      {"FISH_VK_FLASH_CM", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+      {"FISH_VK_FLASH_CM",
+       S::gpu,
+       E::results,
+       {"0", "off", "false", "no", "1", "on", "true", "yes", "2"},
+       0,
+       -1,
+       vk_options,
        "1 (default): prefill chunks' span attention on cooperative matrices "
        "(span_attention_flash_cm) where the device has them and the head dimension fits; 0: the "
-       "f32 span_attention_flash"},
+       "f32 span_attention_flash; 2: the variant with one workgroup barrier a key tile "
+       "(span_attention_flash_cm2; A/B runs)"},
       {"FISH_VK_HEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
        "1 (default): a layer span that holds the last layer runs the final norm, the output matrix "
        "and greedy decoding's argmax; 0: x comes back and the head runs outside (A/B)"},

@@ -66,7 +66,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat2, env_word("FISH_VK_COOPMAT2"));
   if (coopmat2 && *coopmat2 != "auto") o.coopmat2 = is_off_word(*coopmat2) ? 0 : 1;
-  FISH_ASSIGN_OR_RETURN(o.flash_cm, env_switch("FISH_VK_FLASH_CM", true));
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
+  if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
   if (tile && *tile != "auto")  // l, m, s; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
     o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];

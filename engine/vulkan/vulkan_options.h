@@ -52,10 +52,11 @@
 //                             (coopmat.h, matmul_cm2.comp.glsl): auto (default) enabled where the
 //                             device has it (the tiles run only when forced), 0 never enabled, 1
 //                             required (opening fails on a device without)
-//   FISH_VK_FLASH_CM=1|0      prefill chunks' span attention on cooperative matrices
+//   FISH_VK_FLASH_CM=1|0|2    prefill chunks' span attention on cooperative matrices
 //                             (span_attention_flash_cm, flash_cm.h): 1 (default) where the device
 //                             has them (and FISH_VK_COOPMAT is not 0) and the head dimension
-//                             fits; 0 the f32 span_attention_flash
+//                             fits; 0 the f32 span_attention_flash; 2 the variant with one
+//                             barrier a key tile (span_attention_flash_cm2; A/B runs)
 //   FISH_VK_COOPMAT_TILE=auto|<tile>  the cooperative-matrix tile for every matmul (default:
 //                             the grid-filling rule of coopmat.h; lp, mp: l, m with prefetch;
 //                             n, nm, o: the coopmat2 tiles)
@@ -103,7 +104,7 @@ struct VulkanOptions {
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  bool flash_cm = true;      // FISH_VK_FLASH_CM: span_attention_flash_cm for prefill chunks
+  uint32_t flash_cm = 1;     // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;     // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;           // FISH_GPU_REQUANT: re-quantisation mode at upload
   bool profile = false;      // FISH_GPU_PROFILE=2: per-stage span timestamps
