@@ -17,11 +17,11 @@
 //   - the running max m moves only when a row's tile max exceeds it by more than kSlack (P =
 //     exp(S - m) <= e^8 < f16's 65504), so O is rescaled by exp(m_old - m_new) only in the few
 //     tiles where some row's max jumps, and then in registers: row_of, an accumulator holding
-//     each element's row, picks the row's correction (s_s column KT);
+//     each element's row, picks the row's correction (s_s);
 //   - a subgroup skips the math of tiles outside its rows' windows, but every subgroup runs the
 //     subgroup syncs (lavapipe mishandles subgroup barriers only some subgroups reach).
-// s_s rows are KT + 4 floats: S, then column KT the row's correction and KT + 1 its final sum l
-// (the padding also spreads the softmax lanes' reads over the banks). The output row is O / l,
+// s_s rows are KT / 4 + 1 vec4: S, then the row's correction (x) and final sum l (y); the padding
+// also spreads the softmax lanes' vec4 reads over the banks. The output row is O / l,
 // through s_s.
 // CM x CN x CK: the device's f16 -> f32 subgroup shape (coopmat.h); HD, NSG and KT are
 // specialisation constants that engine/vulkan/flash_cm.h picks to fit the shared memory (its
@@ -37,8 +37,8 @@ const uint BQ = NSG * CM;                    // query rows of the workgroup
 const uint LD = HD + 8u;                     // kv_s row stride (f16): pads banks
 const uint LD4 = LD / 4u;                    // ... in f16vec4
 const uint TILE4 = KT * LD4;                 // f16vec4 of one K or V tile
-const uint LS = KT + 4u;                     // s_s row stride (f32): S, then correction and sum
-const uint SS = CM * LS;                     // floats of a subgroup's slice of s_s
+const uint LS4 = KT / 4u + 1u;               // s_s row stride (vec4): S, then correction and sum
+const uint SS = CM * LS4;                    // vec4 of a subgroup's slice of s_s
 const uint LP = KT + 8u;                     // p_s row stride (f16)
 const uint LP4 = LP / 4u;                    // ... in f16vec4
 const uint NB = HD / CN;                     // O accumulators (CN-column blocks)
@@ -53,7 +53,7 @@ const uint C4 = KT / (4u * LPR);             // groups of 4 keys a softmax lane 
 const float kSlack = 8.0;                    // the running max lags the true one by at most this
 
 shared f16vec4 kv_s[4u * TILE4];  // buffers b = 0, 1: K at 2 b TILE4, V after; Q before the loop
-shared float s_s[NSG * SS];
+shared vec4 s_s[NSG * SS];        // f32 in vec4: the softmax reads four keys at once
 shared f16vec4 p_s[BQ * LP4];
 
 #define ACC coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
@@ -113,10 +113,10 @@ void main() {
   const uint sg_end = pc.pos0 + t0 + row0 + sg_rows;
   // row_of: each accumulator element's row (the element mapping is the same for every matrix of
   // a type), so O's rows scale in registers with no barrier.
-  for (uint e = lane; e < CM * CN; e += SG) s_s[sbase + e] = float(e / CN);
+  for (uint e = lane; e < SS; e += SG) s_s[sbase + e] = vec4(float(e / LS4));
   subgroup_sync();
   ACC row_of;
-  coopMatLoad(row_of, s_s, sbase, CN, gl_CooperativeMatrixLayoutRowMajor);
+  coopMatLoad(row_of, s_s, sbase, LS4, gl_CooperativeMatrixLayoutRowMajor);
   subgroup_sync();
   ACC o[NB];
   [[unroll]] for (uint nb = 0u; nb < NB; ++nb) o[nb] = ACC(0.0);
@@ -156,7 +156,7 @@ void main() {
         }
       }
       [[unroll]] for (uint j = 0u; j < KT / CN; ++j) {
-        coopMatStore(s[j], s_s, sbase + j * CN, LS, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(s[j], s_s, sbase + j * CN / 4u, LS4, gl_CooperativeMatrixLayoutRowMajor);
       }
     }
     subgroup_sync();
@@ -165,37 +165,33 @@ void main() {
       [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
         const uint r = rr * RS + r_lane, i = row0 + r;
         const uint pos = pc.pos0 + t0 + i, begin = window_begin(pos);
-        const uint srow = sbase + r * LS;
+        const uint srow = sbase + r * LS4;
+        vec4 sv[C4];  // scaled scores, -1e30 where masked
         float mx = -1.0e30;
         [[unroll]] for (uint c = 0u; c < C4; ++c) {
+          const uint j4 = sub + LPR * c;
+          sv[c] = pc.scale * s_s[srow + j4];
           [[unroll]] for (uint q = 0u; q < 4u; ++q) {
-            const uint j = 4u * (sub + LPR * c) + q, p = tile + j;
-            if (i < n_q && j < nk && p <= pos && p >= begin) {
-              mx = max(mx, pc.scale * s_s[srow + j]);
-            }
+            const uint j = 4u * j4 + q, p = tile + j;
+            if (i >= n_q || j >= nk || p > pos || p < begin) sv[c][q] = -1.0e30;
+            mx = max(mx, sv[c][q]);
           }
         }
         for (uint x = LPR / 2u; x > 0u; x /= 2u) mx = max(mx, subgroupShuffleXor(mx, RS * x));
         const float m_old = m[rr], m_new = mx > m_old + kSlack ? mx : m_old;
         float sum = 0.0;
         [[unroll]] for (uint c = 0u; c < C4; ++c) {
-          const uint j4 = sub + LPR * c;
-          vec4 pv = vec4(0.0);
-          [[unroll]] for (uint q = 0u; q < 4u; ++q) {
-            const uint j = 4u * j4 + q, p = tile + j;
-            if (i < n_q && j < nk && p <= pos && p >= begin) {
-              pv[q] = exp(pc.scale * s_s[srow + j] - m_new);
-            }
-          }
+          // Masked keys (-1e30) give 0, also in a row with no key yet (m_new = -1e30).
+          const vec4 pv = mix(vec4(0.0), exp(sv[c] - m_new), greaterThan(sv[c], vec4(-1.0e29)));
           sum += pv.x + pv.y + pv.z + pv.w;
-          p_s[i * LP4 + j4] = f16vec4(pv);
+          p_s[i * LP4 + sub + LPR * c] = f16vec4(pv);
         }
         for (uint x = LPR / 2u; x > 0u; x /= 2u) sum += subgroupShuffleXor(sum, RS * x);
         const float corr = exp(m_old - m_new);
         rescale = rescale || (corr != 1.0 && l[rr] > 0.0);  // O's row is 0 while l is
         l[rr] = l[rr] * corr + sum;
         m[rr] = m_new;
-        if (sub == 0u) s_s[srow + KT] = corr;  // past S's columns: no lane reads it this phase
+        if (sub == 0u) s_s[srow + KT / 4u].x = corr;  // past S: no lane reads it this phase
       }
     }
     subgroup_sync();
@@ -203,7 +199,7 @@ void main() {
       if (subgroupAny(rescale)) {  // O *= the row's correction, element by element
         [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
           for (int x = 0; x < o[nb].length(); ++x)
-            o[nb][x] *= s_s[sbase + uint(row_of[x]) * LS + KT];
+            o[nb][x] *= s_s[sbase + uint(row_of[x]) * LS4 + KT / 4u].x;
         }
       }
       // O += P V (V: KT x HD, row-major in kv_s).
@@ -226,18 +222,18 @@ void main() {
     }
     barrier();  // the next tile's K/V are in place; s_s and p_s are free again
   }
-  // out = O / l, through s_s (sums in column KT + 1).
+  // out = O / l, through s_s.
   [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
-    if (sub == 0u) s_s[sbase + (rr * RS + r_lane) * LS + KT + 1u] = l[rr];
+    if (sub == 0u) s_s[sbase + (rr * RS + r_lane) * LS4 + KT / 4u].y = l[rr];
   }
   [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
-    coopMatStore(o[nb], s_s, sbase, LS, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(o[nb], s_s, sbase, LS4, gl_CooperativeMatrixLayoutRowMajor);
     subgroup_sync();
     [[unroll]] for (uint k = 0u; k < OPB; ++k) {
       const uint e = lane + SG * k, r = e / CN, i = row0 + r;
       if (i < n_q)
         arena[pc.c_off + (t0 + i) * pc.c_stride + h * HD + nb * CN + e % CN] =
-            s_s[sbase + r * LS + e % CN] / s_s[sbase + r * LS + KT + 1u];
+            s_s[sbase + r * LS4 + (e % CN) / 4u][e % 4u] / s_s[sbase + r * LS4 + KT / 4u].y;
     }
     subgroup_sync();
   }
