@@ -442,6 +442,7 @@ Commands& Commands::operator=(Commands&& o) noexcept {
   std::swap(pool_, o.pool_);
   std::swap(cmd_, o.cmd_);
   std::swap(fence_, o.fence_);
+  std::swap(recording_, o.recording_);
   return *this;
 }
 
@@ -452,9 +453,14 @@ Commands::~Commands() {
 }
 
 Status Commands::begin() {
+  if (recording_) {  // recorded and never submitted (a span's forward recorded ahead, unused):
+    FISH_VK_CHECK(ctx_->vk().vkEndCommandBuffer(cmd_));  // closed, then reset by the begin
+    recording_ = false;
+  }
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   FISH_VK_CHECK(ctx_->vk().vkBeginCommandBuffer(cmd_, &bi));
+  recording_ = true;
   return Status::success();
 }
 
@@ -500,6 +506,7 @@ void Commands::timestamp(VkQueryPool pool, uint32_t query) {
 
 Status Commands::submit_and_wait(Work work, std::string_view what,
                                  const std::function<void()>& meanwhile) {
+  recording_ = false;
   FISH_VK_CHECK(ctx_->vk().vkEndCommandBuffer(cmd_));
   return ctx_->submit_and_wait(cmd_, fence_, work, what, meanwhile);
 }

@@ -230,7 +230,7 @@ class Commands {
   Commands& operator=(Commands&& o) noexcept;
   ~Commands();
 
-  Status begin();  // resets and begins (one-time submit)
+  Status begin();  // resets and begins (one-time submit); ends an unsubmitted recording first
   VkCommandBuffer cmd() const { return cmd_; }
   // A global memory barrier: writes of `from` visible to reads and writes of `to`.
   void barrier(Sync from, Sync to);
@@ -251,6 +251,7 @@ class Commands {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;  // begun and not yet ended (ended by submit_and_wait or a next begin)
 };
 
 // A timestamp query pool of n queries; null (no error) when the queue has no timestamps.
