@@ -46,8 +46,8 @@
 #define FISH_SPAN_DEC_ONE_WG_KEYS 512
 #define FISH_SPAN_DEC_SPLIT_KEYS 256
 #define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): one workgroup over the logits
-#define FISH_SPAN_CHUNK 64      // tokens per chunk: work buffers hold this many rows
-#define FISH_SPAN_CHUNK_CM 512  // ... where prefill matmuls run on cooperative matrices
+#define FISH_SPAN_CHUNK 64       // tokens per chunk: work buffers hold this many rows
+#define FISH_SPAN_CHUNK_CM 512   // ... where prefill matmuls run on cooperative matrices
 
 // clang-format off
 #ifdef __cplusplus

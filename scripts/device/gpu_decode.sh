@@ -69,12 +69,7 @@ finish() {
 }
 trap finish EXIT
 
-pids=()
-for s in llama-1b llama-8b; do
-  f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
-  [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 12 --out $f \
-                   > $W/make-$s.log 2>&1 & pids+=($!); }
-done
+synthetic_models 12 $W  # gpu_env.sh
 
 scripts/context.sh > $W/context.txt 2>&1
 FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
@@ -94,7 +89,7 @@ if [ "${HOST_TESTS:-0}" = 1 ]; then
     echo "rc=$?" >> $W/tests-host-kernels.txt
     timeout 100 $B/fish_test_engine --gtest_filter='KquantRepack*' > $W/tests-host-engine.txt 2>&1
     echo "rc=$?" >> $W/tests-host-engine.txt ) &
-  pids+=($!)
+  SYN_PIDS+=($!)  # waited for with the models
 fi
 suites='VulkanMatmul.*:VulkanSpanOps.*:VulkanSpan.ChunkedPrefill*:VulkanSpan.SplitK*:VulkanSpan.Truncate*:VulkanSpan.OutputHead*:VulkanBackend.*'
 # DECODE_TESTS replaces the filter (a call that shares its time with other work).
@@ -102,7 +97,7 @@ tests idot ${IDOT_TESTS_S:-100} "${DECODE_TESTS:-VulkanMatvecIdot.*:VulkanMatvec
 [ "${FAST_TESTS:-1}" = 1 ] && left 60 "tests with FISH_VK_MATVEC=fast" && tests fast 60 "$suites:-*SmolLm2*:*Gemma3*"
 
 stamp "waiting for the synthetic models"
-for p in "${pids[@]}"; do wait $p; done
+for p in "${SYN_PIDS[@]}"; do wait $p; done
 for f in $W/tests-host-*.txt; do
   [ -f $f ] && say "$(basename $f): $(grep -E '^\[  (PASSED|FAILED) ' $f | tr '\n' ' ') $(tail -n 1 $f)"
 done

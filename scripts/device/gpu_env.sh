@@ -14,3 +14,16 @@ D=$root/.devcarry
 B=$D/bin
 export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=${FISH_SYNTHETIC_DIR:-/tmp/syn}
 mkdir -p "$FISH_SYNTHETIC_DIR"
+
+# synthetic_models THREADS LOGDIR: writes the synthetic Llama-1B / 8B Q4_K_M files the GPU
+# experiments use (those not in FISH_SYNTHETIC_DIR yet) in the background, logs in
+# LOGDIR/make-<shape>.log; their pids in SYN_PIDS (wait for them before using the files).
+synthetic_models() {
+  SYN_PIDS=()
+  local s f
+  for s in llama-1b llama-8b; do
+    f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
+    [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads $1 --out $f \
+                     > $2/make-$s.log 2>&1 & SYN_PIDS+=($!); }
+  done
+}

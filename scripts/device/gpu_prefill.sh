@@ -88,12 +88,7 @@ left() {
 : > $W/skipped.txt
 
 # Synthetic models first, in the background (CPU) while the GPU tests run.
-pids=()
-for s in llama-1b llama-8b; do
-  f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
-  [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 12 --out $f \
-                   > $W/make-$s.log 2>&1 & pids+=($!); }
-done
+synthetic_models 12 $W  # gpu_env.sh
 
 scripts/context.sh > $W/context.txt 2>&1
 FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
@@ -115,7 +110,7 @@ tests tests-coopmat.txt 120 "${FISH_PREFILL_TESTS:-CoopmatTiles.*:VulkanCoopmat.
   tests tests-f32.txt 60 "$suites:-*SmolLm2*:*Gemma3*" FISH_VK_COOPMAT=0
 
 stamp "waiting for the synthetic models"
-for p in "${pids[@]}"; do wait $p; done
+for p in "${SYN_PIDS[@]}"; do wait $p; done
 ls -la $FISH_SYNTHETIC_DIR
 
 run_exp() {  # run_exp NAME TAG TIMEOUT [VAR=VALUE...]: fish run into $W/runs-TAG

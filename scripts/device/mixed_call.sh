@@ -47,12 +47,7 @@ host=${HOST:-1}  # 0: no peer_cpu_host16 (and, unless PEERS says otherwise, no C
 peers=${PEERS-$([ $host = 1 ] && echo cpu)}
 [ -n "$peers" ] &&
   CPU_JOBS=${CPU_JOBS:-8} PEERS="$peers" PHASE=build bash scripts/device/peer_gpu.sh > $W/peer-build-start.txt 2>&1
-pids=()
-for s in llama-1b llama-8b; do
-  f=$FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf
-  [ -f $f ] || { $B/fish make-model --shape $s --type q4_k_m --seed 1 --threads 8 --out $f \
-                   > $W/make-$s.log 2>&1 & pids+=($!); }
-done
+synthetic_models 8 $W  # gpu_env.sh
 scripts/context.sh > $W/context.txt 2>&1
 # A real model carried in pieces (scripts/device/real_model.sh): stash this call's piece; once
 # whole, FISH_MODELS_DIR finds it by name (EXPS=experiments/gpu_real_smollm2.json@default ...).
@@ -77,7 +72,7 @@ if [ -n "$bench" ] && left 80 "fish_vulkan_bench"; then
 fi
 
 stamp "waiting for the synthetic models"
-for p in "${pids[@]}"; do wait $p; done
+for p in "${SYN_PIDS[@]}"; do wait $p; done
 if [ $host = 1 ] && left 230 "peer_cpu_host16"; then
   stamp "CPU peer build wait"
   PEERS=cpu PHASE=wait WAIT_S=90 bash scripts/device/peer_gpu.sh > $W/peer-wait.txt 2>&1
