@@ -283,12 +283,13 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_IDOT_AHEAD",
        S::gpu,
        E::results,
-       {"1", "2", "4", "8"},
+       {"auto", "1", "2", "4", "8"},
        0,
        -1,
        vk_options,
        "chunks of its rows a thread of the integer-dot decode matvec loads before it uses any "
-       "(default 1; tuning)"},
+       "(auto, the default: up to 4 on matrices of at most 8192 rows, whose decode step is one "
+       "wave of dependent round trips, 1 on taller ones; 1 the previous kernel for A/B)"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,

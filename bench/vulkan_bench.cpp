@@ -16,8 +16,10 @@
 //     (2048 x 2048, 8192 x 2048, 2048 x 8192: q4_k, q6_k, q8_0), and their q6_k output heads
 //     (128256 x 4096 / 2048) at 1, 2 and 4 row groups, the same counters.
 //   BM_VulkanMatvecChain: one decode matvec 100 times with a barrier after each (a span's
-//     dependent steps), us a step and device GB/s: against MatvecVariant, the dispatch + barrier
-//     cost of each 8B / 1B shape.
+//     dependent steps) over distinct copies beyond the L2, us a step and device GB/s: against
+//     MatvecVariant, the dispatch + barrier cost of each 8B / 1B shape; the rule's kernel, then
+//     rows x ahead x groups x warps variants (label "... chain of 100 rows R wg W ahead A
+//     groups G"), ~240 rows: --benchmark_filter=MatvecChain on the GPU machine.
 //   BM_VulkanMatmul: tiled prefill (512 tokens) per type, tokens/s and GFLOP/s.
 //   BM_VulkanCoopmatPeak: the cooperative-matrix f16 x f16 -> f32 multiply-add rate with no
 //     memory traffic (shaders/coopmat_peak.comp.glsl), TFLOP/s: the reference for
@@ -63,6 +65,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -309,55 +312,83 @@ void BM_VulkanMatvecVariant(benchmark::State& state) {
   BM_VulkanMatvec(state);
 }
 
-// Args: type id, n_out, n_in. One decode matvec (1 token, the decode kernel of the rule) run 100
-// times in one submit with a compute barrier after each, as a span's dependent steps run
-// (VulkanBackend::time_matmul, device timestamps): us a step and the weights' GB/s, against
-// BM_VulkanMatvecVariant's group of independent copies (no barrier between them). The gap is
-// what a dispatch and its barrier cost a step of that shape.
+// Args: type id, n_out, n_in, then the idot knobs (rows a row group, threads a row group, chunks
+// loaded ahead, row groups a workgroup; 0: the rule's). One decode matvec (1 token) run 100 times
+// in one submit with a compute barrier after each, as a span's dependent steps run
+// (VulkanBackend::time_matmul, device timestamps), cycling over the distinct device copies of
+// the matrix (>= 256 MiB in all, so each step streams its weights from device memory as a
+// span's next layer does, not from the L2): us a step (median and best of 5 chains) and the
+// weights' GB/s, against BM_VulkanMatvecVariant's group of independent copies (no barrier
+// between them). The gap is what a dispatch and its barrier cost a step of that shape; the knob
+// rows say which kernel shape does best in a dependent chain (what decode runs).
 void BM_VulkanMatvecChain(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2);
+  const IdotKnobs k{uint32_t(state.range(3)), uint32_t(state.range(4)), uint32_t(state.range(5)),
+                    uint32_t(state.range(6))};
   constexpr int kReps = 100;
-  vk::VulkanBackend* b = backend();
+  vk::VulkanBackend* b = backend_matvec(vk::MatvecMode::automatic, k);
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
   }
-  const std::vector<uint8_t>& w = bench_matrix(t, n_out, n_in);
-  auto h = b->upload({w.data(), t, n_in, n_out, w.size(), "bench"});
-  if (!h.ok()) {
-    state.SkipWithError(h.error().message.c_str());
+  const Resident& r = resident(b, t, n_out, n_in);
+  if (r.handles.empty()) {
+    state.SkipWithError("upload refused");
     return;
   }
-  double step_s = 0;
+  std::vector<double> steps;
   for (auto _ : state) {
-    auto r = b->time_matmul(h.value(), 1, kReps, 0);
-    if (!r.ok()) {
-      state.SkipWithError(r.error().message.c_str());
-      break;
+    auto s = b->time_matmul(r.handles, 1, kReps, 0);
+    if (!s.ok()) {
+      state.SkipWithError(s.error().message.c_str());
+      return;
     }
-    step_s = r.value();
-    state.SetIterationTime(step_s * kReps);
+    steps.push_back(s.value());
+    state.SetIterationTime(s.value() * kReps);
   }
-  b->release(h.value());
-  state.counters["us_per_step"] = step_s * 1e6;
-  state.counters["device_GBps"] = step_s > 0 ? double(w.size()) / step_s * 1e-9 : 0.0;
-  if (g_shader_copy_bytes_per_s > 0 && step_s > 0)
+  std::sort(steps.begin(), steps.end());
+  const double med = steps[steps.size() / 2], best = steps.front();
+  state.counters["us_per_step"] = med * 1e6;
+  state.counters["us_best"] = best * 1e6;
+  state.counters["us_worst"] = steps.back() * 1e6;
+  state.counters["copies"] = double(r.handles.size());
+  state.counters["device_GBps"] = double(r.bytes) / med * 1e-9;
+  if (g_shader_copy_bytes_per_s > 0)
     state.counters["device_pct_shader_copy"] =
-        100.0 * double(w.size()) / step_s / g_shader_copy_bytes_per_s;
-  state.SetLabel(fmt::format("{} {}x{} chain of {}", type_name(t), n_out, n_in, kReps));
+        100.0 * double(r.bytes) / med / g_shader_copy_bytes_per_s;
+  std::string knobs;
+  for (auto [name, v] : {std::pair<const char*, uint32_t>{"rows", k.rows},
+                         {"wg", k.wg},
+                         {"ahead", k.ahead},
+                         {"groups", k.groups}})
+    if (v > 0) knobs += fmt::format(" {} {}", name, v);
+  state.SetLabel(fmt::format("{} {}x{} chain of {}{}", type_name(t), n_out, n_in, kReps,
+                             knobs.empty() ? " (the rule)" : knobs));
+}
+// Each shape with the rule's kernel first, then the knob variants: rows 1 / 2 / 4 x ahead 1 / 2 /
+// 4 x groups 1 / 4 (one warp a row group), and 2 / 4 warps a row group at rows 2.
+void chain_variants(benchmark::internal::Benchmark* bm) {
+  const int64_t q4 = int64_t(GgmlType::q4_k), q6 = int64_t(GgmlType::q6_k);
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {q4, 4096, 4096},  {q4, 1024, 4096}, {q4, 14336, 4096}, {q4, 4096, 14336},
+      {q6, 4096, 14336}, {q6, 1024, 4096}, {q4, 2048, 2048},  {q4, 512, 2048},
+      {q4, 8192, 2048},  {q4, 2048, 8192}, {q6, 2048, 8192}};
+  for (const auto& sh : shapes) {
+    bm->Args({sh[0], sh[1], sh[2], 0, 0, 0, 0});
+    for (int64_t rows : {1, 2, 4})
+      for (int64_t ahead : {1, 2, 4})
+        for (int64_t groups : {1, 4}) bm->Args({sh[0], sh[1], sh[2], rows, 32, ahead, groups});
+    for (int64_t wg : {64, 128})
+      for (int64_t ahead : {1, 4}) bm->Args({sh[0], sh[1], sh[2], 2, wg, ahead, 1});
+  }
+  bm->Args({q6, 128256, 4096, 0, 0, 0, 0});
+  bm->Args({q6, 128256, 4096, 2, 32, 1, 1});
+  bm->Args({q6, 128256, 4096, 2, 32, 4, 1});
 }
 BENCHMARK(BM_VulkanMatvecChain)
-    ->ArgsProduct({{int64_t(GgmlType::q4_k)}, {4096, 14336}, {4096}})
-    ->Args({int64_t(GgmlType::q4_k), 1024, 4096})
-    ->Args({int64_t(GgmlType::q4_k), 4096, 14336})
-    ->Args({int64_t(GgmlType::q6_k), 4096, 14336})
-    ->Args({int64_t(GgmlType::q6_k), 1024, 4096})
-    ->Args({int64_t(GgmlType::q6_k), 128256, 4096})
-    ->Args({int64_t(GgmlType::q4_k), 2048, 2048})
-    ->Args({int64_t(GgmlType::q4_k), 8192, 2048})
-    ->Args({int64_t(GgmlType::q4_k), 2048, 8192})
-    ->Iterations(3)
+    ->Apply(chain_variants)
+    ->Iterations(5)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -600,7 +631,8 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   }
   double sec = 0;
   for (auto _ : state) {
-    auto r = b->time_matmul(h.value(), n_tok, 10, kernel);
+    const WeightHandle one[] = {h.value()};
+    auto r = b->time_matmul(one, n_tok, 10, kernel);
     if (!r.ok()) {
       state.SkipWithError(r.error().message.c_str());
       break;

@@ -143,15 +143,18 @@ class VulkanBackend final : public ComputeBackend {
   std::string prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType type);
   // Cooperative-matrix tiles of the opened device (empty: none, FISH_VK_COOPMAT=0, not open).
   std::vector<CoopmatTile> coopmat_tiles();
-  // Benchmarks (bench/vulkan_bench.cpp). Device seconds of one matmul of w over n_tok tokens
-  // (x = 0.5 everywhere, already on the device), the mean of `reps` dispatches in one submit with
-  // a compute barrier between them, as a span's dependent steps run (timestamps; the host's time
-  // of the submit where the queue has none), after one untimed dispatch (which also writes x's
-  // q8_1 copy for an integer-dot decode step: the timed ones are the matvec alone), on `kernel`:
-  // 0 what matmul() picks, 't' the f32 tiled kernel, 'l' / 'm' / 's' that cooperative-matrix
-  // tile. Errors: n_tok or reps < 1, a tile the device lacks, the budget refuses the scratch, a
-  // device error.
-  Result<double> time_matmul(WeightHandle w, int64_t n_tok, int reps, char kernel);
+  // Benchmarks (bench/vulkan_bench.cpp). Device seconds of one matmul over n_tok tokens (x = 0.5
+  // everywhere, already on the device), the mean of `reps` dispatches in one submit with a
+  // compute barrier between them, as a span's dependent steps run (timestamps; the host's time
+  // of the submit where the queue has none); dispatch r multiplies ws[r % ws.size()] (copies of
+  // one matrix, so a chain over more bytes than the L2 streams from device memory as a span's
+  // layers do), after one untimed dispatch (which also writes x's q8_1 copy for an integer-dot
+  // decode step: the timed ones are the matvec alone), on `kernel`: 0 what matmul() picks, 't'
+  // the f32 tiled kernel, 'l' / 'm' / 's' that cooperative-matrix tile. Errors: n_tok or reps <
+  // 1, no weights or weights of different shapes, a tile the device lacks, the budget refuses
+  // the scratch, a device error.
+  Result<double> time_matmul(std::span<const WeightHandle> ws, int64_t n_tok, int reps,
+                             char kernel);
   // FLOP/s of shaders/coopmat_peak.comp.glsl (f16 x f16 -> f32 multiply-adds on the device's
   // shape) over `groups` workgroups of 4 subgroups, iters rounds each; `mode` 0: 4 named
   // register accumulators (the peak), 1: an array of `n_acc` (1..16), 2: 4 named with operands

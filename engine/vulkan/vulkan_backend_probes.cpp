@@ -3,6 +3,7 @@
 // (bench/vulkan_bench.cpp) and fish run's bandwidth reference, not the engine's own paths.
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "engine/vulkan/copy_bandwidth.h"
 #include "engine/vulkan/device_weight.h"
@@ -47,16 +48,26 @@ Result<double> VulkanBackend::matmul_group_device_s(std::span<const MatmulOp> op
   return dev_s;
 }
 
-Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int reps, char kernel) {
+Result<double> VulkanBackend::time_matmul(std::span<const WeightHandle> ws, int64_t n_tok,
+                                          int reps, char kernel) {
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
   if (m.state != Impl::State::open)
     return make_error("vulkan: time_matmul on a backend that is not open ({})", m.status_text());
-  if (n_tok < 1 || reps < 1)
-    return make_error("vulkan: time_matmul: n_tok {} and reps {} (>= 1 each)", n_tok, reps);
-  auto it = m.weights.find(wh);
-  if (it == m.weights.end()) return make_error("vulkan: time_matmul: unknown weight {}", wh);
-  const DeviceWeight* w = &it->second;
+  if (n_tok < 1 || reps < 1 || ws.empty())
+    return make_error("vulkan: time_matmul: n_tok {} and reps {} (>= 1 each), {} weights", n_tok,
+                      reps, ws.size());
+  std::vector<const DeviceWeight*> dw;
+  for (WeightHandle wh : ws) {
+    auto it = m.weights.find(wh);
+    if (it == m.weights.end()) return make_error("vulkan: time_matmul: unknown weight {}", wh);
+    const DeviceWeight* d = &it->second;
+    if (!dw.empty() && (d->n_in_pad != dw[0]->n_in_pad || d->n_out != dw[0]->n_out))
+      return make_error("vulkan: time_matmul: {} is {} x {}, {} is {} x {}", d->name, d->n_out,
+                        d->n_in, dw[0]->name, dw[0]->n_out, dw[0]->n_in);
+    dw.push_back(d);
+  }
+  const DeviceWeight* w = dw[0];
   // The reps and an untimed first one (which writes x's q8_1 copy for an integer-dot matvec).
   if (uint64_t(reps + 1) * w->parts.size() + 1 > kMaxSetsPerSubmit)
     return make_error("vulkan: time_matmul: {} reps x {} parts exceed {} dispatches", reps + 1,
@@ -88,7 +99,8 @@ Result<double> VulkanBackend::time_matmul(WeightHandle wh, int64_t n_tok, int re
       m.cmds.timestamp(q, 0);
     }
     for (int r = 0; r < reps; ++r) {
-      FISH_TRY(m.record_matmuls(std::span(&w, 1), std::span(&y0, 1), n_tok, kernel, false));
+      FISH_TRY(m.record_matmuls(std::span(&dw[size_t(r) % dw.size()], 1), std::span(&y0, 1),
+                                n_tok, kernel, false));
       m.cmds.barrier(Sync::compute, Sync::compute);
     }
     if (q) m.cmds.timestamp(q, 1);

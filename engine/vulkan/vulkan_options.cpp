@@ -53,7 +53,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> wg, env_word("FISH_VK_IDOT_WG"));
   if (wg && *wg != "auto") o.idot_wg = uint32_t(std::stoul(*wg));  // the row's words: 32..256
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> ahead, env_word("FISH_VK_IDOT_AHEAD"));
-  if (ahead) o.idot_ahead = uint32_t(std::stoul(*ahead));  // the row's words: 1..8
+  if (ahead && *ahead != "auto") o.idot_ahead = uint32_t(std::stoul(*ahead));  // 1, 2, 4, 8
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> groups, env_word("FISH_VK_IDOT_GROUPS"));
   if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));

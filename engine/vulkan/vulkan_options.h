@@ -19,8 +19,10 @@
 //   FISH_VK_IDOT_WG=auto|32|64|128|256  threads per workgroup of matvec_idot_<type> (its
 //                             workgroup size, a specialisation constant): auto (default) the
 //                             rule of idot_workgroup (device_weight.h) from the row length
-//   FISH_VK_IDOT_AHEAD=1|2|4|8  chunks of its rows a thread of matvec_idot_<type> loads before it
-//                             uses any (specialisation constant; default 1): a tuning knob
+//   FISH_VK_IDOT_AHEAD=auto|1|2|4|8  chunks of its rows a thread of matvec_idot_<type> loads
+//                             before it uses any (specialisation constant): auto (default)
+//                             idot_ahead's rule (device_weight.h: up to 4 on matrices of at most
+//                             8192 rows, 1 on taller ones)
 //   FISH_VK_IDOT_GROUPS=auto|1|2|4  row groups a workgroup of matvec_idot_<type>, each of
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
 //                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
@@ -96,7 +98,7 @@ struct VulkanOptions {
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
   uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
+  uint32_t idot_ahead = 0;   // FISH_VK_IDOT_AHEAD; 0: idot_ahead's rule (device_weight.h)
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits

@@ -176,7 +176,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   st.w = &w;
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
-  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
+  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_out, w.n_in)));
   st.vec_rows = matvec_rows(mk, ctx_.options(), w.n_in);
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,

@@ -264,25 +264,42 @@ TEST_F(VulkanMatvecIdot, DeviceTimedGroupMatchesTheGroupAndTimesIt) {
 }
 
 // time_matmul's dependent chain (BM_VulkanMatvecChain) takes decode steps too: the integer-dot
-// matvec after its untimed first step wrote the q8_1 copy, 1 and FISH_MATVEC_MAX_TOK tokens, and
-// leaves the weight usable; reps < 1 and an unknown weight are errors.
+// matvec after its untimed first step wrote the q8_1 copy, 1 and FISH_MATVEC_MAX_TOK tokens, over
+// one weight and cycling over two copies, and leaves the weights usable; reps < 1, no weights,
+// an unknown weight and copies of different shapes are errors.
 TEST_F(VulkanMatvecIdot, TimedChainRunsDecodeSteps) {
   std::mt19937 rng(59);
   const int64_t n_in = 512, n_out = 37;
   const std::vector<uint8_t> wd = test::random_weights(GgmlType::q4_k, n_out, n_in, rng);
   const MatrixView w{wd.data(), GgmlType::q4_k, n_in, n_out, wd.size(), "chain"};
-  auto h = backend_->upload(w);
+  auto h = backend_->upload(w), h2 = backend_->upload(w);
   ASSERT_TRUE(h.ok()) << h.error().message;
+  ASSERT_TRUE(h2.ok()) << h2.error().message;
+  const WeightHandle one[] = {h.value()}, two[] = {h.value(), h2.value()};
   for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)}) {
-    const Result<double> s = backend_->time_matmul(h.value(), n_tok, 5, 0);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_GT(s.value(), 0.0);
+    for (std::span<const WeightHandle> ws : {std::span<const WeightHandle>(one),
+                                             std::span<const WeightHandle>(two)}) {
+      const Result<double> s = backend_->time_matmul(ws, n_tok, 5, 0);
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      EXPECT_GT(s.value(), 0.0);
+    }
   }
-  EXPECT_FALSE(backend_->time_matmul(h.value(), 1, 0, 0).ok());
-  EXPECT_FALSE(backend_->time_matmul(h.value() + 1000, 1, 5, 0).ok());
+  EXPECT_FALSE(backend_->time_matmul(one, 1, 0, 0).ok());
+  EXPECT_FALSE(backend_->time_matmul({}, 1, 5, 0).ok());
+  const WeightHandle unknown[] = {h.value() + 1000};
+  EXPECT_FALSE(backend_->time_matmul(unknown, 1, 5, 0).ok());
+  const std::vector<uint8_t> wd2 = test::random_weights(GgmlType::q4_k, n_out + 1, n_in, rng);
+  auto h3 = backend_->upload({wd2.data(), GgmlType::q4_k, n_in, n_out + 1, wd2.size(), "other"});
+  ASSERT_TRUE(h3.ok()) << h3.error().message;
+  const WeightHandle mixed[] = {h.value(), h3.value()};
+  const Result<double> bad = backend_->time_matmul(mixed, 1, 5, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("other is 38 x 512"), std::string::npos)
+      << bad.error().message;
   const std::vector<float> x = test::random_input(n_in, rng);
   check_idot(*backend_, w, x, 1, h.value());
-  backend_->release(h.value());
+  check_idot(*backend_, w, x, 1, h2.value());
+  for (auto hh : {h, h2, h3}) backend_->release(hh.value());
 }
 
 // A backend forced to the integer-dot kernels with `tune` applied to its options (rows, threads a
@@ -342,21 +359,33 @@ TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
   o.idot_rows = 4;
   o.idot_ahead = 8;
   o.idot_groups = 2;
-  const vk::PipelineSpec s = vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096);
+  const vk::PipelineSpec s =
+      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096, 4096);
   EXPECT_EQ(s.module, "matvec_idot_q4_k");
   EXPECT_EQ(s.constants, (std::vector<uint32_t>{4, 2 * 32, 8, 2}));
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 4096), 8u);
   o.idot_wg = 128;
-  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096).constants[1], 256u);
-  EXPECT_TRUE(
-      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096).constants.empty());
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096, 4096).constants[1],
+            256u);
+  EXPECT_TRUE(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096, 4096)
+                  .constants.empty());
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o, 4096), uint32_t(FISH_MATVEC_ROWS));
   const vk::VulkanOptions defaults;
-  // The measured defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows.
-  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 4096).constants,
-            (std::vector<uint32_t>{2, 32, 1, 1}));
-  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 14336).constants,
-            (std::vector<uint32_t>{2, 4 * 32, 1, 4}));
+  // The defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows; AHEAD up to
+  // a thread's chunks of a row (at most 4) on matrices of up to 8192 rows, 1 on taller ones.
+  auto spec = [&](int64_t n_out, int64_t n_in) {
+    return vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, n_out, n_in)
+        .constants;
+  };
+  EXPECT_EQ(spec(4096, 4096), (std::vector<uint32_t>{2, 32, 4, 1}));       // 4 chunks a thread
+  EXPECT_EQ(spec(4096, 14336), (std::vector<uint32_t>{2, 4 * 32, 4, 4}));  // 14
+  EXPECT_EQ(spec(2048, 2048), (std::vector<uint32_t>{2, 32, 2, 1}));       // 2
+  EXPECT_EQ(spec(8192, 1024), (std::vector<uint32_t>{2, 32, 1, 1}));       // 1
+  EXPECT_EQ(spec(8193, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));       // tall: 1
+  EXPECT_EQ(spec(14336, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));
+  EXPECT_EQ(spec(128256, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));
+  EXPECT_EQ(vk::idot_ahead(4096, 4096, 32, 2), 2u);  // FISH_VK_IDOT_AHEAD wins over the rule
+  EXPECT_EQ(vk::idot_ahead(4096, 96, 32, 0), 1u);    // fewer chunks than lanes
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8191), 2u);
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 8u);
   o.idot_groups = 1;  // FISH_VK_IDOT_GROUPS=1 wins over the rule
@@ -521,6 +550,12 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_EQ(o->idot_ahead, 4u);
     EXPECT_EQ(o->idot_groups, 2u);
+  }
+  {
+    test::ScopedEnv a("FISH_VK_IDOT_AHEAD", "auto");
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->idot_ahead, 0u);  // idot_ahead's rule
   }
   {
     test::ScopedEnv g("FISH_VK_IDOT_GROUPS", "auto");
