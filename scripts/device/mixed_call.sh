@@ -16,9 +16,14 @@
 #      forces that tile; TILES="" none), PP_S seconds each (default 150: 6 interleaved rounds
 #      load each model 6 times);
 #   5b. fish run each FILE@CONFIG of EXPS (CONFIG default or VAR=VALUE; EXP_S seconds each);
+#   5c. decode A/B without the profile: AB_ROUNDS rounds (default 3) of fish generate -n 128 on
+#      each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless set),
+#      interleaved (config inside model inside round), decode tok/s into ab.tsv and a
+#      median [min, max] table in the summary;
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
 #      the span's stage times and its matvec groups;
+# A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
 # Each step is skipped once the call's BUDGET_S (default 560) would be passed; skipped.txt lists
@@ -110,6 +115,23 @@ for x in ${EXPS-}; do
 done
 
 P="The quick brown fox jumps over the lazy dog and then"
+if [ -n "${AB-}" ]; then
+  : > $W/ab.tsv
+  for r in $(seq 1 ${AB_ROUNDS:-3}); do
+    for m in ${AB_MODELS:-llama-1b llama-8b}; do
+      for g in $AB; do
+        left 20 "A/B round $r $m ($g)" || continue
+        [ $r = 1 ] && stamp "A/B $m ($g)"
+        extra=()
+        [ $g != default ] && extra=(${g//,/ })
+        tok=$(env "${extra[@]}" timeout 30 $B/fish generate \
+          -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos 2>&1 |
+          tee -a $W/ab.log | grep -oE 'decode [0-9.]+ tok/s' | grep -oE '[0-9.]+')
+        printf '%s\t%s\t%s\t%s\n' $r $m $g "${tok:-error}" >> $W/ab.tsv
+      done
+    done
+  done
+fi
 i=0
 for m in ${GEN_MODELS:-llama-8b}; do
   for g in ${GEN-default FISH_VK_ATTN_DECODE=1}; do  # GEN="" runs none
@@ -117,7 +139,7 @@ for m in ${GEN_MODELS:-llama-8b}; do
     left 25 "generate $m ($g)" || continue
     stamp "generate $m ($g)"
     extra=()
-    [ $g != default ] && extra=($g)
+    [ $g != default ] && extra=(${g//,/ })
     env "${extra[@]}" FISH_GPU_PROFILE=2 timeout 30 $B/fish generate \
       -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
       > $W/gen-$i.txt 2>&1
@@ -146,6 +168,17 @@ stamp done
   grep -E "^BM_|rc=" $W/vulkan_bench.log 2>/dev/null | sed 's/  */ /g' | cut -c1-190
   for f in $W/pp512-*.log; do [ -f $f ] && echo "$(basename $f .log): $(grep -oE 'ok: prefill [0-9.]+ tok/s' $f | tr '\n' ' ') $(grep rc= $f)"; done
   for f in $W/exp-*.log; do [ -f $f ] && { tail -n 1 $f; cat ${f%.log}/*.md 2>/dev/null | grep -E '^\| [0-9]'; }; done
+  [ -s $W/ab.tsv ] && python3 - $W/ab.tsv <<'PY'
+import sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    r, m, g, tok = line.rstrip("\n").split("\t")
+    if tok != "error":
+        rows.setdefault((m, g), []).append(float(tok))
+print("decode A/B (fish generate -n 128, tok/s: median [min, max] over rounds)")
+for (m, g), v in rows.items():
+    print(f"  {m} {g}: {statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}] n={len(v)}")
+PY
   for f in $W/gen-*.txt; do [ -f $f ] && { tail -n 1 $f; grep -h "^fish generate: prompt\|span profile" $f | cut -c1-2000; }; done
   tail -n 3 $W/peer-wait.txt 2>/dev/null
   grep "rc=" $W/peer-wait-all.txt 2>/dev/null
