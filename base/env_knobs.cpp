@@ -215,6 +215,10 @@ std::span<const EnvKnob> env_knobs() {
        "short batches' span attention with RoPE and the KV store fused in one dispatch "
        "(span_attention_decode): auto (default) from 1024 attended keys on (faster there on the "
        "H100), 1 always, 0 never (RoPE + KV store in one dispatch, then the split-K kernels)"},
+      {"FISH_VK_ATTN_SHORT", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1 (default): one decode token attending at most 1024 keys runs span_attention_short "
+       "(RoPE, the KV store and attention in one dispatch, one workgroup a query head) unless "
+       "FISH_VK_ATTN_DECODE=1; 0: the split-K or fused kernels (A/B)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,
@@ -273,23 +277,22 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "1 (default): prefill chunks' span attention on cooperative matrices "
-       "(span_attention_flash_cm) where the device has them and the head dimension fits; 0: the "
-       "f32 span_attention_flash; 2: the variant with one workgroup barrier a key tile "
-       "(span_attention_flash_cm2; A/B runs)"},
+       "prefill chunks' span attention on cooperative matrices where the device has them and the "
+       "head dimension fits: 2 (default) span_attention_flash_cm2, one workgroup barrier a key "
+       "tile (variant 1 where no variant-2 tile fits); 1: span_attention_flash_cm (A/B); 0: the "
+       "f32 span_attention_flash"},
       {"FISH_VK_HEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
        "1 (default): a layer span that holds the last layer runs the final norm, the output matrix "
        "and greedy decoding's argmax; 0: x comes back and the head runs outside (A/B)"},
       {"FISH_VK_IDOT_AHEAD",
        S::gpu,
        E::results,
-       {"auto", "1", "2", "4", "8"},
+       {"1", "2", "4", "8"},
        0,
        -1,
        vk_options,
        "chunks of its rows a thread of the integer-dot decode matvec loads before it uses any "
-       "(auto, the default: up to 4 on matrices of at most 8192 rows, whose decode step is one "
-       "wave of dependent round trips, 1 on taller ones; 1 the previous kernel for A/B)"},
+       "(default 1; tuning)"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,

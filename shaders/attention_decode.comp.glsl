@@ -32,6 +32,7 @@
 #include "fish_vk_span.h"
 #include "span_common.glsl"
 #include "span_rope.glsl"
+#include "kv_f16.glsl"
 #define WG FISH_SPAN_DEC_WG
 #define KEYS FISH_SPAN_DEC_KEYS
 #define ROWS FISH_SPAN_DEC_ROWS
@@ -60,17 +61,6 @@ layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint aren
 #define Q8_SRC q_s
 #include "q8_block.glsl"
 #endif
-
-// x rounded to the nearest f16 (ties to even), as packHalf2x16 stores it in the KV. In bits, not
-// unpackHalf2x16(packHalf2x16(x)): NVIDIA's compiler folds that round trip to x (the H200 gave
-// this batch's own keys and values unrounded, 2-5e-4 off the cache's f16). Exact for f16's
-// normal range; below it (|x| < 2^-14, where f16 is subnormal) and past 65504 the round trip.
-float f16_round(float x) {
-  const float a = abs(x);
-  if (!(a >= 6.103515625e-05 && a < 65504.0)) return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x;
-  const uint u = floatBitsToUint(x);
-  return uintBitsToFloat((u + 0x0FFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
-}
 
 uint begin_of(uint pos) {
   return pc.window > 0u && pos + 1u > pc.window ? pos + 1u - pc.window : 0u;

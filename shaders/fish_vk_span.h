@@ -45,6 +45,11 @@
 #define FISH_SPAN_DEC_TOK 4
 #define FISH_SPAN_DEC_ONE_WG_KEYS 512
 #define FISH_SPAN_DEC_SPLIT_KEYS 256
+// span_attention_short (attention_short.comp.glsl): one decode token attending at most
+// FISH_SPAN_SHORT_KEYS keys, RoPE and the KV store fused, one workgroup of FISH_SPAN_SHORT_WG
+// invocations a query head (the short-context rule: attention_short_applies, vulkan_span.h).
+#define FISH_SPAN_SHORT_WG 256
+#define FISH_SPAN_SHORT_KEYS 1024
 #define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): one workgroup over the logits
 #define FISH_SPAN_CHUNK 64       // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512   // ... where prefill matmuls run on cooperative matrices

@@ -59,24 +59,13 @@ uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
   return wg;
 }
 
-uint32_t idot_ahead(int64_t n_out, int64_t n_in, uint32_t lanes, uint32_t forced) {
-  if (forced != 0) return forced;
-  if (n_out > kIdotAheadMaxRows) return 1;
-  const int64_t chunks = (n_in / 32 + lanes - 1) / lanes;  // a thread's chunks of one row
-  uint32_t a = 1;
-  while (a < 4 && a < chunks) a *= 2;
-  return a;
-}
-
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
-                         int64_t n_out, int64_t n_in) {
+                         int64_t n_in) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
   if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) {
     const uint32_t groups = idot_groups(n_in, o.idot_groups);
-    const uint32_t lanes = idot_workgroup(n_in, o.idot_wg);
-    s.constants = {o.idot_rows, groups * lanes, idot_ahead(n_out, n_in, lanes, o.idot_ahead),
-                   groups};
+    s.constants = {o.idot_rows, groups * idot_workgroup(n_in, o.idot_wg), o.idot_ahead, groups};
   }
   return s;
 }

@@ -70,24 +70,11 @@ uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
 // 2.36; on 4096-value rows GROUPS 4 lost (q4_k 4096x4096 2.55 -> 2.29, 14336x4096 2.65 -> 2.34).
 inline constexpr int64_t kIdotLongRow = 8192;
 uint32_t idot_groups(int64_t n_in, uint32_t forced);
-// The integer-dot matvec's chunks a thread loads ahead (AHEAD) for an n_out x n_in matrix whose
-// row groups have `lanes` threads: `forced` (FISH_VK_IDOT_AHEAD) when non-zero, else, for
-// matrices of at most kIdotAheadMaxRows rows, the power of two >= a thread's chunks of a row
-// (ceil(n_in / 32 / lanes)), at most 4, and 1 for taller ones. A decode step's matvec waits on
-// the one before it (a barrier between), and a matrix of a few thousand rows is one wave of
-// workgroups, so its time is a thread's dependent round trips to memory: AHEAD 1 makes that one
-// a chunk (4 on the 8B's 4096-value rows, 14 on its down rows), AHEAD 4 one to four. Tall
-// matrices (the 14336-row gate/up, the output head) run several waves, where resident warps
-// hide the latency and AHEAD's registers cost occupancy (the H100's throughput sweep,
-// results/runs/h100-mixed-0a83b5f-a: AHEAD 4 lost on 14336 x 4096).
-inline constexpr int64_t kIdotAheadMaxRows = 8192;
-uint32_t idot_ahead(int64_t n_out, int64_t n_in, uint32_t lanes, uint32_t forced);
-// Its pipeline over an n_out x n_in matrix: matvec_idot_ specialised (o's FISH_VK_IDOT_* knobs)
-// to idot_rows rows a row group, idot_groups(n_in, o.idot_groups) row groups of
-// idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead(...) chunks a thread loaded
-// ahead.
+// Its pipeline over rows of n_in values: matvec_idot_ specialised (o's FISH_VK_IDOT_* knobs) to
+// idot_rows rows a row group, idot_groups(n_in, o.idot_groups) row groups of
+// idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead chunks a thread loaded ahead.
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
-                         int64_t n_out, int64_t n_in);
+                         int64_t n_in);
 // Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):
 // idot_rows x idot_groups(n_in, ...) for idot.
 uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in);

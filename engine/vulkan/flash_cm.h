@@ -10,7 +10,7 @@
 // queries on NVIDIA: 47.75 KiB at head_dim 128 of the H100's 48), 4 x 16, 2 x 32, 2 x 16, 1 x 16
 // (head_dim 256 on NVIDIA: 2 x 16, 36.9 KiB).
 //
-// Variant 2 (span_attention_flash_cm2, FISH_VK_FLASH_CM=2; attention_flash_cm2.comp.glsl): Q in
+// Variant 2 (span_attention_flash_cm2, FISH_VK_FLASH_CM=2, the default; attention_flash_cm2.comp.glsl): Q in
 // registers, K and V double-buffered (2 x 2 x KT x head_dim f16, Q staged there first, so
 // queries <= 4 KT), S with rows of KT + 4 floats, P as variant 1; keys a multiple of 4 x the
 // lanes a softmax row takes (subgroup / m, at least 1). Candidates: variant 1's, then 4 x 8,
@@ -54,7 +54,8 @@ std::optional<FlashCmTile> flash_cm_tile(uint32_t m, uint32_t n, uint32_t k, uin
                                          uint32_t head_dim, uint32_t variant = 1);
 
 // flash_cm_tile of `variant` on the device's shape where it has cooperative matrices and
-// FISH_VK_FLASH_CM is not 0; nullopt: span_attention_flash (f32). The span's choice for prefill
+// FISH_VK_FLASH_CM is not 0 (variant 2 falls back to variant 1's tile where it has none);
+// nullopt: span_attention_flash (f32). The span's choice for prefill
 // chunks (dispatches of FISH_SPAN_FLASH_MIN_TOK tokens or more) passes FISH_VK_FLASH_CM's variant.
 std::optional<FlashCmTile> pick_flash_cm_tile(const VkContext& ctx, uint32_t head_dim,
                                               uint32_t variant);

@@ -532,7 +532,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       cm = ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
       if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
     }
-    if (!cm) pr = ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_out, w.n_in_pad));
+    if (!cm) pr = ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_in_pad));
     FISH_ASSIGN_OR_RETURN(const Pipeline p, std::move(pr));
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)

@@ -53,7 +53,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> wg, env_word("FISH_VK_IDOT_WG"));
   if (wg && *wg != "auto") o.idot_wg = uint32_t(std::stoul(*wg));  // the row's words: 32..256
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> ahead, env_word("FISH_VK_IDOT_AHEAD"));
-  if (ahead && *ahead != "auto") o.idot_ahead = uint32_t(std::stoul(*ahead));  // 1, 2, 4, 8
+  if (ahead) o.idot_ahead = uint32_t(std::stoul(*ahead));  // the row's words: 1..8
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> groups, env_word("FISH_VK_IDOT_GROUPS"));
   if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
@@ -61,13 +61,14 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (split) o.attn_split = int(*split);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> dec, env_word("FISH_VK_ATTN_DECODE"));
   if (dec && *dec != "auto") o.attn_decode = is_off_word(*dec) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(o.attn_short, env_switch("FISH_VK_ATTN_SHORT", true));
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
   if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat2, env_word("FISH_VK_COOPMAT2"));
   if (coopmat2 && *coopmat2 != "auto") o.coopmat2 = is_off_word(*coopmat2) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
-  if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;
+  if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;  // 1, on...
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
   if (tile && *tile != "auto")  // l, m, s; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
     o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];

@@ -19,10 +19,8 @@
 //   FISH_VK_IDOT_WG=auto|32|64|128|256  threads per workgroup of matvec_idot_<type> (its
 //                             workgroup size, a specialisation constant): auto (default) the
 //                             rule of idot_workgroup (device_weight.h) from the row length
-//   FISH_VK_IDOT_AHEAD=auto|1|2|4|8  chunks of its rows a thread of matvec_idot_<type> loads
-//                             before it uses any (specialisation constant): auto (default)
-//                             idot_ahead's rule (device_weight.h: up to 4 on matrices of at most
-//                             8192 rows, 1 on taller ones)
+//   FISH_VK_IDOT_AHEAD=1|2|4|8  chunks of its rows a thread of matvec_idot_<type> loads before it
+//                             uses any (specialisation constant; default 1): a tuning knob
 //   FISH_VK_IDOT_GROUPS=auto|1|2|4  row groups a workgroup of matvec_idot_<type>, each of
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
 //                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
@@ -40,6 +38,10 @@
 //                             (default) where the batch attends kAttnDecodeMinKeys keys or more
 //                             (vulkan_span.h; faster there on the H100, slower below: docs/gpu.md),
 //                             1 always, 0 never (span_rope_kv + the attention kernels above)
+//   FISH_VK_ATTN_SHORT=1|0    one decode token attending at most FISH_SPAN_SHORT_KEYS (1024)
+//                             keys runs span_attention_short (RoPE, KV store and attention in one
+//                             dispatch, one workgroup a query head): 1 (default) unless
+//                             FISH_VK_ATTN_DECODE=1; 0 the kernels above (A/B)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -54,11 +56,13 @@
 //                             (coopmat.h, matmul_cm2.comp.glsl): auto (default) enabled where the
 //                             device has it (the tiles run only when forced), 0 never enabled, 1
 //                             required (opening fails on a device without)
-//   FISH_VK_FLASH_CM=1|0|2    prefill chunks' span attention on cooperative matrices
-//                             (span_attention_flash_cm, flash_cm.h): 1 (default) where the device
-//                             has them (and FISH_VK_COOPMAT is not 0) and the head dimension
-//                             fits; 0 the f32 span_attention_flash; 2 the variant with one
-//                             barrier a key tile (span_attention_flash_cm2; A/B runs)
+//   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
+//                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
+//                             0) and the head dimension fits: 2 (default)
+//                             span_attention_flash_cm2, one barrier a key tile (3.0x / 1.4x
+//                             variant 1 at the 8B's pp512 / pp2048 on an H100), variant 1 where
+//                             no variant-2 tile fits; 1 span_attention_flash_cm (A/B); 0 the f32
+//                             span_attention_flash
 //   FISH_VK_COOPMAT_TILE=auto|<tile>  the cooperative-matrix tile for every matmul (default:
 //                             the grid-filling rule of coopmat.h; lp, mp: l, m with prefetch;
 //                             n, nm, o: the coopmat2 tiles)
@@ -98,15 +102,16 @@ struct VulkanOptions {
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
   uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 0;   // FISH_VK_IDOT_AHEAD; 0: idot_ahead's rule (device_weight.h)
+  uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
+  bool attn_short = true;    // FISH_VK_ATTN_SHORT: span_attention_short for short decode steps
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  uint32_t flash_cm = 1;     // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  uint32_t flash_cm = 2;     // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;     // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;           // FISH_GPU_REQUANT: re-quantisation mode at upload
   bool profile = false;      // FISH_GPU_PROFILE=2: per-stage span timestamps

@@ -176,7 +176,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   st.w = &w;
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
-  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_out, w.n_in)));
+  FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
   st.vec_rows = matvec_rows(mk, ctx_.options(), w.n_in);
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
@@ -302,6 +302,9 @@ Status VulkanSpan::load_ops() {
   if (ctx_.options().attn_decode != 0 && ctx_.features().subgroup_min >= 4) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
+  if (ctx_.options().attn_short && ctx_.features().subgroup_min >= 4 && p_.head_dim % 4 == 0) {
+    FISH_ASSIGN_OR_RETURN(ops_.attention_short, ctx_.pipeline("span_attention_short"));
+  }
   return Status::success();
 }
 
@@ -376,6 +379,9 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       FISH_ASSIGN_OR_RETURN(ops_.attention_combine_q8, ctx_.pipeline("span_attention_combine_q8"));
       if (ops_.attention_decode.pipe) {
         FISH_ASSIGN_OR_RETURN(ops_.attention_decode_q8, ctx_.pipeline("span_attention_decode_q8"));
+      }
+      if (ops_.attention_short.pipe) {
+        FISH_ASSIGN_OR_RETURN(ops_.attention_short_q8, ctx_.pipeline("span_attention_short_q8"));
       }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
@@ -606,7 +612,11 @@ std::string VulkanSpan::kernels() const {
                              : dec == 1
                                  ? "fused"
                                  : fmt::format("split-K (fused from {} keys)", kAttnDecodeMinKeys);
-  return fmt::format("attention: prefill {}, decode {}; {}", prefill, decode,
+  const std::string shortk =
+      ops_.attention_short.pipe && dec != 1
+          ? fmt::format("short (one token, <= {} keys) then ", FISH_SPAN_SHORT_KEYS)
+          : "";
+  return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
 }
 

@@ -58,6 +58,15 @@ inline bool attention_decode_fused(int mode, uint32_t len_max) {
   return mode == 1 || (mode < 0 && len_max >= kAttnDecodeMinKeys);
 }
 
+// FISH_VK_ATTN_SHORT's rule: a dispatch of n_tok tokens whose longest range is len_max keys runs
+// span_attention_short (one decode token, at most FISH_SPAN_SHORT_KEYS keys; attention_short
+// .comp.glsl) when the knob is on (`enabled`) and FISH_VK_ATTN_DECODE does not force the other
+// fused kernel (attn_decode 1).
+inline bool attention_short_applies(bool enabled, int attn_decode, uint32_t n_tok,
+                                    uint32_t len_max) {
+  return enabled && attn_decode != 1 && n_tok == 1 && len_max <= FISH_SPAN_SHORT_KEYS;
+}
+
 // Errors: as ComputeBackend::span_create. The caller holds ctx.mutex(); `weights` (the
 // backend's, by handle) must outlive the span.
 Result<std::unique_ptr<LayerSpan>> create_vulkan_span(

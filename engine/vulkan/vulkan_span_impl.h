@@ -20,7 +20,8 @@ namespace fish::vk {
 
 // Profile stages (FISH_GPU_PROFILE=2).
 // kAttnDecode: span_attention_decode, the short-batch attention with RoPE and the KV store fused
-// in (and its split-K combine); kRopeKv: span_rope_kv ahead of the other attention kernels.
+// in (and its split-K combine), or span_attention_short (one decode token at a short context);
+// kRopeKv: span_rope_kv ahead of the other attention kernels.
 // kQuant: quant_q8_1, the integer-dot matvecs' activation rounding (FISH_VK_MATVEC idot).
 // kArgmax: the output head's span_argmax (its norm and matvec count as rmsnorm and matvec).
 enum Stage {
@@ -82,6 +83,10 @@ struct SpanOps {
   // span_attention_decode (+ _q8 with the idot norms): short batches' attention with RoPE and the
   // KV store fused (loaded unless FISH_VK_ATTN_DECODE=0, on subgroups of >= 4 lanes).
   Pipeline attention_decode, attention_decode_q8;
+  // span_attention_short (+ _q8): one decode token's attention at <= FISH_SPAN_SHORT_KEYS keys,
+  // RoPE and the KV store fused, one workgroup a query head (loaded unless FISH_VK_ATTN_SHORT=0,
+  // on subgroups of >= 4 lanes and head dimensions that are multiples of 4).
+  Pipeline attention_short, attention_short_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
@@ -184,6 +189,8 @@ class VulkanSpan final : public LayerSpan {
   // Whether a chunk of n tokens attending len_max keys runs span_attention_decode (its group x
   // tokens rows fit; FISH_VK_ATTN_DECODE=1, or auto and len_max >= kAttnDecodeMinKeys).
   bool decode_attention(uint32_t n, uint32_t len_max) const;
+  // Whether it runs span_attention_short (attention_short_applies, vulkan_span.h).
+  bool short_attention(uint32_t n, uint32_t len_max) const;
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();

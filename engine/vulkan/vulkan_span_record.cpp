@@ -1,6 +1,7 @@
 // The layer graph of a span forward (vulkan_span_impl.h): per chunk of tokens and per layer,
 // rmsnorm -> q/k/v matmuls -> bias -> q/k norm -> RoPE + KV store + attention in one dispatch for
-// short batches (span_attention_decode, + the split-K combine at long contexts), else RoPE + KV
+// one decode token at a short context (span_attention_short) or short batches
+// (span_attention_decode, + the split-K combine at long contexts), else RoPE + KV
 // store (span_rope_kv) -> attention (one pass, or split-K + combine; flash for prefill chunks) ->
 // wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul (+ its product's q8_1 copy for
 // an idot down) -> down -> (post norm) -> residual add (+ the next layer's rmsnorm; the output head
@@ -162,6 +163,14 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   pc.b_off = off_parts_;
   const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
+  if (short_attention(n, len_max)) {  // one token, a short context: one workgroup a query head
+    pc.group = uint32_t(p_.n_head / p_.n_head_kv);
+    wo_q8_ = ops_.attention_short_q8.pipe && fuse_q8(L.wo, n, &pc);
+    op(wo_q8_ ? ops_.attention_short_q8 : ops_.attention_short, pc, uint32_t(p_.n_head), 1);
+    barrier();
+    stage_done(kAttnDecode);
+    return;
+  }
   if (decode_attention(n,
                        len_max)) {  // RoPE, KV store and attention in one dispatch (+ the combine)
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
@@ -214,6 +223,11 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   }
   barrier();
   stage_done(kAttention);
+}
+
+bool VulkanSpan::short_attention(uint32_t n, uint32_t len_max) const {
+  return ops_.attention_short.pipe &&
+         attention_short_applies(ctx_.options().attn_short, ctx_.options().attn_decode, n, len_max);
 }
 
 bool VulkanSpan::decode_attention(uint32_t n, uint32_t len_max) const {

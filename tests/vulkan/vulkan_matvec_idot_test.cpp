@@ -359,33 +359,21 @@ TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
   o.idot_rows = 4;
   o.idot_ahead = 8;
   o.idot_groups = 2;
-  const vk::PipelineSpec s =
-      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096, 4096);
+  const vk::PipelineSpec s = vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096);
   EXPECT_EQ(s.module, "matvec_idot_q4_k");
   EXPECT_EQ(s.constants, (std::vector<uint32_t>{4, 2 * 32, 8, 2}));
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 4096), 8u);
   o.idot_wg = 128;
-  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096, 4096).constants[1],
-            256u);
-  EXPECT_TRUE(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096, 4096)
-                  .constants.empty());
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, o, 4096).constants[1], 256u);
+  EXPECT_TRUE(
+      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096).constants.empty());
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o, 4096), uint32_t(FISH_MATVEC_ROWS));
   const vk::VulkanOptions defaults;
-  // The defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows; AHEAD up to
-  // a thread's chunks of a row (at most 4) on matrices of up to 8192 rows, 1 on taller ones.
-  auto spec = [&](int64_t n_out, int64_t n_in) {
-    return vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, n_out, n_in)
-        .constants;
-  };
-  EXPECT_EQ(spec(4096, 4096), (std::vector<uint32_t>{2, 32, 4, 1}));       // 4 chunks a thread
-  EXPECT_EQ(spec(4096, 14336), (std::vector<uint32_t>{2, 4 * 32, 4, 4}));  // 14
-  EXPECT_EQ(spec(2048, 2048), (std::vector<uint32_t>{2, 32, 2, 1}));       // 2
-  EXPECT_EQ(spec(8192, 1024), (std::vector<uint32_t>{2, 32, 1, 1}));       // 1
-  EXPECT_EQ(spec(8193, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));       // tall: 1
-  EXPECT_EQ(spec(14336, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));
-  EXPECT_EQ(spec(128256, 4096), (std::vector<uint32_t>{2, 32, 1, 1}));
-  EXPECT_EQ(vk::idot_ahead(4096, 4096, 32, 2), 2u);  // FISH_VK_IDOT_AHEAD wins over the rule
-  EXPECT_EQ(vk::idot_ahead(4096, 96, 32, 0), 1u);    // fewer chunks than lanes
+  // The measured defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows.
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1}));
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 14336).constants,
+            (std::vector<uint32_t>{2, 4 * 32, 1, 4}));
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8191), 2u);
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 8u);
   o.idot_groups = 1;  // FISH_VK_IDOT_GROUPS=1 wins over the rule
@@ -550,12 +538,6 @@ TEST(VulkanMatvecKnob, ParsesEveryModeAndRejectsOthers) {
     ASSERT_TRUE(o.ok()) << o.error().message;
     EXPECT_EQ(o->idot_ahead, 4u);
     EXPECT_EQ(o->idot_groups, 2u);
-  }
-  {
-    test::ScopedEnv a("FISH_VK_IDOT_AHEAD", "auto");
-    auto o = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_EQ(o->idot_ahead, 0u);  // idot_ahead's rule
   }
   {
     test::ScopedEnv g("FISH_VK_IDOT_GROUPS", "auto");

@@ -1,0 +1,184 @@
+#version 450
+// attention_short (span_attention_short): one decode token's attention at a short context, with
+// RoPE and the KV store fused in, built for latency: a decode step's attention is a chain of
+// dependent steps on a few hundred keys, so the kernel is one dispatch of one workgroup a query
+// head (grid n_head), none of which waits on another. Workgroup h (KV head g = h / group):
+//   1. rotates its query head and its KV head's key from the unrotated q|k|v row in ARENA (a_off:
+//      n_head query heads of n floats, then n_kv key heads, then n_kv value heads; span_rope.glsl)
+//      into shared memory, the key and value rounded to f16 as the cache holds them; the first
+//      workgroup of each group (h % group == 0) also stores them to the KV at position pos0
+//      (kv_k / kv_v, kv_stride words a position, two halves a word). Keys before pos0 come from
+//      the KV, pos0's own from shared memory: no workgroup reads what another writes.
+//   2. scores every key of [begin, pos0] (begin: the sliding window's first position), one key a
+//      thread, all of a key's K loads issued before its dot product (uvec4 loads where the KV's
+//      words are 16-byte aligned), into shared memory;
+//   3. the workgroup max and the sum of exp(s - max) (subgroup reductions + one shared slot a
+//      subgroup);
+//   4. the output: thread (key group kg, dims 4c .. 4c + 3) sums weight x V over keys kg, kg + KG,
+//      ... (KG = WG / (n / 4) key groups; 8 keys' V loads in flight), the key groups are summed
+//      through shared memory and the row is normalised into ARENA c_off + h n.
+// Q8 (span_attention_short_q8): also the output row's q8_1 copy (q8_block.glsl, K = n_head n) for
+// an idot wo matvec. Four workgroup barriers (five with Q8) whatever the context, where
+// span_rope_kv + span_attention_split + span_attention_combine take three dispatches and
+// barriers, and span_attention_decode one workgroup a KV head walking all of its keys.
+// Needs n a multiple of 4 (of 32 for Q8) and <= FISH_SPAN_MAX_HEAD, pos0 + 1 - begin <=
+// FISH_SPAN_SHORT_KEYS, one token (rows = 1), subgroups of >= 4 lanes. CPU reference: rope_ref,
+// then attention_one_query_ref (kernels/ops.h), the KV's f16 rounding.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "fish_vk_span.h"
+#include "span_common.glsl"
+#include "span_rope.glsl"
+#include "kv_f16.glsl"
+#define WG FISH_SPAN_SHORT_WG
+#define HD FISH_SPAN_MAX_HEAD
+#define MAX_SG (WG / 4)  // subgroups of >= 4 lanes (the span checks)
+layout(local_size_x = WG) in;
+layout(std430, binding = FISH_SPAN_KV) readonly buffer KvBuf4 { uvec4 kv4[]; };
+
+shared float q_s[HD];  // the rotated query; the Q8 epilogue's output row
+shared float k_s[HD], v_s[HD];             // pos0's key (rotated) and value, f16-rounded
+shared float p_s[FISH_SPAN_SHORT_KEYS];    // scores, then weights
+shared float max_s[MAX_SG], sum_s[MAX_SG];  // a slot a subgroup
+shared vec4 o_s[WG];                       // key groups' partial outputs
+
+#ifdef Q8
+#include "fish_vk_q8.h"
+layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint arenau[]; };
+#define Q8_SRC q_s
+#include "q8_block.glsl"
+#endif
+
+uint begin_of(uint pos) {
+  return pc.window > 0u && pos + 1u > pc.window ? pos + 1u - pc.window : 0u;
+}
+
+// The workgroup's reduction of v through slots (max or sum): every thread gets the result.
+float wg_reduce(float v, bool is_max) {
+  const float s = is_max ? subgroupMax(v) : subgroupAdd(v);
+  if (subgroupElect()) {
+    if (is_max)
+      max_s[gl_SubgroupID] = s;
+    else
+      sum_s[gl_SubgroupID] = s;
+  }
+  barrier();
+  float r = is_max ? -3.0e38 : 0.0;
+  for (uint i = 0u; i < gl_NumSubgroups; ++i) r = is_max ? max(r, max_s[i]) : r + sum_s[i];
+  return r;
+}
+
+// Words w, w + 1 (4 values) of V at position p < pos0 of KV head g as floats.
+vec4 v_quad(uint p, uint base) {
+  const uint at = pc.kv_v + p * pc.kv_stride + base;
+  return vec4(unpackHalf2x16(kv[at]), unpackHalf2x16(kv[at + 1u]));
+}
+
+void main() {
+  const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  const uint n = pc.n, rw = n / 2u, G = pc.group;
+  const uint n_head = gl_NumWorkGroups.x, n_kv = n_head / G, g = h / G;
+  const uint row = pc.a_off, k_off = n_head * n, v_off = k_off + n_kv * n;
+  const uint pos0 = pc.pos0;
+  for (uint d = tid; d < n; d += WG) {
+    q_s[d] = rope_value(row + h * n, d, pos0);
+    k_s[d] = f16_round(rope_value(row + k_off + g * n, d, pos0));
+    v_s[d] = f16_round(arena[row + v_off + g * n + d]);
+  }
+  barrier();
+  if (h % G == 0u)
+    for (uint w = tid; w < rw; w += WG) {
+      const uint dst = pos0 * pc.kv_stride + g * rw + w;
+      kv[pc.kv_k + dst] = packHalf2x16(vec2(k_s[2u * w], k_s[2u * w + 1u]));
+      kv[pc.kv_v + dst] = packHalf2x16(vec2(v_s[2u * w], v_s[2u * w + 1u]));
+    }
+
+  // Scores of keys lo .. pos0, one a thread.
+  const uint lo = begin_of(pos0), len = pos0 + 1u - lo;
+  const bool vec4_k = ((pc.kv_k | pc.kv_stride | rw) & 3u) == 0u;
+  float mx = -3.0e38;
+  for (uint j = tid; j < len; j += WG) {
+    const uint p = lo + j;
+    float s = 0.0;
+    if (p == pos0) {
+      for (uint d = 0u; d < n; ++d) s += q_s[d] * k_s[d];
+    } else if (vec4_k) {
+      const uint src4 = (pc.kv_k + p * pc.kv_stride + g * rw) / 4u, n4 = rw / 4u;
+      for (uint c0 = 0u; c0 < n4; c0 += 8u) {  // 8 loads in flight, then their math
+        uvec4 kr[8];
+        [[unroll]] for (uint i = 0u; i < 8u; ++i) kr[i] = c0 + i < n4 ? kv4[src4 + c0 + i] : uvec4(0u);
+        [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+          if (c0 + i >= n4) break;
+          const uint d = 8u * (c0 + i);
+          s += dot(vec4(q_s[d], q_s[d + 1u], q_s[d + 2u], q_s[d + 3u]),
+                   vec4(unpackHalf2x16(kr[i].x), unpackHalf2x16(kr[i].y))) +
+               dot(vec4(q_s[d + 4u], q_s[d + 5u], q_s[d + 6u], q_s[d + 7u]),
+                   vec4(unpackHalf2x16(kr[i].z), unpackHalf2x16(kr[i].w)));
+        }
+      }
+    } else {
+      const uint src = pc.kv_k + p * pc.kv_stride + g * rw;
+      for (uint w = 0u; w < rw; ++w) {
+        const vec2 k2 = unpackHalf2x16(kv[src + w]);
+        s += q_s[2u * w] * k2.x + q_s[2u * w + 1u] * k2.y;
+      }
+    }
+    s *= pc.scale;
+    p_s[j] = s;
+    mx = max(mx, s);
+  }
+  const float m = wg_reduce(mx, true);
+  float l = 0.0;
+  for (uint j = tid; j < len; j += WG) {
+    const float e = exp(p_s[j] - m);
+    p_s[j] = e;
+    l += e;
+  }
+  l = wg_reduce(l, false);  // its barrier also publishes p_s's weights
+
+  // Output: thread (kg, c) sums weight x V of dims 4c .. 4c + 3 over keys kg, kg + KG, ...
+  const uint quads = n / 4u, KG = WG / quads, kg = tid / quads, c = tid % quads;
+  vec4 acc = vec4(0.0);
+  if (kg < KG) {
+    const uint base = g * rw + 2u * c;
+    uint j = kg;
+    for (; j + 7u * KG < len; j += 8u * KG) {  // 8 keys' V loads in flight, then their math
+      vec4 v[8];
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint p = lo + j + i * KG;
+        v[i] = p < pos0 ? v_quad(p, base) : vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
+      }
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) acc += p_s[j + i * KG] * v[i];
+    }
+    for (; j < len; j += KG) {
+      const uint p = lo + j;
+      const vec4 v = p < pos0 ? v_quad(p, base) : vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
+      acc += p_s[j] * v;
+    }
+  }
+  o_s[tid] = acc;
+  barrier();
+  if (tid < quads) {
+    vec4 o = vec4(0.0);
+    for (uint k = 0u; k < KG; ++k) o += o_s[k * quads + tid];
+    o /= l;
+    const uint at = pc.c_off + h * n + 4u * tid;
+    arena[at] = o.x;
+    arena[at + 1u] = o.y;
+    arena[at + 2u] = o.z;
+    arena[at + 3u] = o.w;
+#ifdef Q8
+    q_s[4u * tid] = o.x;
+    q_s[4u * tid + 1u] = o.y;
+    q_s[4u * tid + 2u] = o.z;
+    q_s[4u * tid + 3u] = o.w;
+#endif
+  }
+#ifdef Q8
+  barrier();
+  // The row's q8_1 copy: one thread a 32-value block (n a multiple of 32).
+  if (tid < n / 32u) q8_block(n_head * n, 0u, h * (n / 32u) + tid, 32u * tid);
+#endif
+}
