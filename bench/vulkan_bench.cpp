@@ -39,7 +39,7 @@
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine) vs the fused
 //     span_attention_decode (RoPE + KV store + attention) vs span_rope_kv + split-K (the decode
-//     path without it), over as many layers' KVs as fill ~96 MiB (beyond the H200's L2); device
+//     path without it) vs span_attention_short (<= 1024 keys), over as many layers' KVs as fill ~96 MiB (beyond the H200's L2); device
 //     time per layer and KV GB/s.
 //   BM_VulkanVerify: a speculative verify (docs/speculative.md) on a whole-model layer span:
 //     synthetic Llama-1B (written to the temp directory on first use) and 8B (FISH_VERIFY_8B: a
@@ -443,7 +443,9 @@ BENCHMARK(BM_VulkanShaderCopy)
 // 64), context (keys attended), variant (0: one-pass, 1: split-K with attention_splits' auto
 // count, 2: span_attention_decode with RoPE and the KV store fused (attention_decode_splits'
 // count, + the combine when > 1), 3: what the span ran for decode without it: span_rope_kv then
-// variant 1). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
+// variant 1, 4: span_attention_short, RoPE and the KV store fused, one workgroup a query head (up
+// to FISH_SPAN_SHORT_KEYS keys; skipped beyond). One iteration = 20 passes over every layer
+// (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -454,7 +456,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const Heads& sh = kHeads[state.range(0)];
   const uint32_t ctx = uint32_t(state.range(1));
   const int variant = int(state.range(2));
-  const bool decode = variant == 2, split = variant == 1 || variant == 3;
+  const bool decode = variant == 2, split = variant == 1 || variant == 3, shortk = variant == 4;
+  if (shortk && ctx > FISH_SPAN_SHORT_KEYS) {
+    state.SkipWithError("span_attention_short takes at most FISH_SPAN_SHORT_KEYS keys");
+    return;
+  }
   constexpr int kReps = 20;
   vk::VulkanBackend* b = backend();
   const uint32_t kv_dim = sh.n_kv * sh.hd, kv_words = ctx * kv_dim / 2;  // K (or V) of a layer
@@ -494,7 +500,7 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
     pc.c_off = qkv;
     pc.c_stride = q_floats;
     pc.pos0 = ctx - 1;
-    pc.n_rot = decode ? sh.hd : sh.n_head / sh.n_kv;
+    pc.n_rot = decode || shortk ? sh.hd : sh.n_head / sh.n_kv;
     pc.group = sh.n_head / sh.n_kv;
     pc.kv_k = 2 * l * kv_words;
     pc.kv_v = pc.kv_k + kv_words;
@@ -510,7 +516,9 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
       const uint32_t units = sh.n_head * sh.hd / 2 + kv_dim / 2;
       ds.push_back({"span_rope_kv", rk, (units + FISH_SPAN_WG - 1) / FISH_SPAN_WG, 1, 1});
     }
-    if (decode) {
+    if (shortk) {
+      ds.push_back({"span_attention_short", pc, sh.n_head, 1, 1});
+    } else if (decode) {
       ds.push_back({"span_attention_decode", pc, sh.n_kv, 1, splits});
       if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
     } else if (splits > 0) {
@@ -535,11 +543,12 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   state.counters["kv_GBps"] = passes * double(layer_bytes) / std::max(seconds, 1e-12) / 1e9;
   state.counters["layers"] = n_layer;
   state.counters["splits"] = splits;
-  const char* names[] = {"one-pass", "split-K", "decode (RoPE+KV fused)", "rope_kv + split-K"};
+  const char* names[] = {"one-pass", "split-K", "decode (RoPE+KV fused)", "rope_kv + split-K",
+                         "short (RoPE+KV fused, a workgroup a query head)"};
   state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

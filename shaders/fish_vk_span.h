@@ -50,7 +50,8 @@
 // invocations a query head (the short-context rule: attention_short_applies, vulkan_span.h).
 #define FISH_SPAN_SHORT_WG 256
 #define FISH_SPAN_SHORT_KEYS 1024
-#define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): one workgroup over the logits
+#define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): threads a workgroup
+#define FISH_SPAN_ARGMAX_SLICE 4096  // ... logits a workgroup of its first pass (8 a thread)
 #define FISH_SPAN_CHUNK 64       // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512   // ... where prefill matmuls run on cooperative matrices
 

@@ -334,13 +334,23 @@ void VulkanSpan::record_head(int64_t row, int64_t n) {
   barrier();
   stage_done(kMatvec, &head_, rows);
   bind_ops();
-  for (uint32_t i = 0; i < rows; ++i) {  // one workgroup a row
-    SpanPush am{};
-    am.n = V;
-    am.a_off = off_logits_ + i * V;
-    am.c_off = off_tok_ + i;
-    op(ops_.argmax, am, 1, 1);
+  // Each row's greedy id: workgroups of FISH_SPAN_ARGMAX_SLICE logits, then one a row over their
+  // pairs (argmax.comp.glsl), or one workgroup a row where a vocabulary is one slice.
+  SpanPush am{};
+  am.n = V;
+  am.a_off = off_logits_;
+  am.a_stride = V;
+  am.c_off = off_tok_;
+  am.b_off = off_parts_;
+  am.split = (V + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
+  const uint64_t pair_floats = 2ull * am.split * rows;  // in the split-K partials' scratch
+  if (am.split >= 2 && pair_floats <= uint64_t(parts_cap_) * uint64_t(p_.head_dim + 2)) {
+    am.flags = 1;
+    op(ops_.argmax, am, am.split, rows);
+    barrier();
+    am.flags = 2;
   }
+  op(ops_.argmax, am, 1, rows);
   stage_done(kArgmax);
 }
 

@@ -856,7 +856,8 @@ TEST(VulkanSpanOps, AttentionSplitRule) {
 // span_argmax (the output head's greedy token) against engine/sampling's greedy_token: random
 // logits of sizes below, at and above the workgroup (a real vocabulary's 49152 + 3), the largest
 // value repeated at several indices (the lowest wins, across threads and within one thread's
-// stride), all equal, -inf everywhere, and NaN at index 0 and elsewhere (greedy_token's ranking).
+// stride), all equal, -inf everywhere, and NaN at index 0 and elsewhere (greedy_token's ranking);
+// by one workgroup a row and by slices then their pairs (a vocabulary of 12 slices), two rows.
 TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -888,20 +889,43 @@ TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
         lg[pick(rng)] = inf;  // +inf twice: the lower index
         lg[pick(rng)] = inf;
       }
-      const uint32_t a_off = 37, c_off = a_off + k.n + 3;
-      std::vector<float> arena(c_off + 4, -1.0f);
+      // One workgroup (pass 0), and slices then their pairs (passes 1, 2) over 2 rows: this
+      // row and its reverse (the winner moves; ties and NaN keep their rules).
+      std::vector<float> rev(lg.rbegin(), lg.rend());
+      const uint32_t slices = (k.n + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
+      const uint32_t a_off = 37, c_off = a_off + 2 * k.n + 3, b_off = c_off + 4;
+      std::vector<float> arena(b_off + 4 * slices + 1, -1.0f);
       std::copy(lg.begin(), lg.end(), arena.begin() + a_off);
+      std::copy(rev.begin(), rev.end(), arena.begin() + a_off + k.n);
       const std::vector<float> params(4);
       std::vector<uint32_t> kv(4);
       vk::SpanPush pc{};
       pc.n = k.n;
       pc.a_off = a_off;
+      pc.a_stride = k.n;
       pc.c_off = c_off;
-      ASSERT_TRUE(backend().run_span_op("span_argmax", pc, 1, 1, arena, params, kv).ok()) << what;
-      uint32_t got = 0;
-      std::memcpy(&got, &arena[c_off], 4);
-      EXPECT_EQ(int32_t(got), greedy_token(lg)) << what;
-      EXPECT_EQ(arena[c_off + 1], -1.0f) << what << ": wrote past its word";
+      pc.b_off = b_off;
+      pc.split = slices;
+      for (int passes : {1, 2}) {
+        std::vector<float> a = arena;
+        std::vector<vk::SpanDispatch> ds;
+        if (passes == 2) {
+          vk::SpanPush p1 = pc;
+          p1.flags = 1;
+          ds.push_back({"span_argmax", p1, slices, 2, 1});
+          pc.flags = 2;
+        }
+        ds.push_back({"span_argmax", pc, 1, 2, 1});
+        auto r = backend().run_span_ops(ds, 1, a, params, kv);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
+        uint32_t got[2] = {0, 0};
+        std::memcpy(got, &a[c_off], 8);
+        const std::string w = what + (passes == 2 ? " (slices)" : " (one workgroup)");
+        EXPECT_EQ(int32_t(got[0]), greedy_token(lg)) << w;
+        EXPECT_EQ(int32_t(got[1]), greedy_token(rev)) << w << ", reversed";
+        EXPECT_EQ(a[c_off + 2], -1.0f) << w << ": wrote past its words";
+        EXPECT_EQ(a.back(), -1.0f) << w << ": wrote past its pairs";
+      }
     }
   }
 }
