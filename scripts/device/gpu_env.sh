@@ -12,6 +12,8 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $icd ] && export VK_DRIVER_FILES=$icd
 D=$root/.devcarry
 B=$D/bin
+# gpu_prefill.sh pack carries the binaries as bin.tar.xz.
+[ -f $D/bin.tar.xz ] && [ ! -x $B/fish ] && tar -C $D -xJf $D/bin.tar.xz
 export LD_LIBRARY_PATH=$D/lib FISH_BIN=$B/fish FISH_SYNTHETIC_DIR=${FISH_SYNTHETIC_DIR:-/tmp/syn}
 mkdir -p "$FISH_SYNTHETIC_DIR"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A real GGUF onto the GPU machine, which has no network and takes 64 MiB a call: the file goes in
-# PIECES pieces (default 3; SmolLM2-135M-Instruct Q4_1 is 98 MB), one a call, each carried next to
-# .devcarry, and is put back together on the machine (kept in /tmp/real while it is held).
+# A real GGUF onto the GPU machine, which has no network and takes 64 MiB a call (the tracked tree,
+# ~19 MB, included): the file goes in PIECES pieces (default 3 equal ones; PIECE_MB="30 35" gives
+# pieces of those sizes and the rest; SmolLM2-135M-Instruct Q4_1 is 98 MB), one a call, each
+# carried next to .devcarry, and is put back together on the machine (kept in /tmp/real while it
+# is held).
 #
 #   PHASE=pack (dev machine, repo root) splits MODEL (default the SmolLM2 file of
 #              scripts/models.sha256, from FISH_CACHE/models: scripts/fetch_models.sh) into
@@ -37,7 +39,17 @@ if [ "$PHASE" = pack ]; then
   grep -qx '/.devreal/' "$root/.git/info/exclude" 2>/dev/null ||
     { [ -d "$root/.git" ] && echo '/.devreal/' >> "$root/.git/info/exclude"; } || true
   rm -rf "$R" && mkdir -p "$R"
-  split -n "$pieces" -d -a 1 "$model" "$R/part-"
+  if [ -n "${PIECE_MB:-}" ]; then  # PIECE_MB="30 35": those sizes (MB), the rest in the last piece
+    pieces=$(( $(echo $PIECE_MB | wc -w) + 1 ))
+    off=0 i=0
+    for mb in $PIECE_MB; do
+      dd if="$model" of="$R/part-$i" bs=1000000 skip=$off count=$mb status=none
+      off=$((off + mb)) i=$((i + 1))
+    done
+    dd if="$model" of="$R/part-$i" bs=1000000 skip=$off status=none
+  else
+    split -n "$pieces" -d -a 1 "$model" "$R/part-"
+  fi
   printf 'name=%s\nsha256=%s\npieces=%s\n' "$name" "$sha" "$pieces" > "$R/manifest"
   du -h "$R"/part-* | sed 's/^/real_model: /'
   for ((i = 0; i < pieces; i++)); do
