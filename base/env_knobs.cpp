@@ -215,10 +215,16 @@ std::span<const EnvKnob> env_knobs() {
        "short batches' span attention with RoPE and the KV store fused in one dispatch "
        "(span_attention_decode): auto (default) from 1024 attended keys on (faster there on the "
        "H100), 1 always, 0 never (RoPE + KV store in one dispatch, then the split-K kernels)"},
-      {"FISH_VK_ATTN_SHORT", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1 (default): one decode token attending at most 1024 keys runs span_attention_short "
-       "(RoPE, the KV store and attention in one dispatch, one workgroup a query head) unless "
-       "FISH_VK_ATTN_DECODE=1; 0: the split-K or fused kernels (A/B)"},
+      {"FISH_VK_ATTN_SHORT",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "one decode token runs span_attention_short (RoPE, the KV store and attention in one "
+       "dispatch, one workgroup a query head) unless FISH_VK_ATTN_DECODE=1: auto (default) up to "
+       "256 attended keys, 1 up to 1024, 0 never (the split-K or fused kernels; A/B)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,
@@ -301,8 +307,7 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "row groups a workgroup of the integer-dot decode matvec, each of FISH_VK_IDOT_WG's "
-       "threads and its own FISH_VK_IDOT_ROWS rows (auto, the default: 4 for rows of 8192 values "
-       "or more, else 1)"},
+       "threads and its own FISH_VK_IDOT_ROWS rows (auto, the default: 1)"},
       {"FISH_VK_IDOT_ROWS",
        S::gpu,
        E::results,
@@ -318,8 +323,8 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "threads per workgroup of the integer-dot decode matvec (default auto: from the row "
-       "length; tuning)"},
+       "threads per workgroup of the integer-dot decode matvec (default auto: 32 below 8192-value "
+       "rows, 64 from there, more past 16 chunks a thread; tuning)"},
       {"FISH_VK_MATVEC",
        S::gpu,
        E::results,

@@ -54,7 +54,7 @@ std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k) {
 
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
   if (forced != 0) return forced;
-  uint32_t wg = 32;  // one NVIDIA warp; the reduction handles any subgroup size
+  uint32_t wg = n_in >= kIdotLongRow ? 64 : 32;  // the reduction handles any subgroup size
   while (wg < 128 && n_in > int64_t(wg) * 16 * 32) wg *= 2;  // <= 16 chunks of 32 a thread
   return wg;
 }
@@ -71,8 +71,8 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
 }
 
 uint32_t idot_groups(int64_t n_in, uint32_t forced) {
-  if (forced != 0) return forced;
-  return n_in >= kIdotLongRow ? 4 : 1;
+  (void)n_in;  // one rule for every row length now (device_weight.h)
+  return forced != 0 ? forced : 1;
 }
 
 uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in) {

@@ -57,18 +57,21 @@ bool has_idot_kernel(GgmlType type);
 std::string matmul_module(GgmlType type, int64_t n_tok, MatvecKernel k);
 // The integer-dot matvec's workgroup size for rows of n_in values: `forced` (FISH_VK_IDOT_WG)
 // when non-zero, else 32 threads (one NVIDIA warp: the reduction is one subgroupAdd and no
-// barrier does real work) up to 16 of the row's 32-value chunks a thread (n_in <= 16384), and
-// twice that per doubling beyond, at most 128. The H200 sweep (rows 1/2/4 x 32/64/128 threads,
-// 2048..14336-value rows: results/runs/h200-decode-wg-586895f) had 32 threads first on 11 of 12
-// shapes; rows longer than 16384 were not measured.
+// barrier does real work) below kIdotLongRow values, 64 from there (two warps a row group), and
+// twice that per doubling past 16 of the row's 32-value chunks a thread, at most 128. The H200
+// sweep (rows 1/2/4 x 32/64/128 threads, 2048..14336-value rows, independent dispatches:
+// results/runs/h200-decode-wg-586895f) had 32 threads first on 11 of 12 shapes; in the span
+// (dependent steps, FISH_GPU_PROFILE=2 on an H100, results/runs/h100-session-232ddba) the down
+// rows (n_in 8192 / 14336) ran faster at 64 threads x 1 row group than at 32 x 4 (the previous
+// rule): 8B q6_k 46.7 -> 43.2 us a step, q4_k 33.3 -> 30.0; 1B q6_k 17.8 -> 13.3, q4_k 13.7 ->
+// 10.9, while the 4096- and 2048-value rows lost at 64 (gate/up 40.3 -> 43.1, q/k/v 17.6 -> 20.6).
+inline constexpr int64_t kIdotLongRow = 8192;
 uint32_t idot_workgroup(int64_t n_in, uint32_t forced);
 // The integer-dot matvec's row groups a workgroup for rows of n_in values: `forced`
-// (FISH_VK_IDOT_GROUPS) when non-zero, else 4 for rows of kIdotLongRow values or more, 1 below.
-// One-warp workgroups of long rows leave Hopper's SMs at their 32-workgroup cap with few rows in
-// flight; four row groups a workgroup lift it. Measured on an H100 (device-timed, one entry each,
-// results/runs/h100-mixed-0a83b5f-a): q4_k 4096x14336 1.73 -> 2.51 TB/s, q6_k 4096x14336 2.40 ->
-// 2.36; on 4096-value rows GROUPS 4 lost (q4_k 4096x4096 2.55 -> 2.29, 14336x4096 2.65 -> 2.34).
-inline constexpr int64_t kIdotLongRow = 8192;
+// (FISH_VK_IDOT_GROUPS) when non-zero, else 1. (Four row groups on rows of kIdotLongRow values or
+// more lifted the independent-dispatch rate on an H100, results/runs/h100-mixed-0a83b5f-a: q4_k
+// 4096x14336 1.73 -> 2.51 TB/s; in the span the two-warp row groups of idot_workgroup beat them,
+// above.)
 uint32_t idot_groups(int64_t n_in, uint32_t forced);
 // Its pipeline over rows of n_in values: matvec_idot_ specialised (o's FISH_VK_IDOT_* knobs) to
 // idot_rows rows a row group, idot_groups(n_in, o.idot_groups) row groups of

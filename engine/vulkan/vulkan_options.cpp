@@ -61,7 +61,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (split) o.attn_split = int(*split);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> dec, env_word("FISH_VK_ATTN_DECODE"));
   if (dec && *dec != "auto") o.attn_decode = is_off_word(*dec) ? 0 : 1;
-  FISH_ASSIGN_OR_RETURN(o.attn_short, env_switch("FISH_VK_ATTN_SHORT", true));
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> sh, env_word("FISH_VK_ATTN_SHORT"));
+  if (sh && *sh != "auto") o.attn_short = is_off_word(*sh) ? 0 : 1;
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
   if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;

@@ -24,7 +24,7 @@
 //   FISH_VK_IDOT_GROUPS=auto|1|2|4  row groups a workgroup of matvec_idot_<type>, each of
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
 //                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
-//                             idot_groups' rule (device_weight.h: 4 for rows of >= 8192 values)
+//                             idot_groups' rule (device_weight.h: 1)
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -38,10 +38,11 @@
 //                             (default) where the batch attends kAttnDecodeMinKeys keys or more
 //                             (vulkan_span.h; faster there on the H100, slower below: docs/gpu.md),
 //                             1 always, 0 never (span_rope_kv + the attention kernels above)
-//   FISH_VK_ATTN_SHORT=1|0    one decode token attending at most FISH_SPAN_SHORT_KEYS (1024)
-//                             keys runs span_attention_short (RoPE, KV store and attention in one
-//                             dispatch, one workgroup a query head): 1 (default) unless
-//                             FISH_VK_ATTN_DECODE=1; 0 the kernels above (A/B)
+//   FISH_VK_ATTN_SHORT=auto|0|1  one decode token runs span_attention_short (RoPE, KV store and
+//                             attention in one dispatch, one workgroup a query head) unless
+//                             FISH_VK_ATTN_DECODE=1: auto (default) up to kAttnShortKeys (256)
+//                             attended keys, 1 up to the kernel's FISH_SPAN_SHORT_KEYS (1024), 0
+//                             never (the kernels above; A/B)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -107,7 +108,7 @@ struct VulkanOptions {
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
-  bool attn_short = true;    // FISH_VK_ATTN_SHORT: span_attention_short for short decode steps
+  int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required

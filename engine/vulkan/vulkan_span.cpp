@@ -302,7 +302,8 @@ Status VulkanSpan::load_ops() {
   if (ctx_.options().attn_decode != 0 && ctx_.features().subgroup_min >= 4) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
-  if (ctx_.options().attn_short && ctx_.features().subgroup_min >= 4 && p_.head_dim % 4 == 0) {
+  if (ctx_.options().attn_short != 0 && ctx_.features().subgroup_min >= 4 &&
+      p_.head_dim % 4 == 0) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_short, ctx_.pipeline("span_attention_short"));
   }
   return Status::success();
@@ -614,7 +615,9 @@ std::string VulkanSpan::kernels() const {
                                  : fmt::format("split-K (fused from {} keys)", kAttnDecodeMinKeys);
   const std::string shortk =
       ops_.attention_short.pipe && dec != 1
-          ? fmt::format("short (one token, <= {} keys) then ", FISH_SPAN_SHORT_KEYS)
+          ? fmt::format("short (one token, <= {} keys) then ",
+                        ctx_.options().attn_short == 1 ? uint32_t(FISH_SPAN_SHORT_KEYS)
+                                                       : kAttnShortKeys)
           : "";
   return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");

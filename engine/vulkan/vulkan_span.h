@@ -59,12 +59,18 @@ inline bool attention_decode_fused(int mode, uint32_t len_max) {
 }
 
 // FISH_VK_ATTN_SHORT's rule: a dispatch of n_tok tokens whose longest range is len_max keys runs
-// span_attention_short (one decode token, at most FISH_SPAN_SHORT_KEYS keys; attention_short
-// .comp.glsl) when the knob is on (`enabled`) and FISH_VK_ATTN_DECODE does not force the other
-// fused kernel (attn_decode 1).
-inline bool attention_short_applies(bool enabled, int attn_decode, uint32_t n_tok,
-                                    uint32_t len_max) {
-  return enabled && attn_decode != 1 && n_tok == 1 && len_max <= FISH_SPAN_SHORT_KEYS;
+// span_attention_short (attention_short.comp.glsl) when it is one decode token, FISH_VK_ATTN_DECODE
+// does not force the other fused kernel (attn_decode 1), and the range is at most kAttnShortKeys
+// (mode -1, auto) or FISH_SPAN_SHORT_KEYS (mode 1, the kernel's capacity); mode 0 never. Its
+// workgroup walks the keys' V in one pass of 8 key groups, so its time grows with the range where
+// split-K's does not: on an H100 (results/runs/h100-session-232ddba) the 8B's decode steps ran
+// 25.0 -> 16.4 us a layer with it at 25-153 keys (profiled), but its peer_gpu row after a
+// 512-token prompt (513-640 keys) fell to 224.6 tok/s from the split-K path's 246.2 of the
+// session before. 256 lies between; the crossover is not measured yet.
+inline constexpr uint32_t kAttnShortKeys = 256;
+inline bool attention_short_applies(int mode, int attn_decode, uint32_t n_tok, uint32_t len_max) {
+  const uint32_t cap = mode == 1 ? uint32_t(FISH_SPAN_SHORT_KEYS) : kAttnShortKeys;
+  return mode != 0 && attn_decode != 1 && n_tok == 1 && len_max <= cap;
 }
 
 // Errors: as ComputeBackend::span_create. The caller holds ctx.mutex(); `weights` (the

@@ -166,7 +166,7 @@ void check_every_type(vk::VulkanBackend& b, int64_t n_out, bool long_rows, std::
   }
 }
 
-// The default knobs, long rows included (idot_groups' rule: 4 row groups from 8192 values).
+// The default knobs, long rows included (idot_workgroup's rule: two warps from 8192 values).
 TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
   std::mt19937 rng(23);
   check_every_type(*backend_, 7 * FISH_MATVEC_ROWS + 3, true, rng);
@@ -369,26 +369,29 @@ TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
       vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, o, 4096).constants.empty());
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::fast, o, 4096), uint32_t(FISH_MATVEC_ROWS));
   const vk::VulkanOptions defaults;
-  // The measured defaults: 2 rows, one warp a row group; 4 row groups from 8192-value rows.
+  // The measured defaults: 2 rows, one row group of one warp, two from 8192-value rows.
   EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 4096).constants,
             (std::vector<uint32_t>{2, 32, 1, 1}));
   EXPECT_EQ(vk::matmul_spec(GgmlType::q6_k, 1, vk::MatvecKernel::idot, defaults, 14336).constants,
-            (std::vector<uint32_t>{2, 4 * 32, 1, 4}));
+            (std::vector<uint32_t>{2, 64, 1, 1}));
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8191), 2u);
-  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 8u);
-  o.idot_groups = 1;  // FISH_VK_IDOT_GROUPS=1 wins over the rule
-  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 14336), 4u);
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 2u);
+  o.idot_groups = 4;  // FISH_VK_IDOT_GROUPS=4 wins over the rule
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 14336), 16u);
 }
 
 TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
   EXPECT_EQ(vk::idot_workgroup(2048, 0), 32u);   // the 1B's attention: 2 chunks a thread
   EXPECT_EQ(vk::idot_workgroup(4096, 0), 32u);   // the 8B's attention, gate, up: 4
-  EXPECT_EQ(vk::idot_workgroup(14336, 0), 32u);  // the 8B's down: 14
-  EXPECT_EQ(vk::idot_workgroup(16384, 0), 32u);  // 16
-  EXPECT_EQ(vk::idot_workgroup(16385, 0), 64u);
-  EXPECT_EQ(vk::idot_workgroup(32768, 0), 64u);
+  EXPECT_EQ(vk::idot_workgroup(8191, 0), 32u);   // 8
+  EXPECT_EQ(vk::idot_workgroup(8192, 0), 64u);   // the 1B's down: two warps, 4 a thread
+  EXPECT_EQ(vk::idot_workgroup(14336, 0), 64u);  // the 8B's down: 7
+  EXPECT_EQ(vk::idot_workgroup(32768, 0), 64u);  // 16
+  EXPECT_EQ(vk::idot_workgroup(32769, 0), 128u);
   EXPECT_EQ(vk::idot_workgroup(1 << 20, 0), 128u);
   EXPECT_EQ(vk::idot_workgroup(4096, 256), 256u);  // FISH_VK_IDOT_WG wins
+  EXPECT_EQ(vk::idot_groups(14336, 0), 1u);        // one row group whatever the row
+  EXPECT_EQ(vk::idot_groups(4096, 4), 4u);         // FISH_VK_IDOT_GROUPS wins
 }
 
 TEST_F(VulkanMatvecIdot, WeightSplitIntoParts) {

@@ -766,22 +766,26 @@ TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
 }
 
 // FISH_VK_ATTN_SHORT's rule (vulkan_span.h attention_short_applies): one token attending at most
-// FISH_SPAN_SHORT_KEYS keys, unless the knob is off or FISH_VK_ATTN_DECODE=1 forces the other
-// fused kernel; the knob parses the switch words and defaults to on.
+// kAttnShortKeys keys (auto) or FISH_SPAN_SHORT_KEYS (1), never with 0 or FISH_VK_ATTN_DECODE=1;
+// the knob parses auto and the switch words and defaults to auto.
 TEST(VulkanSpanOps, ShortAttentionRule) {
-  EXPECT_TRUE(vk::attention_short_applies(true, -1, 1, 1));
-  EXPECT_TRUE(vk::attention_short_applies(true, -1, 1, FISH_SPAN_SHORT_KEYS));
-  EXPECT_FALSE(vk::attention_short_applies(true, -1, 1, FISH_SPAN_SHORT_KEYS + 1));
-  EXPECT_FALSE(vk::attention_short_applies(true, -1, 2, 100));  // a verify batch
-  EXPECT_TRUE(vk::attention_short_applies(true, 0, 1, 100));
-  EXPECT_FALSE(vk::attention_short_applies(true, 1, 1, 100));
-  EXPECT_FALSE(vk::attention_short_applies(false, -1, 1, 100));
-  EXPECT_TRUE(vk::VulkanOptions{}.attn_short);
-  for (auto [word, on] : {std::pair<const char*, bool>{"0", false}, {"off", false}, {"1", true}}) {
+  static_assert(vk::kAttnShortKeys == 256 && FISH_SPAN_SHORT_KEYS == 1024);
+  EXPECT_TRUE(vk::attention_short_applies(-1, -1, 1, 1));
+  EXPECT_TRUE(vk::attention_short_applies(-1, -1, 1, vk::kAttnShortKeys));
+  EXPECT_FALSE(vk::attention_short_applies(-1, -1, 1, vk::kAttnShortKeys + 1));
+  EXPECT_TRUE(vk::attention_short_applies(1, -1, 1, FISH_SPAN_SHORT_KEYS));
+  EXPECT_FALSE(vk::attention_short_applies(1, -1, 1, FISH_SPAN_SHORT_KEYS + 1));
+  EXPECT_FALSE(vk::attention_short_applies(-1, -1, 2, 100));  // a verify batch
+  EXPECT_TRUE(vk::attention_short_applies(-1, 0, 1, 100));
+  EXPECT_FALSE(vk::attention_short_applies(-1, 1, 1, 100));
+  EXPECT_FALSE(vk::attention_short_applies(0, -1, 1, 100));
+  EXPECT_EQ(vk::VulkanOptions{}.attn_short, -1);
+  for (auto [word, mode] :
+       {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}}) {
     test::ScopedEnv e("FISH_VK_ATTN_SHORT", word);
     auto o = vk::VulkanOptions::from_env();
     ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_EQ(o->attn_short, on) << word;
+    EXPECT_EQ(o->attn_short, mode) << word;
   }
 }
 
