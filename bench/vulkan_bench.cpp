@@ -39,8 +39,8 @@
 //     Llama-3.1-8B / SmolLM2 heads at contexts 128..8192, the one-pass kernel vs split-K (the
 //     auto rule's splits: span_attention_split + span_attention_combine) vs the fused
 //     span_attention_decode (RoPE + KV store + attention) vs span_rope_kv + split-K (the decode
-//     path without it) vs span_attention_short (<= 1024 keys), over as many layers' KVs as fill ~96 MiB (beyond the H200's L2); device
-//     time per layer and KV GB/s.
+//     path without it) vs span_attention_short (<= 1024 keys), over as many layers' KVs as fill ~96
+//     MiB (beyond the H200's L2); device time per layer and KV GB/s.
 //   BM_VulkanVerify: a speculative verify (docs/speculative.md) on a whole-model layer span:
 //     synthetic Llama-1B (written to the temp directory on first use) and 8B (FISH_VERIFY_8B: a
 //     pre-written `fish make-model --shape llama-8b --type q4_k_m` file; skipped when unset or
@@ -444,8 +444,8 @@ BENCHMARK(BM_VulkanShaderCopy)
 // count, 2: span_attention_decode with RoPE and the KV store fused (attention_decode_splits'
 // count, + the combine when > 1), 3: what the span ran for decode without it: span_rope_kv then
 // variant 1, 4: span_attention_short, RoPE and the KV store fused, one workgroup a query head (up
-// to FISH_SPAN_SHORT_KEYS keys; skipped beyond). One iteration = 20 passes over every layer
-// (run_span_ops, device timestamps).
+// to FISH_SPAN_SHORT_KEYS keys; skipped beyond), 5: its wide variant (1024 threads). One iteration
+// = 20 passes over every layer (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -456,7 +456,8 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const Heads& sh = kHeads[state.range(0)];
   const uint32_t ctx = uint32_t(state.range(1));
   const int variant = int(state.range(2));
-  const bool decode = variant == 2, split = variant == 1 || variant == 3, shortk = variant == 4;
+  const bool decode = variant == 2, split = variant == 1 || variant == 3,
+             shortk = variant == 4 || variant == 5;
   if (shortk && ctx > FISH_SPAN_SHORT_KEYS) {
     state.SkipWithError("span_attention_short takes at most FISH_SPAN_SHORT_KEYS keys");
     return;
@@ -517,7 +518,8 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
       ds.push_back({"span_rope_kv", rk, (units + FISH_SPAN_WG - 1) / FISH_SPAN_WG, 1, 1});
     }
     if (shortk) {
-      ds.push_back({"span_attention_short", pc, sh.n_head, 1, 1});
+      ds.push_back({variant == 5 ? "span_attention_short_wide" : "span_attention_short", pc,
+                    sh.n_head, 1, 1});
     } else if (decode) {
       ds.push_back({"span_attention_decode", pc, sh.n_kv, 1, splits});
       if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
@@ -543,12 +545,16 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   state.counters["kv_GBps"] = passes * double(layer_bytes) / std::max(seconds, 1e-12) / 1e9;
   state.counters["layers"] = n_layer;
   state.counters["splits"] = splits;
-  const char* names[] = {"one-pass", "split-K", "decode (RoPE+KV fused)", "rope_kv + split-K",
-                         "short (RoPE+KV fused, a workgroup a query head)"};
+  const char* names[] = {"one-pass",
+                         "split-K",
+                         "decode (RoPE+KV fused)",
+                         "rope_kv + split-K",
+                         "short (RoPE+KV fused, a workgroup a query head)",
+                         "short wide (1024 threads a workgroup)"};
   state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

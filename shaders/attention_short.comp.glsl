@@ -18,7 +18,10 @@
 //      ... (KG = WG / (n / 4) key groups; 8 keys' V loads in flight), the key groups are summed
 //      through shared memory and the row is normalised into ARENA c_off + h n.
 // Q8 (span_attention_short_q8): also the output row's q8_1 copy (q8_block.glsl, K = n_head n) for
-// an idot wo matvec. Four workgroup barriers (five with Q8) whatever the context, where
+// an idot wo matvec. WIDE (span_attention_short_wide, _wide_q8): FISH_SPAN_SHORT_WIDE_WG threads
+// instead of FISH_SPAN_SHORT_WG, so the scoring pass takes up to that many keys at once and the V
+// pass has 4x the key groups (at 640 keys of head_dim 128: 20 keys a thread instead of 80), for
+// ranges past kAttnShortKeys (FISH_VK_ATTN_SHORT=1). Four workgroup barriers (five with Q8) whatever the context, where
 // span_rope_kv + span_attention_split + span_attention_combine take three dispatches and
 // barriers, and span_attention_decode one workgroup a KV head walking all of its keys.
 // Needs n a multiple of 4 (of 32 for Q8) and <= FISH_SPAN_MAX_HEAD, pos0 + 1 - begin <=
@@ -32,7 +35,11 @@
 #include "span_common.glsl"
 #include "span_rope.glsl"
 #include "kv_f16.glsl"
+#ifdef WIDE  // span_attention_short_wide: 4x the threads, 4x the key groups of the V pass
+#define WG FISH_SPAN_SHORT_WIDE_WG
+#else
 #define WG FISH_SPAN_SHORT_WG
+#endif
 #define HD FISH_SPAN_MAX_HEAD
 #define MAX_SG (WG / 4)  // subgroups of >= 4 lanes (the span checks)
 layout(local_size_x = WG) in;

@@ -49,6 +49,7 @@
 // FISH_SPAN_SHORT_KEYS keys, RoPE and the KV store fused, one workgroup of FISH_SPAN_SHORT_WG
 // invocations a query head (the short-context rule: attention_short_applies, vulkan_span.h).
 #define FISH_SPAN_SHORT_WG 256
+#define FISH_SPAN_SHORT_WIDE_WG 1024  // span_attention_short_wide: ranges past kAttnShortKeys
 #define FISH_SPAN_SHORT_KEYS 1024
 #define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): threads a workgroup
 #define FISH_SPAN_ARGMAX_SLICE 4096  // ... logits a workgroup of its first pass (8 a thread)

@@ -302,9 +302,12 @@ Status VulkanSpan::load_ops() {
   if (ctx_.options().attn_decode != 0 && ctx_.features().subgroup_min >= 4) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
-  if (ctx_.options().attn_short != 0 && ctx_.features().subgroup_min >= 4 &&
-      p_.head_dim % 4 == 0) {
+  if (ctx_.options().attn_short != 0 && ctx_.features().subgroup_min >= 4 && p_.head_dim % 4 == 0) {
     FISH_ASSIGN_OR_RETURN(ops_.attention_short, ctx_.pipeline("span_attention_short"));
+    if (ctx_.limits().maxComputeWorkGroupInvocations >= FISH_SPAN_SHORT_WIDE_WG &&
+        ctx_.limits().maxComputeWorkGroupSize[0] >= FISH_SPAN_SHORT_WIDE_WG) {
+      FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide, ctx_.pipeline("span_attention_short_wide"));
+    }
   }
   return Status::success();
 }
@@ -383,6 +386,10 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       }
       if (ops_.attention_short.pipe) {
         FISH_ASSIGN_OR_RETURN(ops_.attention_short_q8, ctx_.pipeline("span_attention_short_q8"));
+      }
+      if (ops_.attention_short_wide.pipe) {
+        FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide_q8,
+                              ctx_.pipeline("span_attention_short_wide_q8"));
       }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
@@ -613,12 +620,14 @@ std::string VulkanSpan::kernels() const {
                              : dec == 1
                                  ? "fused"
                                  : fmt::format("split-K (fused from {} keys)", kAttnDecodeMinKeys);
-  const std::string shortk =
-      ops_.attention_short.pipe && dec != 1
-          ? fmt::format("short (one token, <= {} keys) then ",
-                        ctx_.options().attn_short == 1 ? uint32_t(FISH_SPAN_SHORT_KEYS)
-                                                       : kAttnShortKeys)
-          : "";
+  std::string shortk;
+  if (ops_.attention_short.pipe && dec != 1)
+    shortk = ctx_.options().attn_short == 1
+                 ? fmt::format("short (one token, <= {} keys{}) then ", FISH_SPAN_SHORT_KEYS,
+                               ops_.attention_short_wide.pipe
+                                   ? fmt::format("; wide past {}", kAttnShortKeys)
+                                   : "")
+                 : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
   return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
 }

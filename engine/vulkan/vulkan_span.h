@@ -66,7 +66,8 @@ inline bool attention_decode_fused(int mode, uint32_t len_max) {
 // split-K's does not: on an H100 (results/runs/h100-session-232ddba) the 8B's decode steps ran
 // 25.0 -> 16.4 us a layer with it at 25-153 keys (profiled), but its peer_gpu row after a
 // 512-token prompt (513-640 keys) fell to 224.6 tok/s from the split-K path's 246.2 of the
-// session before. 256 lies between; the crossover is not measured yet.
+// session before. 256 lies between; the crossover is not measured yet. Past 256 keys mode 1 runs
+// span_attention_short_wide (4x the threads and key groups; not yet measured on a GPU).
 inline constexpr uint32_t kAttnShortKeys = 256;
 inline bool attention_short_applies(int mode, int attn_decode, uint32_t n_tok, uint32_t len_max) {
   const uint32_t cap = mode == 1 ? uint32_t(FISH_SPAN_SHORT_KEYS) : kAttnShortKeys;

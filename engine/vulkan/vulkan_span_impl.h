@@ -87,6 +87,9 @@ struct SpanOps {
   // RoPE and the KV store fused, one workgroup a query head (loaded unless FISH_VK_ATTN_SHORT=0,
   // on subgroups of >= 4 lanes and head dimensions that are multiples of 4).
   Pipeline attention_short, attention_short_q8;
+  // span_attention_short_wide (+ _q8): the same on FISH_SPAN_SHORT_WIDE_WG threads for ranges past
+  // kAttnShortKeys (FISH_VK_ATTN_SHORT=1; loaded with it where the device allows that many).
+  Pipeline attention_short_wide, attention_short_wide_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).

@@ -165,8 +165,14 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
   if (short_attention(n, len_max)) {  // one token, a short context: one workgroup a query head
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
-    wo_q8_ = ops_.attention_short_q8.pipe && fuse_q8(L.wo, n, &pc);
-    op(wo_q8_ ? ops_.attention_short_q8 : ops_.attention_short, pc, uint32_t(p_.n_head), 1);
+    // Past kAttnShortKeys (FISH_VK_ATTN_SHORT=1) the wide variant where the device has it.
+    const bool wide = len_max > kAttnShortKeys && ops_.attention_short_wide.pipe;
+    const Pipeline& q8 = wide ? ops_.attention_short_wide_q8 : ops_.attention_short_q8;
+    wo_q8_ = q8.pipe && fuse_q8(L.wo, n, &pc);
+    op(wo_q8_ ? q8
+       : wide ? ops_.attention_short_wide
+              : ops_.attention_short,
+       pc, uint32_t(p_.n_head), 1);
     barrier();
     stage_done(kAttnDecode);
     return;

@@ -716,10 +716,11 @@ TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
 // span_attention_short (one decode token: RoPE, the KV store and attention in one dispatch, one
 // workgroup a query head) against the CPU reference, and the token's K/V row in the cache:
 // head_dim 36 (18 KV words a head: the scalar K path), 64, 80, 128, 200 and 256 (uvec4 loads;
-// 80, 200 and 256: a second, part-filled load batch a key); groups of 1, 3, 4 and 8; contexts of 1 position,
-// fewer keys than threads, more (a thread scores several) and FISH_SPAN_SHORT_KEYS exactly;
-// partial rotation and NeoX pairs; windows shorter and longer than the context. Its _q8 variant
-// writes the same output and the row's q8_1 copy by quant_q8_1's rule.
+// 80, 200 and 256: a second, part-filled load batch a key); groups of 1, 3, 4 and 8; contexts of 1
+// position, fewer keys than threads, more (a thread scores several) and FISH_SPAN_SHORT_KEYS
+// exactly; partial rotation and NeoX pairs; windows shorter and longer than the context. Its _q8
+// variant writes the same output and the row's q8_1 copy by quant_q8_1's rule; the wide variant
+// (span_attention_short_wide, FISH_SPAN_SHORT_WIDE_WG threads) and its _q8 the same, every case.
 TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, pos0, window, n_rot;
@@ -727,41 +728,44 @@ TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
   };
   const RopeStyle N = RopeStyle::normal, X = RopeStyle::neox;
   const Case cases[] = {
-      {64, 6, 2, 0, 0, 64, N},      {128, 32, 8, 150, 0, 128, N},
-      {128, 8, 2, 297, 100, 64, X}, {36, 9, 3, 20, 4000, 36, X},
-      {256, 4, 1, 700, 0, 256, N},  {200, 4, 4, 600, 512, 200, N},
-      {64, 8, 1, 513, 0, 32, X},    {80, 4, 2, FISH_SPAN_SHORT_KEYS - 1, 0, 80, N},
+      {64, 6, 2, 0, 0, 64, N},       {128, 32, 8, 150, 0, 128, N},
+      {128, 8, 2, 297, 100, 64, X},  {36, 9, 3, 20, 4000, 36, X},
+      {256, 4, 1, 700, 0, 256, N},   {200, 4, 4, 600, 512, 200, N},
+      {64, 8, 1, 513, 0, 32, X},     {80, 4, 2, FISH_SPAN_SHORT_KEYS - 1, 0, 80, N},
       {64, 16, 2, 4000, 1024, 64, N}};
   for (const Case& c : cases) {
     std::mt19937 rng(c.hd * 37 + c.pos0);
     const uint32_t K = c.n_head * c.hd, q8_floats = FISH_Q8_BYTES(K) / 4 + 1;
-    DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, 1, c.pos0, c.window, c.n_rot,
-                                     c.style, q8_floats, rng);
-    const std::string what =
+    DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, 1, c.pos0, c.window, c.n_rot, c.style,
+                                     q8_floats, rng);
+    const std::string base =
         fmt::format("short attention head_dim {} heads {}:{} at {} window {} n_rot {}", c.hd,
                     c.n_head, c.n_kv, c.pos0, c.window, c.n_rot);
-    std::vector<float> arena = p.arena;
-    std::vector<uint32_t> kv = p.kv;
-    auto r = backend().run_span_op("span_attention_short", p.pc, c.n_head, 1, arena, p.table, kv);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    const std::vector<float> out(arena.begin() + p.out_off,
-                                 arena.begin() + p.out_off + p.out_floats);
-    expect_near_all(out, p.want, 1e-4, what);
-    expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
-    EXPECT_EQ(std::vector<float>(arena.begin() + p.out_off + p.out_floats, arena.end()),
-              std::vector<float>(p.arena.begin() + p.out_off + p.out_floats, p.arena.end()))
-        << what << ": wrote past its output";
-    if (c.hd % 32 != 0) continue;
-    p.pc.q8_off = p.out_off + p.out_floats;
-    std::vector<float> q8 = p.arena;
-    std::vector<uint32_t> kv_q8 = p.kv;
-    ASSERT_TRUE(
-        backend().run_span_op("span_attention_short_q8", p.pc, c.n_head, 1, q8, p.table, kv_q8).ok());
-    EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats),
-              out)
-        << what;
-    EXPECT_EQ(kv_q8, kv) << what;
-    EXPECT_EQ(test::q8_copy_errors(q8, p.pc.q8_off, K, 0, out.data()), 0) << what;
+    for (const std::string module : {"span_attention_short", "span_attention_short_wide"}) {
+      const std::string what = base + " (" + module + ")";
+      std::vector<float> arena = p.arena;
+      std::vector<uint32_t> kv = p.kv;
+      vk::SpanPush pc = p.pc;
+      auto r = backend().run_span_op(module, pc, c.n_head, 1, arena, p.table, kv);
+      ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
+      const std::vector<float> out(arena.begin() + p.out_off,
+                                   arena.begin() + p.out_off + p.out_floats);
+      expect_near_all(out, p.want, 1e-4, what);
+      expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
+      EXPECT_EQ(std::vector<float>(arena.begin() + p.out_off + p.out_floats, arena.end()),
+                std::vector<float>(p.arena.begin() + p.out_off + p.out_floats, p.arena.end()))
+          << what << ": wrote past its output";
+      if (c.hd % 32 != 0) continue;
+      pc.q8_off = p.out_off + p.out_floats;
+      std::vector<float> q8 = p.arena;
+      std::vector<uint32_t> kv_q8 = p.kv;
+      ASSERT_TRUE(backend().run_span_op(module + "_q8", pc, c.n_head, 1, q8, p.table, kv_q8).ok());
+      EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats),
+                out)
+          << what;
+      EXPECT_EQ(kv_q8, kv) << what;
+      EXPECT_EQ(test::q8_copy_errors(q8, pc.q8_off, K, 0, out.data()), 0) << what;
+    }
   }
 }
 

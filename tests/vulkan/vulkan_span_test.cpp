@@ -44,8 +44,8 @@ std::unique_ptr<vk::VulkanBackend> open_backend(const char* budget_mb = nullptr)
 }
 
 // A span request that starts the KV at 8 positions, so every test also grows it.
-SpanRequest small_span(int64_t max_tok = 64) {
-  return SpanRequest{kCtx, max_tok, 8};
+SpanRequest small_span(int64_t max_tok = 64, int64_t n_ctx = kCtx) {
+  return SpanRequest{n_ctx, max_tok, 8};
 }
 
 std::shared_ptr<const Model> load(const char* file) {
@@ -99,9 +99,9 @@ std::shared_ptr<const Model> synthetic_gemma3_window() {
 // seed's "span vs CPU", reported only).
 std::unique_ptr<Session> session(std::shared_ptr<const Model> model,
                                  std::shared_ptr<const GpuPlacement> pl, int64_t n_batch = 64,
-                                 ActMode act = ActMode::f32) {
+                                 ActMode act = ActMode::f32, int64_t n_ctx = kCtx) {
   SessionOptions opt;
-  opt.n_ctx = kCtx;
+  opt.n_ctx = n_ctx;
   opt.n_batch = n_batch;
   opt.act = act;
   opt.gpu = std::move(pl);
@@ -246,11 +246,13 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
               "batches of 32 vs one 70-token forward");
 }
 
-std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_decode = 1) {
+std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_decode = 1,
+                                                      int attn_short = -1) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
   if (opt.ok()) opt->attn_decode = attn_decode;      // as FISH_VK_ATTN_DECODE
+  if (opt.ok()) opt->attn_short = attn_short;        // as FISH_VK_ATTN_SHORT
   if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
@@ -258,34 +260,41 @@ std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_d
   return b;
 }
 
-// Split-K attention through span forwards: a 70-token prefill (chunks of 64 + 6) then 3 decode
-// steps, with FISH_VK_ATTN_SPLIT forced to 5 (prefill chunks split too, as far as the scratch
-// allows; decode's span_attention_decode in 5 splits) and auto, and auto without the fused decode
-// kernel (FISH_VK_ATTN_DECODE=0: span_rope_kv, then split-K past 64 keys), against the span with
-// splitting and the decode kernel off (the one-pass kernel; tight) and the CPU engine.
-void check_split_span(std::shared_ptr<const Model> model, const std::string& what) {
+// Split-K attention through span forwards: a `prefill`-token prefill (chunks of 64 + the rest)
+// then 3 decode steps, with FISH_VK_ATTN_SPLIT forced to 5 (prefill chunks split too, as far as
+// the scratch allows; decode's span_attention_decode in 5 splits) and auto, auto without the
+// fused decode kernel (FISH_VK_ATTN_DECODE=0: span_attention_short up to 256 keys, else
+// span_rope_kv then split-K past 64 keys), and span_attention_short forced (FISH_VK_ATTN_SHORT=1:
+// its wide variant past 256 keys), against the span with splitting and both fused kernels off
+// (the one-pass kernel; tight) and the CPU engine.
+void check_split_span(std::shared_ptr<const Model> model, const std::string& what,
+                      int prefill = 70) {
   ASSERT_TRUE(model);
+  const int64_t n_ctx = prefill + 26;
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 73; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
-  auto span_logits = [&](int attn_split, int attn_decode = 1) {
-    auto b = open_backend_split(attn_split, attn_decode);
+  for (int i = 0; i < prefill + 3; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
+  auto span_logits = [&](int attn_split, int attn_decode = 1, int attn_short = -1) {
+    auto b = open_backend_split(attn_split, attn_decode, attn_short);
     std::shared_ptr<const GpuPlacement> pl =
-        GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96)));
+        GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96, n_ctx)));
     EXPECT_TRUE(pl->span()) << pl->summary();
-    auto s = session(model, pl, 96);
+    auto s = session(model, pl, 96, ActMode::f32, n_ctx);
     EXPECT_TRUE(s->span_active());
-    std::vector<float> lg = run(*s, tokens, 70);
+    std::vector<float> lg = run(*s, tokens, prefill);
     EXPECT_EQ(s->gpu_fallbacks(), 0);
     return lg;
   };
-  const std::vector<float> off = span_logits(0, 0), forced = span_logits(5),
-                           automatic = span_logits(-1), unfused = span_logits(-1, 0);
-  auto cpu = session(model, nullptr, 96);
-  const std::vector<float> cpu_lg = run(*cpu, tokens, 70);
+  const std::vector<float> off = span_logits(0, 0, 0), forced = span_logits(5),
+                           automatic = span_logits(-1), unfused = span_logits(-1, 0),
+                           shortk = span_logits(-1, 0, 1);
+  auto cpu = session(model, nullptr, 96, ActMode::f32, n_ctx);
+  const std::vector<float> cpu_lg = run(*cpu, tokens, prefill);
   const int64_t n_vocab = model->params().n_vocab;
   expect_same(forced, off, n_vocab, 1e-3, what + ": 5 splits vs one-pass");
   expect_same(automatic, off, n_vocab, 1e-3, what + ": auto splits vs one-pass");
   expect_same(unfused, off, n_vocab, 1e-3, what + ": auto splits, no decode kernel vs one-pass");
+  expect_same(shortk, off, n_vocab, 1e-3, what + ": short kernel forced vs one-pass");
+  expect_same(shortk, cpu_lg, n_vocab, 3e-3, what + ": short kernel forced vs CPU");
   expect_same(forced, cpu_lg, n_vocab, 3e-3, what + ": 5 splits vs CPU");
   std::printf("%s: split vs one-pass max |dlogit| %.3g, split vs CPU %.3g (of %.3g)\n",
               what.c_str(), compare(forced, off, n_vocab).max_diff,
@@ -298,6 +307,12 @@ TEST(VulkanSpan, SplitKAttentionMatchesOnePassAndCpuGqa) {
 
 TEST(VulkanSpan, SplitKAttentionMatchesOnePassAndCpuSlidingWindow) {
   check_split_span(synthetic_gemma3_window(), "synthetic gemma3 window 64");
+}
+
+// Past 256 keys: the decode steps at 300..302 positions, where FISH_VK_ATTN_SHORT=1 runs
+// span_attention_short_wide and auto the split-K kernels.
+TEST(VulkanSpan, ShortAttentionWideMatchesOnePassAndCpuPast256Keys) {
+  check_split_span(synthetic_llama(), "synthetic llama 8:2 at 300 positions", 300);
 }
 
 // span_kv_truncate then a re-forward equals a fresh run; a 3-token verify at pos0 < the device
