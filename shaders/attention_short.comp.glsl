@@ -10,12 +10,13 @@
 //      (kv_k / kv_v, kv_stride words a position, two halves a word). Keys before pos0 come from
 //      the KV, pos0's own from shared memory: no workgroup reads what another writes.
 //   2. scores every key of [begin, pos0] (begin: the sliding window's first position), one key a
-//      thread, all of a key's K loads issued before its dot product (uvec4 loads where the KV's
-//      words are 16-byte aligned), into shared memory;
+//      thread, up to KB of a key's uvec4 K loads issued before its dot product (uvec4 loads where
+//      the KV's words are 16-byte aligned), into shared memory;
 //   3. the workgroup max and the sum of exp(s - max) (subgroup reductions + one shared slot a
 //      subgroup);
 //   4. the output: thread (key group kg, dims 4c .. 4c + 3) sums weight x V over keys kg, kg + KG,
-//      ... (KG = WG / (n / 4) key groups; 8 keys' V loads in flight), the key groups are summed
+//      ... (KG = WG / (n / 4) key groups; 8 keys' V loads in flight in every batch, the last
+//      included, so a thread's keys take ceil(keys / 8) round trips), the key groups are summed
 //      through shared memory and the row is normalised into ARENA c_off + h n.
 // Q8 (span_attention_short_q8): also the output row's q8_1 copy (q8_block.glsl, K = n_head n) for
 // an idot wo matvec. WIDE (span_attention_short_wide, _wide_q8): FISH_SPAN_SHORT_WIDE_WG threads
@@ -41,6 +42,13 @@
 #define WG FISH_SPAN_SHORT_WG
 #endif
 #define HD FISH_SPAN_MAX_HEAD
+// K loads a scoring thread issues before their math: a whole head_dim-128 key (16 uvec4) at
+// once on the 256-thread kernel; 8 on the wide one, whose threads have a quarter the registers.
+#if WG > 256
+#define KB 8u
+#else
+#define KB 16u
+#endif
 #define MAX_SG (WG / 4)  // subgroups of >= 4 lanes (the span checks)
 layout(local_size_x = WG) in;
 layout(std430, binding = FISH_SPAN_KV) readonly buffer KvBuf4 { uvec4 kv4[]; };
@@ -113,10 +121,10 @@ void main() {
       for (uint d = 0u; d < n; ++d) s += q_s[d] * k_s[d];
     } else if (vec4_k) {
       const uint src4 = (pc.kv_k + p * pc.kv_stride + g * rw) / 4u, n4 = rw / 4u;
-      for (uint c0 = 0u; c0 < n4; c0 += 8u) {  // 8 loads in flight, then their math
-        uvec4 kr[8];
-        [[unroll]] for (uint i = 0u; i < 8u; ++i) kr[i] = c0 + i < n4 ? kv4[src4 + c0 + i] : uvec4(0u);
-        [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+      for (uint c0 = 0u; c0 < n4; c0 += KB) {  // KB loads in flight, then their math
+        uvec4 kr[KB];
+        [[unroll]] for (uint i = 0u; i < KB; ++i) kr[i] = c0 + i < n4 ? kv4[src4 + c0 + i] : uvec4(0u);
+        [[unroll]] for (uint i = 0u; i < KB; ++i) {
           if (c0 + i >= n4) break;
           const uint d = 8u * (c0 + i);
           s += dot(vec4(q_s[d], q_s[d + 1u], q_s[d + 2u], q_s[d + 3u]),
@@ -150,19 +158,18 @@ void main() {
   vec4 acc = vec4(0.0);
   if (kg < KG) {
     const uint base = g * rw + 2u * c;
-    uint j = kg;
-    for (; j + 7u * KG < len; j += 8u * KG) {  // 8 keys' V loads in flight, then their math
+    const vec4 v_own = vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
+    // 8 keys' V loads in flight, then their math, the last batch too: keys past the range read
+    // pos0's V from shared memory and are not added (each thread adds the same keys in the same
+    // order as a remainder loop would, with fewer round trips).
+    for (uint j = kg; j < len; j += 8u * KG) {
       vec4 v[8];
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const uint p = lo + j + i * KG;
-        v[i] = p < pos0 ? v_quad(p, base) : vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
+        v[i] = p < pos0 ? v_quad(p, base) : v_own;
       }
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) acc += p_s[j + i * KG] * v[i];
-    }
-    for (; j < len; j += KG) {
-      const uint p = lo + j;
-      const vec4 v = p < pos0 ? v_quad(p, base) : vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
-      acc += p_s[j] * v;
+      [[unroll]] for (uint i = 0u; i < 8u; ++i)
+        if (j + i * KG < len) acc += p_s[j + i * KG] * v[i];
     }
   }
   o_s[tid] = acc;
