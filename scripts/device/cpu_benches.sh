@@ -3,6 +3,7 @@
 # .devcarry/commit; run from the repo root there: bash scripts/device/<this file>. Writes to $OUT.
 set -uo pipefail
 D=$PWD/.devcarry  # bin/ (fish, benches), lib/ (libfmt, libbenchmark), commit
+[ -f $D/bin.tar.xz ] && [ ! -d $D/bin ] && tar -C $D -xJf $D/bin.tar.xz  # a gpu_prefill.sh pack
 export LD_LIBRARY_PATH=$D/lib
 mkdir -p build/bench && cp $D/bin/fish_*_bench build/bench/
 export FISH_RESULTS=$OUT FISH_BENCH_REPS=5

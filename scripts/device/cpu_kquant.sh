@@ -16,6 +16,7 @@
 set -uo pipefail
 PART=${PART:-all}
 D=$PWD/.devcarry
+[ -f $D/bin.tar.xz ] && [ ! -d $D/bin ] && tar -C $D -xJf $D/bin.tar.xz  # a gpu_prefill.sh pack
 export LD_LIBRARY_PATH=$D/lib
 B=$D/bin
 W=$OUT/cpu-kquant

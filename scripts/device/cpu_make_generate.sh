@@ -4,6 +4,7 @@
 # Device run: make-model timings, dequant/quantize/decode benches at 16 threads, generate on synthetic models.
 set -uo pipefail
 D=$PWD/.devcarry  # bin/ (fish, benches), lib/ (libfmt, libbenchmark), commit
+[ -f $D/bin.tar.xz ] && [ ! -d $D/bin ] && tar -C $D -xJf $D/bin.tar.xz  # a gpu_prefill.sh pack
 export LD_LIBRARY_PATH=$D/lib
 B=$D/bin
 mkdir -p $OUT/bench

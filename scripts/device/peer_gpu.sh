@@ -67,7 +67,8 @@ if [ "$PHASE" = pack ]; then
   tar -cJf "$D/peer/vktools.tar.xz" -C "$stage" vk
   cp "$root/scripts/peer/llama_cpp.pin" "$D/peer/"
   du -h "$D/peer"/* | sed 's/^/peer_gpu: /'
-  [ -x "$D/bin/fish" ] || say "note: $D/bin/fish is missing: put the FISH Vulkan build there (bin/, lib/) as for h200_session.sh"
+  [ -x "$D/bin/fish" ] || [ -f "$D/bin.tar.xz" ] ||
+    say "note: no FISH build in $D: run scripts/device/gpu_prefill.sh pack BUILD first"
   say "carry [\".devcarry\", \".gl\"]; on the device: PHASE=build, PHASE=wait, PHASE=run"
   exit 0
 fi
