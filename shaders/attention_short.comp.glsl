@@ -22,9 +22,10 @@
 // an idot wo matvec. WIDE (span_attention_short_wide, _wide_q8): FISH_SPAN_SHORT_WIDE_WG threads
 // instead of FISH_SPAN_SHORT_WG, so the scoring pass takes up to that many keys at once and the V
 // pass has 4x the key groups (at 640 keys of head_dim 128: 20 keys a thread instead of 80), for
-// ranges past kAttnShortKeys (FISH_VK_ATTN_SHORT=1). Four workgroup barriers (five with Q8) whatever the context, where
-// span_rope_kv + span_attention_split + span_attention_combine take three dispatches and
-// barriers, and span_attention_decode one workgroup a KV head walking all of its keys.
+// ranges past kAttnShortKeys (FISH_VK_ATTN_SHORT=1). Four workgroup barriers (five with Q8)
+// whatever the context, where span_rope_kv + span_attention_split + span_attention_combine take
+// three dispatches and barriers, and span_attention_decode one workgroup a KV head walking all of
+// its keys.
 // Needs n a multiple of 4 (of 32 for Q8) and <= FISH_SPAN_MAX_HEAD, pos0 + 1 - begin <=
 // FISH_SPAN_SHORT_KEYS, one token (rows = 1), subgroups of >= 4 lanes. CPU reference: rope_ref,
 // then attention_one_query_ref (kernels/ops.h), the KV's f16 rounding.
@@ -123,7 +124,8 @@ void main() {
       const uint src4 = (pc.kv_k + p * pc.kv_stride + g * rw) / 4u, n4 = rw / 4u;
       for (uint c0 = 0u; c0 < n4; c0 += KB) {  // KB loads in flight, then their math
         uvec4 kr[KB];
-        [[unroll]] for (uint i = 0u; i < KB; ++i) kr[i] = c0 + i < n4 ? kv4[src4 + c0 + i] : uvec4(0u);
+        [[unroll]] for (uint i = 0u; i < KB; ++i)
+          kr[i] = c0 + i < n4 ? kv4[src4 + c0 + i] : uvec4(0u);
         [[unroll]] for (uint i = 0u; i < KB; ++i) {
           if (c0 + i >= n4) break;
           const uint d = 8u * (c0 + i);

@@ -10,12 +10,12 @@
 // queries on NVIDIA: 47.75 KiB at head_dim 128 of the H100's 48), 4 x 16, 2 x 32, 2 x 16, 1 x 16
 // (head_dim 256 on NVIDIA: 2 x 16, 36.9 KiB).
 //
-// Variant 2 (span_attention_flash_cm2, FISH_VK_FLASH_CM=2, the default; attention_flash_cm2.comp.glsl): Q in
-// registers, K and V double-buffered (2 x 2 x KT x head_dim f16, Q staged there first, so
-// queries <= 4 KT), S with rows of KT + 4 floats, P as variant 1; keys a multiple of 4 x the
-// lanes a softmax row takes (subgroup / m, at least 1). Candidates: variant 1's, then 4 x 8,
-// 2 x 8, 1 x 8 (lavapipe's 8x8x8 at head_dim 256); on NVIDIA 4 x 32 at head_dim 64 and 128 (48 KiB
-// exactly at 128), 4 x 16 at 256.
+// Variant 2 (span_attention_flash_cm2, FISH_VK_FLASH_CM=2, the default;
+// attention_flash_cm2.comp.glsl): Q in registers, K and V double-buffered (2 x 2 x KT x head_dim
+// f16, Q staged there first, so queries <= 4 KT), S with rows of KT + 4 floats, P as variant 1;
+// keys a multiple of 4 x the lanes a softmax row takes (subgroup / m, at least 1). Candidates:
+// variant 1's, then 4 x 8, 2 x 8, 1 x 8 (lavapipe's 8x8x8 at head_dim 256); on NVIDIA 4 x 32 at
+// head_dim 64 and 128 (48 KiB exactly at 128), 4 x 16 at 256.
 #pragma once
 
 #include <cstdint>
