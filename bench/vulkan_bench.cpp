@@ -109,6 +109,16 @@ double g_coopmat_peak_flops = 0;       // BM_VulkanCoopmatPeak's last rate (0: n
 struct IdotKnobs {
   uint32_t rows = 0, wg = 0, ahead = 0, groups = 0;
   auto key() const { return std::make_tuple(rows, wg, ahead, groups); }
+  // " rows R wg W ahead A groups G", the knobs set (non-zero) only.
+  std::string label() const {
+    std::string s;
+    for (auto [name, v] : {std::pair<const char*, uint32_t>{"rows", rows},
+                           {"wg", wg},
+                           {"ahead", ahead},
+                           {"groups", groups}})
+      if (v > 0) s += fmt::format(" {} {}", name, v);
+    return s;
+  }
 };
 
 // The backend decoding with FISH_VK_MATVEC mode `mode` and idot knobs `k`, opened on first use,
@@ -299,12 +309,7 @@ void BM_VulkanMatvec(benchmark::State& state) {
       state.counters["device_pct_shader_copy"] =
           100.0 * bytes / device_s / g_shader_copy_bytes_per_s;
   }
-  std::string knobs;
-  for (auto [name, v] : {std::pair<const char*, uint32_t>{"rows", k.rows},
-                         {"wg", k.wg},
-                         {"ahead", k.ahead},
-                         {"groups", k.groups}})
-    if (v > 0) knobs += fmt::format(" {} {}", name, v);
+  const std::string knobs = k.label();
   state.SetLabel(fmt::format("{} {}{}", type_name(t), vk::matvec_mode_name(mode), knobs));
 }
 // The idot variant sweep (matvec_variants): BM_VulkanMatvec under its own name and MinTime.
@@ -357,12 +362,7 @@ void BM_VulkanMatvecChain(benchmark::State& state) {
   if (g_shader_copy_bytes_per_s > 0)
     state.counters["device_pct_shader_copy"] =
         100.0 * double(r.bytes) / med / g_shader_copy_bytes_per_s;
-  std::string knobs;
-  for (auto [name, v] : {std::pair<const char*, uint32_t>{"rows", k.rows},
-                         {"wg", k.wg},
-                         {"ahead", k.ahead},
-                         {"groups", k.groups}})
-    if (v > 0) knobs += fmt::format(" {} {}", name, v);
+  const std::string knobs = k.label();
   state.SetLabel(fmt::format("{} {}x{} chain of {}{}", type_name(t), n_out, n_in, kReps,
                              knobs.empty() ? " (the rule)" : knobs));
 }

@@ -108,7 +108,7 @@ void main() {
   const uint qa = pc.a_off + t * pc.a_stride + h * n;
   for (uint d = tid; d < n; d += WG) q_s[d] = arena[qa + d];
   const uint pos = pc.pos0 + t;
-  const uint begin = (pc.window > 0u && pos + 1u > pc.window) ? pos + 1u - pc.window : 0u;
+  const uint begin = window_begin(pos);
   const uint head_w = g * rw;
   float m = -1.0e30, l = 0.0;
   float acc0 = 0.0, acc1 = 0.0;

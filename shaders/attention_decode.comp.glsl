@@ -62,10 +62,6 @@ layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint aren
 #include "q8_block.glsl"
 #endif
 
-uint begin_of(uint pos) {
-  return pc.window > 0u && pos + 1u > pc.window ? pos + 1u - pc.window : 0u;
-}
-
 // Words wa, wa + 1 (zero when !has_b) of V at position p of KV head g (this batch's from shared
 // memory).
 vec4 v_pair(uint p, uint g, uint rw, uint wa, bool has_b) {
@@ -119,7 +115,7 @@ void main() {
       kv[pc.kv_v + dst] = packHalf2x16(vec2(vc_s[c], vc_s[c + 1u]));
     }
 
-  const uint last = pc.pos0 + T - 1u, lo = begin_of(pc.pos0);
+  const uint last = pc.pos0 + T - 1u, lo = window_begin(pc.pos0);
   const uint kps = (last + 1u - lo + pc.split - 1u) / pc.split;
   const uint first = min(lo + sp * kps, last + 1u), end = min(first + kps, last + 1u);
   // Scoring: key j = tid / TPK of a pass, its words [w0, w0 + rw / 2) (the last thread of a key
@@ -179,7 +175,7 @@ void main() {
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
       s[r] += subgroupShuffleXor(s[r], 1u);
       const uint pos = pc.pos0 + r / G;
-      s[r] = j < nk && r < R && p >= begin_of(pos) && p <= pos ? pc.scale * s[r] : NEG;
+      s[r] = j < nk && r < R && p >= window_begin(pos) && p <= pos ? pc.scale * s[r] : NEG;
     }
     float mx[ROWS];
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) mx[r] = s[r];

@@ -39,10 +39,9 @@ void main() {
   // This thread: scores query qi x key kj; accumulates dims kj + KT k of query qi.
   const uint qi = tid / KT, kj = tid % KT;
   const uint pos = pc.pos0 + t0 + qi;
-  const uint begin = (pc.window > 0u && pos + 1u > pc.window) ? pos + 1u - pc.window : 0u;
+  const uint begin = window_begin(pos);
   const uint pos_first = pc.pos0 + t0, pos_last = pc.pos0 + t0 + n_q - 1u;
-  const uint first =
-      (pc.window > 0u && pos_first + 1u > pc.window) ? pos_first + 1u - pc.window : 0u;
+  const uint first = window_begin(pos_first);
   const uint end = pos_last + 1u;
   float m = -1.0e30, l = 0.0;
   float acc[DPT];

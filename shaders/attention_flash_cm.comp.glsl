@@ -63,8 +63,7 @@ void main() {
     l_s[i] = 0.0;
   }
   const uint pos_first = pc.pos0 + t0, pos_last = pc.pos0 + t0 + n_q - 1u;
-  const uint first =
-      (pc.window > 0u && pos_first + 1u > pc.window) ? pos_first + 1u - pc.window : 0u;
+  const uint first = window_begin(pos_first);
   const uint end = pos_last + 1u;
   float o[NB * OPB];
   [[unroll]] for (uint k = 0u; k < NB * OPB; ++k) o[k] = 0.0;
@@ -106,7 +105,7 @@ void main() {
     for (uint r = lane; r < CM; r += SG) {
       const uint i = row0 + r;
       const uint pos = pc.pos0 + t0 + i;
-      const uint begin = (pc.window > 0u && pos + 1u > pc.window) ? pos + 1u - pc.window : 0u;
+      const uint begin = window_begin(pos);
       const float m_old = m_s[i];
       float m_new = m_old;
       for (uint j = 0u; j < nk; ++j) {

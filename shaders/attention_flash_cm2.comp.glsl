@@ -75,10 +75,6 @@ void put_kv(uint b, uint e, uvec4 w) {
   kv_s[at + TILE4] = f16vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
 }
 
-uint window_begin(uint pos) {
-  return (pc.window > 0u && pos + 1u > pc.window) ? pos + 1u - pc.window : 0u;
-}
-
 void subgroup_sync() {
   subgroupMemoryBarrierShared();
   subgroupBarrier();

@@ -67,10 +67,6 @@ layout(std430, binding = FISH_SPAN_ARENA) writeonly buffer ArenaBufU { uint aren
 #include "q8_block.glsl"
 #endif
 
-uint begin_of(uint pos) {
-  return pc.window > 0u && pos + 1u > pc.window ? pos + 1u - pc.window : 0u;
-}
-
 // The workgroup's reduction of v through slots (max or sum): every thread gets the result.
 float wg_reduce(float v, bool is_max) {
   const float s = is_max ? subgroupMax(v) : subgroupAdd(v);
@@ -112,7 +108,7 @@ void main() {
     }
 
   // Scores of keys lo .. pos0, one a thread.
-  const uint lo = begin_of(pos0), len = pos0 + 1u - lo;
+  const uint lo = window_begin(pos0), len = pos0 + 1u - lo;
   const bool vec4_k = ((pc.kv_k | pc.kv_stride | rw) & 3u) == 0u;
   float mx = -3.0e38;
   for (uint j = tid; j < len; j += WG) {

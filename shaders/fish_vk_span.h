@@ -51,10 +51,10 @@
 #define FISH_SPAN_SHORT_WG 256
 #define FISH_SPAN_SHORT_WIDE_WG 1024  // span_attention_short_wide: ranges past kAttnShortKeys
 #define FISH_SPAN_SHORT_KEYS 1024
-#define FISH_SPAN_ARGMAX_WG 512  // span_argmax (argmax.comp.glsl): threads a workgroup
+#define FISH_SPAN_ARGMAX_WG 512      // span_argmax (argmax.comp.glsl): threads a workgroup
 #define FISH_SPAN_ARGMAX_SLICE 4096  // ... logits a workgroup of its first pass (8 a thread)
-#define FISH_SPAN_CHUNK 64       // tokens per chunk: work buffers hold this many rows
-#define FISH_SPAN_CHUNK_CM 512   // ... where prefill matmuls run on cooperative matrices
+#define FISH_SPAN_CHUNK 64           // tokens per chunk: work buffers hold this many rows
+#define FISH_SPAN_CHUNK_CM 512       // ... where prefill matmuls run on cooperative matrices
 
 // clang-format off
 #ifdef __cplusplus

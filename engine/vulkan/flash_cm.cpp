@@ -43,9 +43,8 @@ std::optional<FlashCmTile> pick_flash_cm_tile(const VkContext& ctx, uint32_t hea
   const DeviceFeatures& f = ctx.features();
   if (ctx.options().flash_cm == 0 || !f.coopmat) return std::nullopt;
   auto tile = [&](uint32_t v) {
-    return flash_cm_tile(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size,
-                         f.max_shared_bytes, ctx.limits().maxComputeWorkGroupInvocations,
-                         head_dim, v);
+    return flash_cm_tile(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size, f.max_shared_bytes,
+                         ctx.limits().maxComputeWorkGroupInvocations, head_dim, v);
   };
   std::optional<FlashCmTile> t = tile(variant);
   if (!t && variant == 2) t = tile(1);  // no variant-2 tile on this shape: variant 1's

@@ -48,8 +48,8 @@ Result<double> VulkanBackend::matmul_group_device_s(std::span<const MatmulOp> op
   return dev_s;
 }
 
-Result<double> VulkanBackend::time_matmul(std::span<const WeightHandle> ws, int64_t n_tok,
-                                          int reps, char kernel) {
+Result<double> VulkanBackend::time_matmul(std::span<const WeightHandle> ws, int64_t n_tok, int reps,
+                                          char kernel) {
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
   if (m.state != Impl::State::open)
@@ -99,8 +99,8 @@ Result<double> VulkanBackend::time_matmul(std::span<const WeightHandle> ws, int6
       m.cmds.timestamp(q, 0);
     }
     for (int r = 0; r < reps; ++r) {
-      FISH_TRY(m.record_matmuls(std::span(&dw[size_t(r) % dw.size()], 1), std::span(&y0, 1),
-                                n_tok, kernel, false));
+      FISH_TRY(m.record_matmuls(std::span(&dw[size_t(r) % dw.size()], 1), std::span(&y0, 1), n_tok,
+                                kernel, false));
       m.cmds.barrier(Sync::compute, Sync::compute);
     }
     if (q) m.cmds.timestamp(q, 1);

@@ -277,8 +277,8 @@ TEST_F(VulkanMatvecIdot, TimedChainRunsDecodeSteps) {
   ASSERT_TRUE(h2.ok()) << h2.error().message;
   const WeightHandle one[] = {h.value()}, two[] = {h.value(), h2.value()};
   for (int64_t n_tok : {int64_t(1), int64_t(FISH_MATVEC_MAX_TOK)}) {
-    for (std::span<const WeightHandle> ws : {std::span<const WeightHandle>(one),
-                                             std::span<const WeightHandle>(two)}) {
+    for (std::span<const WeightHandle> ws :
+         {std::span<const WeightHandle>(one), std::span<const WeightHandle>(two)}) {
       const Result<double> s = backend_->time_matmul(ws, n_tok, 5, 0);
       ASSERT_TRUE(s.ok()) << s.error().message;
       EXPECT_GT(s.value(), 0.0);
