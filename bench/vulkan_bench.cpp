@@ -186,6 +186,21 @@ const Resident& resident(vk::VulkanBackend* b, GgmlType t, int64_t n_out, int64_
   return r;
 }
 
+// resident(), or nullptr after marking the benchmark skipped (no backend / type, upload refused).
+const Resident* resident_or_skip(benchmark::State& state, vk::VulkanBackend* b, GgmlType t,
+                                 int64_t n_out, int64_t n_in) {
+  if (!b->supports(t)) {
+    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
+    return nullptr;
+  }
+  const Resident& r = resident(b, t, n_out, n_in);
+  if (r.handles.empty()) {
+    state.SkipWithError("upload refused");
+    return nullptr;
+  }
+  return &r;
+}
+
 }  // namespace
 
 vk::VulkanBackend* backend() {
@@ -264,15 +279,9 @@ void BM_VulkanMatvec(benchmark::State& state) {
   const IdotKnobs k{uint32_t(state.range(5)), uint32_t(state.range(6)), uint32_t(state.range(7)),
                     uint32_t(state.range(8))};
   vk::VulkanBackend* b = backend_matvec(mode, k);
-  if (!b->supports(t)) {
-    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
-    return;
-  }
-  const Resident& r = resident(b, t, n_out, n_in);
-  if (r.handles.empty()) {
-    state.SkipWithError("upload refused");
-    return;
-  }
+  const Resident* rp = resident_or_skip(state, b, t, n_out, n_in);
+  if (!rp) return;
+  const Resident& r = *rp;
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(size_t(n_tok * n_in));
@@ -333,15 +342,9 @@ void BM_VulkanMatvecChain(benchmark::State& state) {
                     uint32_t(state.range(6))};
   constexpr int kReps = 100;
   vk::VulkanBackend* b = backend_matvec(vk::MatvecMode::automatic, k);
-  if (!b->supports(t)) {
-    state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
-    return;
-  }
-  const Resident& r = resident(b, t, n_out, n_in);
-  if (r.handles.empty()) {
-    state.SkipWithError("upload refused");
-    return;
-  }
+  const Resident* rp = resident_or_skip(state, b, t, n_out, n_in);
+  if (!rp) return;
+  const Resident& r = *rp;
   std::vector<double> steps;
   for (auto _ : state) {
     auto s = b->time_matmul(r.handles, 1, kReps, 0);
