@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/env_knobs.h"
 #include "fish_vk_layout.h"
@@ -27,6 +28,18 @@ const char* matvec_mode_name(MatvecMode m) {
   }
   return "auto";
 }
+
+namespace {
+
+// A knob of words auto | the off words | the on words (its table row lists them): -1 when unset
+// or auto, 0 off, 1 on.
+Result<int> env_auto_switch(std::string_view name) {
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> w, env_word(name));
+  if (!w || *w == "auto") return -1;
+  return is_off_word(*w) ? 0 : 1;
+}
+
+}  // namespace
 
 Result<VulkanOptions> VulkanOptions::from_env() {
   // Every knob goes through the one table, so a value it does not list is an error naming the
@@ -59,15 +72,11 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> dec, env_word("FISH_VK_ATTN_DECODE"));
-  if (dec && *dec != "auto") o.attn_decode = is_off_word(*dec) ? 0 : 1;
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> sh, env_word("FISH_VK_ATTN_SHORT"));
-  if (sh && *sh != "auto") o.attn_short = is_off_word(*sh) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(o.attn_decode, env_auto_switch("FISH_VK_ATTN_DECODE"));
+  FISH_ASSIGN_OR_RETURN(o.attn_short, env_auto_switch("FISH_VK_ATTN_SHORT"));
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat, env_word("FISH_VK_COOPMAT"));
-  if (coopmat && *coopmat != "auto") o.coopmat = is_off_word(*coopmat) ? 0 : 1;
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> coopmat2, env_word("FISH_VK_COOPMAT2"));
-  if (coopmat2 && *coopmat2 != "auto") o.coopmat2 = is_off_word(*coopmat2) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(o.coopmat, env_auto_switch("FISH_VK_COOPMAT"));
+  FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
   if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;  // 1, on...
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));

@@ -548,6 +548,17 @@ TEST(VulkanSpanOps, AttentionEpiloguesWriteTheWoInputsQ81Copy) {
   }
 }
 
+// An auto | off | on knob parses auto and the switch words into `field` as -1 / 0 / 1.
+void expect_auto_switch(const char* knob, int vk::VulkanOptions::*field) {
+  for (auto [word, mode] :
+       {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}}) {
+    test::ScopedEnv e(knob, word);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ((*o).*field, mode) << knob << "=" << word;
+  }
+}
+
 // One span_attention_decode problem: tok tokens' unrotated q|k|v rows in ARENA (from a_off = 3,
 // rows of q_dim + 2 kv_dim + 5 floats) with the output rows and extra_floats after them, the KV's
 // positions before pos0 random f16 (10 spare positions after the batch), the RoPE table, and the
@@ -784,13 +795,7 @@ TEST(VulkanSpanOps, ShortAttentionRule) {
   EXPECT_FALSE(vk::attention_short_applies(-1, 1, 1, 100));
   EXPECT_FALSE(vk::attention_short_applies(0, -1, 1, 100));
   EXPECT_EQ(vk::VulkanOptions{}.attn_short, -1);
-  for (auto [word, mode] :
-       {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}}) {
-    test::ScopedEnv e("FISH_VK_ATTN_SHORT", word);
-    auto o = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_EQ(o->attn_short, mode) << word;
-  }
+  expect_auto_switch("FISH_VK_ATTN_SHORT", &vk::VulkanOptions::attn_short);
 }
 
 // The decode kernel's split rule (vulkan_span.h attention_decode_splits): one workgroup per KV
@@ -825,13 +830,7 @@ TEST(VulkanSpanOps, DecodeAttentionAutoFusesLongContextsOnly) {
   EXPECT_TRUE(vk::attention_decode_fused(-1, 8192));
   EXPECT_TRUE(vk::attention_decode_fused(1, 1));
   EXPECT_FALSE(vk::attention_decode_fused(0, 8192));
-  for (auto [word, mode] :
-       {std::pair<const char*, int>{"auto", -1}, {"0", 0}, {"off", 0}, {"1", 1}, {"on", 1}}) {
-    test::ScopedEnv e("FISH_VK_ATTN_DECODE", word);
-    auto o = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(o.ok()) << o.error().message;
-    EXPECT_EQ(o->attn_decode, mode) << word;
-  }
+  expect_auto_switch("FISH_VK_ATTN_DECODE", &vk::VulkanOptions::attn_decode);
   EXPECT_EQ(vk::VulkanOptions{}.attn_decode, -1);  // the default: auto
 }
 
