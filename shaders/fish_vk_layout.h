@@ -39,6 +39,8 @@
 #define FISH_BINDING_W 0
 #define FISH_BINDING_X 1
 #define FISH_BINDING_Y 2
+// matvec_idot_res_<type> only: the span's PARAMS (the norm weight of its epilogue).
+#define FISH_BINDING_P 3
 
 // One block declared as a C++ struct and as a GLSL push-constant block.
 // clang-format off
@@ -60,9 +62,24 @@ layout(push_constant) uniform MatmulPush {
   FISH_U32 n_groups;   // matvec: workgroups holding rows; the rest of the grid returns
   FISH_U32 y_stride;   // f32 values from one y row to the next (the whole matrix's n_out)
   FISH_U32 y_offset;   // f32 values before row 0 of this part in y (a part's first row)
+#if !defined(__cplusplus) && defined(FISH_MATVEC_RESNORM)
+  // matvec_idot_res_<type> (MatvecResPush below): y += W x, then the next rmsnorm of y's rows
+  uint xn_off;  // ARENA floats: the normalised rows (n_out floats apart)
+  uint q8_off;  // ARENA floats: their q8_1 copy (fish_vk_q8.h, K = n_out)
+  uint w_off;   // PARAMS floats: the norm weight (n_out floats)
+  uint ctr;     // ARENA word: the arrival counter (0 between dispatches)
+  float eps;
+#endif
 #ifdef __cplusplus
 };
 static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
+// The push constants of matvec_idot_res_<type>: MatmulPush, then its epilogue's offsets.
+struct MatvecResPush {
+  MatmulPush mm;
+  uint32_t xn_off, q8_off, w_off, ctr;
+  float eps;
+};
+static_assert(sizeof(MatvecResPush) == 56, "push constants: 14 x 4 bytes");
 }  // namespace fish::vk
 #else
 } pc;

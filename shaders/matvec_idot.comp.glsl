@@ -21,6 +21,12 @@
 // GROUPS (specialisation constant 3, FISH_VK_IDOT_GROUPS, default 1): the workgroup is GROUPS
 // row groups of WG / GROUPS threads, each reducing its own ROWS rows (ROWS x GROUPS a workgroup),
 // so several warps share a workgroup without sharing rows.
+// RESNORM (matvec_idot_res_<type>, a span's wo and down with the next rmsnorm fused; binding
+// FISH_BINDING_P the span's PARAMS, push constants MatvecResPush): the rows are added to y (the
+// residual x, y_offset its first row) instead of stored; then each workgroup counts its arrival
+// (atomic at ARENA word ctr) and the last one normalises the n_out-value rows as
+// span_add_rmsnorm_q8 would (next_rmsnorm), so the norm costs no dispatch and no barrier of its
+// own. Needs one part (all rows in one dispatch), n_out a multiple of 32 and 4-float offsets.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -33,6 +39,11 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_spirv_intrinsics : require
+#ifdef RESNORM
+#extension GL_KHR_shader_subgroup_clustered : require
+#define FISH_MATVEC_RESNORM  // MatmulPush's epilogue fields
+#define MATVEC_ACCUMULATE
+#endif
 
 #include "fish_vk_layout.h"
 
@@ -57,7 +68,20 @@ layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XQ2 { uvec2 xq2[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs { vec2 xds[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs4 { vec4 xds4[]; };
+#ifdef RESNORM
+// Y is the span's ARENA: the residual rows (read and added to), the counter, xn and its q8_1
+// copy; coherent, since the last workgroup reads rows the others wrote.
+layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf { float y[]; };
+layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf4 { vec4 y4[]; };
+layout(std430, binding = FISH_BINDING_Y) coherent buffer YBufU { uint yu[]; };
+layout(std430, binding = FISH_BINDING_P) readonly buffer PBuf4 { vec4 p4[]; };
+#define Q8_WORDS yu
+#define Q8_FLOATS y
+#define Q8_BASE pc.q8_off
+#include "q8_1_store.glsl"
+#else
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
+#endif
 
 #include "matvec_raw.glsl"
 
@@ -182,6 +206,39 @@ const uint OWN = ROWS * FISH_MATVEC_MAX_TOK;  // a thread's accumulators: its gr
 const uint NACC = GROUPS * OWN;                // the workgroup's
 #include "matvec_reduce.glsl"
 
+#ifdef RESNORM
+shared bool last_wg;
+shared float norm_part[32];  // a subgroup's sum of squares (workgroups of <= 32 subgroups)
+
+// The last workgroup's epilogue, span_add_rmsnorm_q8's second half: per token t, xn = y / rms(y)
+// * w (y the n_out-value residual row this dispatch added to), stored at xn_off and as q8_1 at
+// q8_off (q8_1_store.glsl: a block's 8 vec4s are 8 consecutive lanes; n_out a multiple of 32 and
+// the workgroup of 8, so a block's lanes are all in or all out).
+void next_rmsnorm() {
+  const uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, n4 = pc.n_out / 4u;
+  for (uint t = 0u; t < pc.n_tok; ++t) {
+    const uint x4 = (pc.y_offset + t * pc.y_stride) / 4u;
+    float ss = 0.0;
+    for (uint i = lid; i < n4; i += wg) {
+      const vec4 v = y4[x4 + i];
+      ss += dot(v, v);
+    }
+    ss = subgroupAdd(ss);
+    if (subgroupElect()) norm_part[gl_SubgroupID] = ss;
+    barrier();
+    float tot = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += norm_part[g];
+    barrier();  // norm_part is the next token's
+    const float s = 1.0 / sqrt(tot / float(pc.n_out) + pc.eps);
+    for (uint i = lid; i < n4; i += wg) {
+      const vec4 o = y4[x4 + i] * s * p4[pc.w_off / 4u + i];
+      y4[pc.xn_off / 4u + t * n4 + i] = o;
+      q8_store(pc.n_out, t, i, o);
+    }
+  }
+}
+#endif
+
 void main() {
   // Row group grp: threads grp GT .. (GT = WG / GROUPS, a multiple of 8), rows grp ROWS .. of the
   // workgroup's ROWS x GROUPS.
@@ -225,4 +282,16 @@ void main() {
   [[unroll]] for (uint g = 0u; g < GROUPS; ++g)
     [[unroll]] for (uint i = 0u; i < OWN; ++i) all[g * OWN + i] = g == grp ? acc[i] : 0.0;
   reduce_store(all, row0);
+#ifdef RESNORM
+  // This workgroup's rows out before its arrival counts; the last to arrive sees every row.
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) last_wg = atomicAdd(yu[pc.ctr], 1u) == pc.n_groups - 1u;
+  barrier();
+  if (last_wg) {
+    memoryBarrierBuffer();
+    if (gl_LocalInvocationID.x == 0u) yu[pc.ctr] = 0u;  // for the next dispatch
+    next_rmsnorm();
+  }
+#endif
 }

@@ -1,7 +1,8 @@
 // Included by matvec_fast.comp.glsl and matvec_idot.comp.glsl (no main) once ROWS (rows a
 // thread accumulates) and NACC (accumulators of the workgroup's rows, acc[row * MAX_TOK + token]:
 // ROWS * FISH_MATVEC_MAX_TOK, or that times matvec_idot's row groups) are defined, with y bound:
-// the workgroup's rows and the reduction of every thread's partial sums.
+// the workgroup's rows and the reduction of every thread's partial sums (added to y's rows rather
+// than stored where the includer defines MATVEC_ACCUMULATE).
 
 // The workgroup's first row (wg_rows rows a workgroup) and the byte offset rb[r] of its row
 // first + r (rows past n_out clamped to the last, so the hot loop needs no bounds checks); false
@@ -47,6 +48,12 @@ void reduce_store(float acc[NACC], uint row0) {
     if (i >= NACC) continue;
     const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
     const uint t = i % FISH_MATVEC_MAX_TOK;
-    if (r < pc.n_out && t < pc.n_tok) y[pc.y_offset + t * pc.y_stride + r] = total[j];
+    if (r < pc.n_out && t < pc.n_tok) {
+#ifdef MATVEC_ACCUMULATE  // y += W x (matvec_idot_res_<type>: the residual add)
+      y[pc.y_offset + t * pc.y_stride + r] += total[j];
+#else
+      y[pc.y_offset + t * pc.y_stride + r] = total[j];
+#endif
+    }
   }
 }

@@ -70,6 +70,13 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
   return s;
 }
 
+PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in) {
+  PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);
+  s.module = fmt::format("matvec_idot_res_{}", type_name(type));
+  s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
+  return s;
+}
+
 uint32_t idot_groups(int64_t n_in, uint32_t forced) {
   (void)n_in;  // one rule for every row length now (device_weight.h)
   return forced != 0 ? forced : 1;

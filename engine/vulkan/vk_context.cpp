@@ -482,6 +482,10 @@ void Commands::copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint
   copy(src, dst, std::span(&c, 1));
 }
 
+void Commands::fill(const Buffer& dst, uint64_t off, uint64_t bytes, uint32_t word) {
+  ctx_->vk().vkCmdFillBuffer(cmd_, dst.buf, off, bytes, word);
+}
+
 void Commands::bind(const Pipeline& p, VkDescriptorSet set) {
   ctx_->vk().vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipe);
   ctx_->vk().vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,

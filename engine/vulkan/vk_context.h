@@ -237,6 +237,8 @@ class Commands {
   void copy(const Buffer& src, const Buffer& dst, std::span<const VkBufferCopy> regions);
   void copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off,
             uint64_t bytes);
+  // dst's bytes [off, off + bytes) (multiples of 4) set to the 32-bit word `word`.
+  void fill(const Buffer& dst, uint64_t off, uint64_t bytes, uint32_t word);
   void bind(const Pipeline& p, VkDescriptorSet set);  // pipeline and set 0
   void bind(const Pipeline& p);  // pipeline only (set 0 stays: every layout of one shape is one)
   void push(const Pipeline& p, const void* data, uint32_t bytes);  // bytes <= kPushBytes

@@ -87,6 +87,7 @@ void VulkanSpan::layout_arena() {
   off_tmp_ = region(uint64_t(kChunk * E));
   off_gu_ = region(uint64_t(kChunk * 2 * F));
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
+  off_ctr_ = region(4);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   if (has_head_) {
@@ -155,6 +156,7 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
   Status s = [&]() -> Status {
     FISH_TRY(cmds_.begin());
     cmds_.copy(st, 0, params_, 0, prm.size() * 4);
+    cmds_.fill(arena_, uint64_t(off_ctr_) * 4, 16, 0);  // matvec_idot_res_'s counter starts at 0
     return cmds_.submit_and_wait(Work::transfer, "span params upload");
   }();
   ctx_.free(st);
@@ -164,7 +166,7 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
 Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weights,
                                 WeightHandle wh, int64_t expect_out, int64_t expect_in,
                                 uint32_t x_region, uint32_t x_stride, uint32_t y_off,
-                                uint32_t y_stride, MatmulGroup* out) {
+                                uint32_t y_stride, MatmulGroup* out, bool residual) {
   auto it = weights.find(wh);
   if (wh == 0 || it == weights.end())
     return make_error("span: a layer matrix is not resident on the device");
@@ -214,6 +216,14 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     if (mk == MatvecKernel::idot) {
       const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}, r[2]};
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
+      // The residual variant: all rows in one dispatch, whole q8_1 blocks of the normed rows.
+      if (residual && w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0 &&
+          ctx_.options().norm_fuse != 0) {
+        FISH_ASSIGN_OR_RETURN(st.res,
+                              ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(), w.n_in)));
+        const BufferRange rr[4] = {rq[0], rq[1], rq[2], {params_.buf, 0, VK_WHOLE_SIZE}};
+        FISH_ASSIGN_OR_RETURN(st.res_set, pool_.allocate(st.res, rr));
+      }
     }
     out->steps.push_back(st);
   }
@@ -241,13 +251,14 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
         return make_error("span: a layer matrix is not resident on the device");
       n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
     }
+  n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
   n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
   if (has_head_) {
     auto it = weights.find(d_.output);
     if (it == weights.end()) return make_error("span: the output matrix is not resident");
     n_sets += 2 * uint32_t(it->second.parts.size()) + 1;
   }
-  FISH_ASSIGN_OR_RETURN(pool_, DescriptorPool::create(ctx_, n_sets, 3 * n_sets));
+  FISH_ASSIGN_OR_RETURN(pool_, DescriptorPool::create(ctx_, n_sets, 4 * n_sets));
   for (size_t i = 0; i < d_.layers.size(); ++i) {
     const SpanDesc::Layer& l = d_.layers[i];
     LayerState& s = layers_[i];
@@ -256,10 +267,10 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     FISH_TRY(build_matmul(weights, l.wk, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q), qs, &s.qkv));
     FISH_TRY(
         build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs, &s.qkv));
-    FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo));
+    FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo, true));
     FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up));
     FISH_TRY(build_matmul(weights, l.up, F, E, off_xn_, e, off_gu_ + uint32_t(F), f2, &s.gate_up));
-    FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down));
+    FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down, true));
   }
   if (has_head_) {  // logits of one row (the last token's) from xn row 0
     const uint32_t V = uint32_t(p_.n_vocab);

@@ -48,6 +48,10 @@ struct MatmulStep {
   std::vector<Pipeline> cm;   // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
+  // matvec_idot_res_<type> (a residual matmul, wo / down, decoding with idot in one part): y +=
+  // W x into the residual rows, the next rmsnorm in its last workgroup; its set adds PARAMS.
+  Pipeline res;
+  VkDescriptorSet res_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
 };
@@ -175,7 +179,8 @@ class VulkanSpan final : public LayerSpan {
   Status upload_params(const std::vector<float>& prm);
   Status build_matmul(const std::map<WeightHandle, DeviceWeight>& weights, WeightHandle wh,
                       int64_t expect_out, int64_t expect_in, uint32_t x_region, uint32_t x_stride,
-                      uint32_t y_off, uint32_t y_stride, MatmulGroup* out);
+                      uint32_t y_off, uint32_t y_stride, MatmulGroup* out,
+                      bool residual = false);
   Status build_layer_matmuls(const std::map<WeightHandle, DeviceWeight>& weights);
   // Whether the desc names a head this span takes (FISH_VK_HEAD, the last layer).
   bool wants_head() const;
@@ -199,6 +204,14 @@ class VulkanSpan final : public LayerSpan {
   void bind_ops();
   // quantized: the group's q8_1 input was written by the norm before it (no quant_q8_1 here).
   void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false);
+  // The residual matmul g (wo / down) over n tokens whose output is added to x (rows at x_off)
+  // and then normalised with PARAMS weight w into xn and the q8_1 copy for `next`, in one
+  // dispatch (matvec_idot_res_<type>) where FISH_VK_NORM_FUSE and the kernels allow; false (and
+  // nothing recorded) where they do not.
+  bool residual_norm(const MatmulGroup& g, uint32_t n, bool quantized, uint32_t x_off, uint32_t w,
+                     const MatmulGroup& next);
+  // The quant_q8_1 dispatch writing group g's input (n tokens) as q8_1.
+  void quantize(const MatmulGroup& g, uint32_t n_tok);
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
   bool fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const;
   void barrier();
@@ -228,6 +241,7 @@ class VulkanSpan final : public LayerSpan {
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
   uint32_t off_q8_ = 0;      // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
+  uint32_t off_ctr_ = 0;     // matvec_idot_res_'s arrival counter (a word, zeroed at creation)
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
   uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim

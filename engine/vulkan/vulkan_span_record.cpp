@@ -5,7 +5,9 @@
 // store (span_rope_kv) -> attention (one pass, or split-K + combine; flash for prefill chunks) ->
 // wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul (+ its product's q8_1 copy for
 // an idot down) -> down -> (post norm) -> residual add (+ the next layer's rmsnorm; the output head
-// after the last layer), a compute barrier after each step that the next reads.
+// after the last layer), a compute barrier after each step that the next reads. Decoding with
+// idot and no post norms, wo and down add into x and run the norm after them in their own last
+// workgroup (residual_norm, FISH_VK_NORM_FUSE): 6 dependent steps a layer instead of 8.
 #include <algorithm>
 
 #include "engine/vulkan/vulkan_span.h"
@@ -64,16 +66,19 @@ bool VulkanSpan::fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const {
   return true;
 }
 
+void VulkanSpan::quantize(const MatmulGroup& group, uint32_t n_tok) {
+  const MatmulPush pc = quant_push(group.k, n_tok, group.x_stride);
+  cmds_.bind(quant_, group.quant_set);
+  cmds_.push(quant_, &pc, sizeof pc);
+  cmds_.dispatch(quant_groups(group.k, n_tok), 1);
+  barrier();
+  stage_done(kQuant);
+}
+
 void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
-  if (vec && group.quant_set && !quantized) {  // the group's input as q8_1 for its idot steps
-    const MatmulPush pc = quant_push(group.k, n_tok, group.x_stride);
-    cmds_.bind(quant_, group.quant_set);
-    cmds_.push(quant_, &pc, sizeof pc);
-    cmds_.dispatch(quant_groups(group.k, n_tok), 1);
-    barrier();
-    stage_done(kQuant);
-  }
+  // The group's input as q8_1 for its idot steps.
+  if (vec && group.quant_set && !quantized) quantize(group, n_tok);
   // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
   const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
   for (const MatmulStep& st : group.steps) {
@@ -89,6 +94,25 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
   }
+}
+
+bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized, uint32_t x_off,
+                               uint32_t w, const MatmulGroup& next) {
+  if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 1 || !g.steps[0].res.pipe || !next.quant_set ||
+      !ops_.rmsnorm_q8.pipe)
+    return false;
+  const MatmulStep& st = g.steps[0];
+  if (!quantized) quantize(g, n);
+  const MatmulGrid gr =
+      matmul_grid(*st.w, *st.part, n, st.x_stride, uint32_t(p_.n_embd), x_off + st.part->row0,
+                  ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
+  const MatvecResPush pc{gr.pc, off_xn_, off_q8_, w, off_ctr_, p_.norm_eps};
+  cmds_.bind(st.res, st.res_set);
+  cmds_.push(st.res, &pc, sizeof pc);
+  cmds_.dispatch(gr.gx, gr.gy);
+  barrier();
+  stage_done(kMatvec, &g, n);
+  return true;
 }
 
 // Whole-row norm of rows of n: A at a_off (stride a_stride) -> C, weight at params[w].
@@ -262,12 +286,16 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     barrier();
     stage_done(kRmsnorm);
   };
-  matmuls(L.wo, n, wo_q8_);
-  barrier();
-  stage_done(kMatvec, &L.wo, n);
-  bind_ops();
-  if (L.has_post) post_norm(L.post_attn);
-  const bool gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
+  // wo, x += its output, then the ffn norm: one dispatch where the residual variant applies.
+  bool gu_q8 = !L.has_post && residual_norm(L.wo, n, wo_q8_, x_off, L.ffn_norm, L.gate_up);
+  if (!gu_q8) {
+    matmuls(L.wo, n, wo_q8_);
+    barrier();
+    stage_done(kMatvec, &L.wo, n);
+    bind_ops();
+    if (L.has_post) post_norm(L.post_attn);
+    gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
+  }
   matmuls(L.gate_up, n, gu_q8);
   bool down_q8 = false;
   barrier();
@@ -286,13 +314,20 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     barrier();
     stage_done(kActMul);
   }
+  const LayerState* next = &L != &layers_.back() ? &L + 1 : nullptr;
+  // down, x += its output and the next layer's attention norm in one dispatch where it applies.
+  if (next && !L.has_post &&
+      residual_norm(L.down, n, down_q8, x_off, next->attn_norm, next->qkv)) {
+    next_qkv_q8_ = true;
+    return;
+  }
   matmuls(L.down, n, down_q8);
   barrier();
   stage_done(kMatvec, &L.down, n);
   bind_ops();
   if (L.has_post) post_norm(L.post_ffn);
-  if (&L != &layers_.back()) {  // the next layer's xn comes from this fused add
-    next_qkv_q8_ = add_rmsnorm((&L + 1)->attn_norm, (&L + 1)->qkv);
+  if (next) {  // the next layer's xn comes from this fused add
+    next_qkv_q8_ = add_rmsnorm(next->attn_norm, next->qkv);
   } else {  // x += tmp
     SpanPush pc{};
     pc.n = E;

@@ -625,76 +625,91 @@ ModelShape idot_span_shape() {
 // runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
 // the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
 // steps run the output head's argmax once per forward, the ids equal to greedy_token of the same
-// span's logits.
+// span's logits. With FISH_VK_NORM_FUSE on, wo and down run the norms after them
+// (matvec_idot_res_): 2 norm dispatches a forward (the first layer's, the head's) instead of
+// 2 n_layer + 1, the same greedy ids.
 TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
-  auto opt = vk::VulkanOptions::from_env();
-  ASSERT_TRUE(opt.ok());
-  opt->matvec = vk::MatvecMode::idot;
-  opt->profile = true;
-  opt->head = true;
-  vk::VulkanBackend b(opt);
-  ASSERT_TRUE(b.open().ok());
-  const std::vector<int32_t> prompt = {7, 48};
+  const int64_t n_layer = model->params().n_layer;
   constexpr int kSteps = 6;
-  std::vector<int32_t> greedy, from_logits;
-  std::string profile;
-  {
-    auto pl =
-        GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
-    ASSERT_TRUE(pl->span()) << pl->summary();
-    ASSERT_TRUE(pl->span()->has_head());
-    SessionOptions so;
-    so.n_ctx = 64;
-    so.n_batch = 64;  // <= the span's max_tok
-    so.act = ActMode::f32;
-    so.gpu = pl;
-    auto s = Session::create(model, so);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    ASSERT_TRUE(s.value()->span_active());
-    auto id = s.value()->forward_greedy(prompt, 0);
-    for (int i = 0; id.ok() && i < kSteps; ++i) {
-      greedy.push_back(id.value());
-      id = s.value()->append_greedy(std::span<const int32_t>(&greedy.back(), 1));
+  std::vector<int32_t> greedy_by_fuse[2];
+  for (int fuse : {0, 1}) {
+    SCOPED_TRACE(fmt::format("FISH_VK_NORM_FUSE={}", fuse));
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->profile = true;
+    opt->head = true;
+    opt->norm_fuse = fuse;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    const std::vector<int32_t> prompt = {7, 48};
+    std::vector<int32_t>& greedy = greedy_by_fuse[fuse];
+    std::vector<int32_t> from_logits;
+    std::string profile;
+    {
+      auto pl = GpuPlacement::place_layers(*model, b,
+                                           test::placement_request(-1, SpanRequest{64, 64, 8}));
+      ASSERT_TRUE(pl->span()) << pl->summary();
+      ASSERT_TRUE(pl->span()->has_head());
+      SessionOptions so;
+      so.n_ctx = 64;
+      so.n_batch = 64;  // <= the span's max_tok
+      so.act = ActMode::f32;
+      so.gpu = pl;
+      auto s = Session::create(model, so);
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      ASSERT_TRUE(s.value()->span_active());
+      auto id = s.value()->forward_greedy(prompt, 0);
+      for (int i = 0; id.ok() && i < kSteps; ++i) {
+        greedy.push_back(id.value());
+        id = s.value()->append_greedy(std::span<const int32_t>(&greedy.back(), 1));
+      }
+      ASSERT_TRUE(id.ok()) << id.error().message;
+      profile = pl->span()->profile();
+      auto lg = s.value()->forward(prompt, 0);
+      for (int i = 0; lg.ok() && i < kSteps; ++i) {
+        from_logits.push_back(greedy_token(lg.value()));
+        lg = s.value()->append(std::span<const int32_t>(&from_logits.back(), 1));
+      }
+      ASSERT_TRUE(lg.ok());
+      EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
     }
-    ASSERT_TRUE(id.ok()) << id.error().message;
-    profile = pl->span()->profile();
-    auto lg = s.value()->forward(prompt, 0);
-    for (int i = 0; lg.ok() && i < kSteps; ++i) {
-      from_logits.push_back(greedy_token(lg.value()));
-      lg = s.value()->append(std::span<const int32_t>(&from_logits.back(), 1));
-    }
-    ASSERT_TRUE(lg.ok());
-    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+    EXPECT_EQ(greedy, from_logits);
+    if (profile.find("no timestamp support") != std::string::npos) GTEST_SKIP() << profile;
+    EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+    EXPECT_NE(profile.find(fmt::format("{} forwards", kSteps + 1)), std::string::npos) << profile;
+    EXPECT_NE(profile.find(fmt::format("% ({} steps)", kSteps + 1)), std::string::npos) << profile;
+    const std::regex norm_re(R"(rmsnorm [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
+    std::smatch nm;
+    ASSERT_TRUE(std::regex_search(profile, nm, norm_re)) << profile;
+    EXPECT_EQ(std::stoll(nm[1]), (kSteps + 1) * (fuse ? 2 : 2 * n_layer + 1)) << profile;
+    const size_t a = profile.find("argmax");
+    ASSERT_NE(a, std::string::npos) << profile;
+    EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos)
+        << profile;
+    // The matvec stage by group: the groups' steps add up to the stage's, each decode group with
+    // its weights' GB/s.
+    const size_t by = profile.find("; matvec by group: [");
+    ASSERT_NE(by, std::string::npos) << profile;
+    const std::regex stage_re(R"(: matvec [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(profile, m, stage_re)) << profile;
+    const int64_t stage_steps = std::stoll(m[1]);
+    const std::regex group_re(
+        R"(\] [0-9.]+ ms \((\d+) steps, [0-9.]+ us a step, [0-9]+ GB/s decoding\))");
+    int64_t group_steps = 0, n_groups = 0;
+    const std::string tail = profile.substr(by);
+    for (auto it = std::sregex_iterator(tail.begin(), tail.end(), group_re);
+         it != std::sregex_iterator(); ++it, ++n_groups)
+      group_steps += std::stoll((*it)[1]);
+    EXPECT_GE(n_groups, 5) << profile;  // q/k/v, wo, gate/up, down, the head
+    EXPECT_EQ(group_steps, stage_steps) << profile;
+    EXPECT_NE(tail.find("q4_k"), std::string::npos) << profile;
   }
-  EXPECT_EQ(greedy, from_logits);
-  if (profile.find("no timestamp support") != std::string::npos) GTEST_SKIP() << profile;
-  EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
-  EXPECT_NE(profile.find(fmt::format("{} forwards", kSteps + 1)), std::string::npos) << profile;
-  EXPECT_NE(profile.find(fmt::format("% ({} steps)", kSteps + 1)), std::string::npos) << profile;
-  const size_t a = profile.find("argmax");
-  ASSERT_NE(a, std::string::npos) << profile;
-  EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos) << profile;
-  // The matvec stage by group: the groups' steps add up to the stage's, each decode group with
-  // its weights' GB/s.
-  const size_t by = profile.find("; matvec by group: [");
-  ASSERT_NE(by, std::string::npos) << profile;
-  const std::regex stage_re(R"(: matvec [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(profile, m, stage_re)) << profile;
-  const int64_t stage_steps = std::stoll(m[1]);
-  const std::regex group_re(
-      R"(\] [0-9.]+ ms \((\d+) steps, [0-9.]+ us a step, [0-9]+ GB/s decoding\))");
-  int64_t group_steps = 0, n_groups = 0;
-  const std::string tail = profile.substr(by);
-  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), group_re);
-       it != std::sregex_iterator(); ++it, ++n_groups)
-    group_steps += std::stoll((*it)[1]);
-  EXPECT_GE(n_groups, 5) << profile;  // q/k/v, wo, gate/up, down, the head
-  EXPECT_EQ(group_steps, stage_steps) << profile;
-  EXPECT_NE(tail.find("q4_k"), std::string::npos) << profile;
+  EXPECT_EQ(greedy_by_fuse[0], greedy_by_fuse[1]);
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
@@ -729,12 +744,24 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
     EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
     return all;
   };
-  std::vector<float> span_lg, matmul_lg, cpu_lg;
+  std::vector<float> span_lg, unfused_lg, matmul_lg, cpu_lg;
   {
     auto pl = GpuPlacement::place_layers(*model, *backend_,
                                          test::placement_request(-1, SpanRequest{64, 64, 8}));
     ASSERT_TRUE(pl->span()) << pl->summary();
     span_lg = run(pl);
+  }
+  {  // the same span with the norms as dispatches of their own (FISH_VK_NORM_FUSE=0)
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->norm_fuse = 0;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    auto pl =
+        GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    unfused_lg = run(pl);
   }
   matmul_lg = run(GpuPlacement::place_layers(*model, *backend_));
   cpu_lg = run(nullptr);
@@ -763,11 +790,21 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   }
   EXPECT_EQ(top_matmul, positions);
   EXPECT_LE(max_diff, 0.02 * max_abs) << "span vs per-matmul (idot)";
+  // The fused norms compute the unfused ones' values in another summation order: equal top-1 and
+  // logits within 0.5% (a q8_1 code the order flips moves a logit by far less).
+  ASSERT_EQ(unfused_lg.size(), span_lg.size());
+  int64_t top_unfused = 0;
+  double fuse_diff = 0;
+  for (int64_t p = 0; p < positions; ++p) top_unfused += top(span_lg, p) == top(unfused_lg, p);
+  for (size_t i = 0; i < span_lg.size(); ++i)
+    fuse_diff = std::max(fuse_diff, std::fabs(double(span_lg[i]) - double(unfused_lg[i])));
+  EXPECT_EQ(top_unfused, positions);
+  EXPECT_LE(fuse_diff, 0.005 * max_abs) << "span: FISH_VK_NORM_FUSE 1 vs 0";
   EXPECT_EQ(far_misses, 0) << "span (idot) vs CPU f32: top-1 " << top_cpu << "/" << positions;
   std::printf(
-      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; top-1 vs CPU %lld/%lld (the rest near "
-      "ties)\n",
-      max_diff, max_abs, (long long)top_cpu, (long long)positions);
+      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms %.4g; top-1 vs "
+      "CPU %lld/%lld (the rest near ties)\n",
+      max_diff, max_abs, fuse_diff, (long long)top_cpu, (long long)positions);
 }
 
 }  // namespace
