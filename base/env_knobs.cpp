@@ -225,16 +225,6 @@ std::span<const EnvKnob> env_knobs() {
        "one decode token runs span_attention_short (RoPE, the KV store and attention in one "
        "dispatch, one workgroup a query head) unless FISH_VK_ATTN_DECODE=1: auto (default) up to "
        "256 attended keys, 1 up to 1024, 0 never (the split-K or fused kernels; A/B)"},
-      {"FISH_VK_NORM_FUSE",
-       S::gpu,
-       E::results,
-       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
-       0,
-       -1,
-       vk_options,
-       "a span's wo and down decode matvecs add into the residual and run the next rmsnorm and "
-       "its q8_1 copy in their last workgroup (matvec_idot_res_<type>): auto (default) and 1 on, "
-       "0 a separate norm dispatch (A/B)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,
@@ -343,6 +333,16 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "decode matvec: auto (0) integer dot where accelerated, idot, fast (f32), generic (1)"},
+      {"FISH_VK_NORM_FUSE",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "a span's wo and down decode matvecs add into the residual and run the next rmsnorm and "
+       "its q8_1 copy in their last workgroup (matvec_idot_res_<type>): auto (default) and 1 on, "
+       "0 a separate norm dispatch (A/B)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,
