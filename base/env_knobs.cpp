@@ -205,6 +205,16 @@ std::span<const EnvKnob> env_knobs() {
        "bench/vulkan_bench.cpp",
        "fish_vulkan_bench's BM_VulkanVerify: a synthetic llama-8b q4_k_m file (fish make-model) "
        "for its 8B rows; unset or absent: those rows are skipped with the reason"},
+      {"FISH_VK_ACT_FUSE",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "a span's gate and up decode matvecs compute silu(gate) * up and its q8_1 copy in the last "
+       "workgroup of each 32-row block (matvec_idot_swiglu_<type>): auto (default) and 1 on, 0 a "
+       "separate act*mul dispatch (A/B)"},
       {"FISH_VK_ATTN_DECODE",
        S::gpu,
        E::results,

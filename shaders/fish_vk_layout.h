@@ -70,6 +70,13 @@ layout(push_constant) uniform MatmulPush {
   uint ctr;     // ARENA word: the arrival counter (0 between dispatches)
   float eps;
 #endif
+#if !defined(__cplusplus) && defined(FISH_MATVEC_ACTMUL)
+  // matvec_idot_swiglu_<type> (MatvecActPush below): gate / up rows, then silu(gate) * up
+  uint gate_off;  // ARENA floats: token 0's gate row (its up row n_out floats on, y_stride apart)
+  uint q8_off;    // ARENA floats: the product's q8_1 copy (fish_vk_q8.h, K = n_out)
+  uint ctr;       // ARENA word: the first of n_out / 32 arrival counters (0 between dispatches)
+  uint arrivals;  // workgroups (of both dispatches) that write a 32-row block
+#endif
 #ifdef __cplusplus
 };
 static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
@@ -80,6 +87,12 @@ struct MatvecResPush {
   float eps;
 };
 static_assert(sizeof(MatvecResPush) == 56, "push constants: 14 x 4 bytes");
+// The push constants of matvec_idot_swiglu_<type>: MatmulPush, then its epilogue's offsets.
+struct MatvecActPush {
+  MatmulPush mm;
+  uint32_t gate_off, q8_off, ctr, arrivals;
+};
+static_assert(sizeof(MatvecActPush) == 52, "push constants: 13 x u32");
 }  // namespace fish::vk
 #else
 } pc;

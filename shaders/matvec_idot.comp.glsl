@@ -27,6 +27,11 @@
 // (atomic at ARENA word ctr) and the last one normalises the n_out-value rows as
 // span_add_rmsnorm_q8 would (next_rmsnorm), so the norm costs no dispatch and no barrier of its
 // own. Needs one part (all rows in one dispatch), n_out a multiple of 32 and 4-float offsets.
+// ACTMUL (matvec_idot_swiglu_<type>, a span's gate and up, two dispatches over one input): each
+// 32-row block has a counter (ARENA words ctr + block); the last of the block's workgroups of
+// both dispatches (arrivals) computes silu(gate) * up for the block (act_block) with its q8_1
+// copy for the down matvec, so act*mul costs no dispatch and no barrier of its own. Needs
+// ROWS x GROUPS dividing 32, n_out a multiple of 32, workgroups of >= 8 x n_tok threads.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -43,6 +48,12 @@
 #extension GL_KHR_shader_subgroup_clustered : require
 #define FISH_MATVEC_RESNORM  // MatmulPush's epilogue fields
 #define MATVEC_ACCUMULATE
+#define MATVEC_EPILOGUE
+#endif
+#ifdef ACTMUL
+#extension GL_KHR_shader_subgroup_clustered : require
+#define FISH_MATVEC_ACTMUL  // MatmulPush's epilogue fields
+#define MATVEC_EPILOGUE
 #endif
 
 #include "fish_vk_layout.h"
@@ -68,13 +79,15 @@ layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XQ2 { uvec2 xq2[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs { vec2 xds[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs4 { vec4 xds4[]; };
-#ifdef RESNORM
-// Y is the span's ARENA: the residual rows (read and added to), the counter, xn and its q8_1
-// copy; coherent, since the last workgroup reads rows the others wrote.
+#ifdef MATVEC_EPILOGUE
+// Y is the span's ARENA: the output rows, the counters, the epilogue's rows and their q8_1 copy;
+// coherent, since a last workgroup reads rows the others wrote.
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf { float y[]; };
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf4 { vec4 y4[]; };
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBufU { uint yu[]; };
+#ifdef RESNORM
 layout(std430, binding = FISH_BINDING_P) readonly buffer PBuf4 { vec4 p4[]; };
+#endif
 #define Q8_WORDS yu
 #define Q8_FLOATS y
 #define Q8_BASE pc.q8_off
@@ -206,8 +219,39 @@ const uint OWN = ROWS * FISH_MATVEC_MAX_TOK;  // a thread's accumulators: its gr
 const uint NACC = GROUPS * OWN;                // the workgroup's
 #include "matvec_reduce.glsl"
 
-#ifdef RESNORM
+#ifdef MATVEC_EPILOGUE
 shared bool last_wg;
+
+// Whether this workgroup is the last of `arrivals` to count at ARENA word c (its rows written
+// before it counts); the last one resets the counter for the next dispatch. Uniform.
+bool arrive_last(uint c, uint arrivals) {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationID.x == 0u) last_wg = atomicAdd(yu[c], 1u) == arrivals - 1u;
+  barrier();
+  if (!last_wg) return false;
+  memoryBarrierBuffer();
+  if (gl_LocalInvocationID.x == 0u) yu[c] = 0u;
+  return true;
+}
+#endif
+
+#ifdef ACTMUL
+// The last of a 32-row block's workgroups (gate's and up's): product = silu(gate) * up of the
+// block's 32 values per token (span_swiglu_q8's values), over the gate rows and as q8_1 at
+// q8_off; lane 8 t + i holds token t's vec4 i (a token's 8 lanes all in or all out).
+void act_block(uint blk) {
+  const uint lid = gl_LocalInvocationID.x, t = lid / 8u, i = lid % 8u;
+  if (t >= pc.n_tok) return;
+  const uint g4 = (pc.gate_off + t * pc.y_stride) / 4u + 8u * blk + i;
+  const vec4 g = y4[g4], u = y4[g4 + pc.n_out / 4u];
+  const vec4 o = g / (1.0 + exp(-g)) * u;
+  y4[g4] = o;
+  q8_store(pc.n_out, t, 8u * blk + i, o);
+}
+#endif
+
+#ifdef RESNORM
 shared float norm_part[32];  // a subgroup's sum of squares (workgroups of <= 32 subgroups)
 
 // The last workgroup's epilogue, span_add_rmsnorm_q8's second half: per token t, xn = y / rms(y)
@@ -283,15 +327,10 @@ void main() {
     [[unroll]] for (uint i = 0u; i < OWN; ++i) all[g * OWN + i] = g == grp ? acc[i] : 0.0;
   reduce_store(all, row0);
 #ifdef RESNORM
-  // This workgroup's rows out before its arrival counts; the last to arrive sees every row.
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) last_wg = atomicAdd(yu[pc.ctr], 1u) == pc.n_groups - 1u;
-  barrier();
-  if (last_wg) {
-    memoryBarrierBuffer();
-    if (gl_LocalInvocationID.x == 0u) yu[pc.ctr] = 0u;  // for the next dispatch
-    next_rmsnorm();
-  }
+  if (arrive_last(pc.ctr, pc.n_groups)) next_rmsnorm();  // the last sees every row
+#endif
+#ifdef ACTMUL
+  const uint blk = row0 / 32u;  // ROWS x GROUPS divides 32: the workgroup's rows are one block's
+  if (arrive_last(pc.ctr + blk, pc.arrivals)) act_block(blk);
 #endif
 }

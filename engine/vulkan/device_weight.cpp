@@ -70,10 +70,11 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
   return s;
 }
 
-PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in) {
+PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
+                             std::string_view variant) {
   PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);
-  s.module = fmt::format("matvec_idot_res_{}", type_name(type));
-  s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
+  s.module = fmt::format("{}_{}", variant, type_name(type));
+  if (variant == "matvec_idot_res") s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
   return s;
 }
 

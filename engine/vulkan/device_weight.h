@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/vulkan/vk_context.h"
@@ -78,10 +79,13 @@ uint32_t idot_groups(int64_t n_in, uint32_t forced);
 // idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead chunks a thread loaded ahead.
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                          int64_t n_in);
-// The residual variant of that idot pipeline (matvec_idot_res_<type>: y += W x, then the next
-// rmsnorm by the last workgroup; a span's wo and down): the same constants, PARAMS as a fourth
-// binding (FISH_BINDING_P) and MatvecResPush's push constants.
-PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in);
+// A fused variant of that idot pipeline, the same constants: "matvec_idot_res"
+// (matvec_idot_res_<type>: y += W x, then the next rmsnorm by the last workgroup; a span's wo
+// and down; PARAMS as a fourth binding, FISH_BINDING_P, MatvecResPush's push constants) or
+// "matvec_idot_swiglu" (gate / up, then silu(gate) * up by each 32-row block's last workgroup;
+// MatvecActPush).
+PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
+                             std::string_view variant);
 // Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):
 // idot_rows x idot_groups(n_in, ...) for idot.
 uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in);

@@ -43,6 +43,11 @@
 //                             FISH_VK_ATTN_DECODE=1: auto (default) up to kAttnShortKeys (256)
 //                             attended keys, 1 up to the kernel's FISH_SPAN_SHORT_KEYS (1024), 0
 //                             never (the kernels above; A/B)
+//   FISH_VK_ACT_FUSE=auto|0|1  a span's gate and up decode matvecs (idot, one part each, swiglu
+//                             models) compute silu(gate) * up and its q8_1 copy in the last
+//                             workgroup of each 32-row block (matvec_idot_swiglu_<type>): no
+//                             act*mul dispatch or barrier; auto (default) and 1 on, 0 the
+//                             separate span_swiglu_q8 (A/B)
 //   FISH_VK_NORM_FUSE=auto|0|1  a span's wo and down decode matvecs (idot, one part) add into
 //                             the residual and run the next rmsnorm (+ its q8_1 copy) in their
 //                             last workgroup (matvec_idot_res_<type>): no norm dispatch or
@@ -115,6 +120,7 @@ struct VulkanOptions {
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
   int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
   int norm_fuse = -1;        // FISH_VK_NORM_FUSE: -1 auto (on), 0 off, 1 on
+  int act_fuse = -1;         // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required

@@ -87,7 +87,8 @@ void VulkanSpan::layout_arena() {
   off_tmp_ = region(uint64_t(kChunk * E));
   off_gu_ = region(uint64_t(kChunk * 2 * F));
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
-  off_ctr_ = region(4);
+  off_q8b_ = region(q8_bytes(uint32_t(F)) / 4);
+  off_ctr_ = region(4 + uint64_t(F) / FISH_Q8_BLOCK);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   if (has_head_) {
@@ -156,7 +157,8 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
   Status s = [&]() -> Status {
     FISH_TRY(cmds_.begin());
     cmds_.copy(st, 0, params_, 0, prm.size() * 4);
-    cmds_.fill(arena_, uint64_t(off_ctr_) * 4, 16, 0);  // matvec_idot_res_'s counter starts at 0
+    // matvec_idot_res_'s and matvec_idot_swiglu_'s counters start at 0
+    cmds_.fill(arena_, uint64_t(off_ctr_) * 4, (4 + uint64_t(p_.n_ff) / FISH_Q8_BLOCK) * 4, 0);
     return cmds_.submit_and_wait(Work::transfer, "span params upload");
   }();
   ctx_.free(st);
@@ -166,7 +168,7 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
 Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weights,
                                 WeightHandle wh, int64_t expect_out, int64_t expect_in,
                                 uint32_t x_region, uint32_t x_stride, uint32_t y_off,
-                                uint32_t y_stride, MatmulGroup* out, bool residual) {
+                                uint32_t y_stride, MatmulGroup* out, MatmulRole role) {
   auto it = weights.find(wh);
   if (wh == 0 || it == weights.end())
     return make_error("span: a layer matrix is not resident on the device");
@@ -176,6 +178,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                       w.n_in_pad, expect_out, expect_in);
   MatmulStep st;
   st.w = &w;
+  const uint32_t q8 = role == MatmulRole::down ? off_q8b_ : off_q8_;  // its q8_1 input
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
   FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
@@ -214,28 +217,36 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     FISH_ASSIGN_OR_RETURN(st.set, pool_.allocate(st.vec, r));
     st.vec_set = st.set;
     if (mk == MatvecKernel::idot) {
-      const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}, r[2]};
+      const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}, r[2]};
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
-      // The residual variant: all rows in one dispatch, whole q8_1 blocks of the normed rows.
-      if (residual && w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0 &&
+      // The fused variants: all rows in one dispatch, whole q8_1 blocks of the rows they write.
+      const bool one = w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0;
+      if (one && (role == MatmulRole::residual || role == MatmulRole::down) &&
           ctx_.options().norm_fuse != 0) {
-        FISH_ASSIGN_OR_RETURN(st.res,
-                              ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(), w.n_in)));
+        FISH_ASSIGN_OR_RETURN(st.res, ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(),
+                                                                    w.n_in, "matvec_idot_res")));
         const BufferRange rr[4] = {rq[0], rq[1], rq[2], {params_.buf, 0, VK_WHOLE_SIZE}};
         FISH_ASSIGN_OR_RETURN(st.res_set, pool_.allocate(st.res, rr));
+      }
+      if (one && role == MatmulRole::gate_up && p_.arch != Arch::gemma3 &&
+          FISH_Q8_BLOCK % st.vec_rows == 0 && ctx_.options().act_fuse != 0) {
+        FISH_ASSIGN_OR_RETURN(st.act, ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(),
+                                                                    w.n_in, "matvec_idot_swiglu")));
+        FISH_ASSIGN_OR_RETURN(st.act_set, pool_.allocate(st.act, rq));
       }
     }
     out->steps.push_back(st);
   }
   out->k = uint32_t(expect_in);
   out->x_stride = x_stride;
+  out->q8_off = q8;
   if (mk == MatvecKernel::idot && !out->quant_set) {
     if (!quant_.pipe) {
       FISH_ASSIGN_OR_RETURN(quant_, ctx_.pipeline("quant_q8_1"));
     }
     const BufferRange rq[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
                                {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
-                               {arena_.buf, uint64_t(off_q8_) * 4, VK_WHOLE_SIZE}};
+                               {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}};
     FISH_ASSIGN_OR_RETURN(out->quant_set, pool_.allocate(quant_, rq));
   }
   return Status::success();
@@ -251,7 +262,7 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
         return make_error("span: a layer matrix is not resident on the device");
       n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
     }
-  n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
+  n_sets += 4 * uint32_t(d_.layers.size());  // the fused variants of wo, gate, up and down
   n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
   if (has_head_) {
     auto it = weights.find(d_.output);
@@ -267,10 +278,14 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     FISH_TRY(build_matmul(weights, l.wk, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q), qs, &s.qkv));
     FISH_TRY(
         build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs, &s.qkv));
-    FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo, true));
-    FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up));
-    FISH_TRY(build_matmul(weights, l.up, F, E, off_xn_, e, off_gu_ + uint32_t(F), f2, &s.gate_up));
-    FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down, true));
+    FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo,
+                          MatmulRole::residual));
+    FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up,
+                          MatmulRole::gate_up));
+    FISH_TRY(build_matmul(weights, l.up, F, E, off_xn_, e, off_gu_ + uint32_t(F), f2, &s.gate_up,
+                          MatmulRole::gate_up));
+    FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down,
+                          MatmulRole::down));
   }
   if (has_head_) {  // logits of one row (the last token's) from xn row 0
     const uint32_t V = uint32_t(p_.n_vocab);

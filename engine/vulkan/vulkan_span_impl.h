@@ -41,6 +41,11 @@ inline constexpr const char* kStageNames[kNumStages] = {
     "RoPE+KV store", "q8_1",    "argmax"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
+// What a span matmul's decode kernel may fuse (build_matmul): nothing; wo (the residual add and
+// the next norm); gate / up (act*mul); down (the residual add and the next norm, reading the
+// act*mul product's q8_1 copy from its own region).
+enum class MatmulRole { plain, residual, gate_up, down };
+
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
   const DeviceWeight::Part* part = nullptr;
@@ -52,6 +57,10 @@ struct MatmulStep {
   // W x into the residual rows, the next rmsnorm in its last workgroup; its set adds PARAMS.
   Pipeline res;
   VkDescriptorSet res_set = VK_NULL_HANDLE;
+  // matvec_idot_swiglu_<type> (gate / up, idot in one part): silu(gate) * up and its q8_1 copy
+  // by the last workgroup of each 32-row block.
+  Pipeline act;
+  VkDescriptorSet act_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
 };
@@ -66,6 +75,7 @@ struct MatmulGroup {
   std::string label() const;
   uint64_t bytes() const;
   VkDescriptorSet quant_set = VK_NULL_HANDLE;  // null: no step decodes with idot
+  uint32_t q8_off = 0;  // ARENA floats: the q8_1 input its idot steps read (off_q8_ / off_q8b_)
   uint32_t k = 0, x_stride = 0;                // the input's values per token and row stride
 };
 
@@ -180,7 +190,7 @@ class VulkanSpan final : public LayerSpan {
   Status build_matmul(const std::map<WeightHandle, DeviceWeight>& weights, WeightHandle wh,
                       int64_t expect_out, int64_t expect_in, uint32_t x_region, uint32_t x_stride,
                       uint32_t y_off, uint32_t y_stride, MatmulGroup* out,
-                      bool residual = false);
+                      MatmulRole role = MatmulRole::plain);
   Status build_layer_matmuls(const std::map<WeightHandle, DeviceWeight>& weights);
   // Whether the desc names a head this span takes (FISH_VK_HEAD, the last layer).
   bool wants_head() const;
@@ -210,6 +220,10 @@ class VulkanSpan final : public LayerSpan {
   // nothing recorded) where they do not.
   bool residual_norm(const MatmulGroup& g, uint32_t n, bool quantized, uint32_t x_off, uint32_t w,
                      const MatmulGroup& next);
+  // gate / up (group g) over n tokens and silu(gate) * up with its q8_1 copy for `down` in one
+  // dispatch each and no act*mul step (matvec_idot_swiglu_<type>) where FISH_VK_ACT_FUSE and
+  // the kernels allow; false (and nothing recorded) where they do not.
+  bool gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, const MatmulGroup& down);
   // The quant_q8_1 dispatch writing group g's input (n tokens) as q8_1.
   void quantize(const MatmulGroup& g, uint32_t n_tok);
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
@@ -241,7 +255,10 @@ class VulkanSpan final : public LayerSpan {
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
   uint32_t off_q8_ = 0;      // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
-  uint32_t off_ctr_ = 0;     // matvec_idot_res_'s arrival counter (a word, zeroed at creation)
+  uint32_t off_q8b_ = 0;     // the down matvec's q8_1 input (written while gate / up read q8)
+  // Arrival counters (words, zeroed at creation): matvec_idot_res_'s, then from off_ctr_ + 4
+  // matvec_idot_swiglu_'s, one per 32 rows of n_ff.
+  uint32_t off_ctr_ = 0;
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
   uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim

@@ -62,7 +62,7 @@ void VulkanSpan::op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t
 
 bool VulkanSpan::fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const {
   if (!g.quant_set || !ops_.rmsnorm_q8.pipe || n > FISH_MATVEC_MAX_TOK) return false;
-  pc->q8_off = off_q8_;
+  pc->q8_off = g.q8_off;
   return true;
 }
 
@@ -106,10 +106,33 @@ bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized,
   const MatmulGrid gr =
       matmul_grid(*st.w, *st.part, n, st.x_stride, uint32_t(p_.n_embd), x_off + st.part->row0,
                   ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
-  const MatvecResPush pc{gr.pc, off_xn_, off_q8_, w, off_ctr_, p_.norm_eps};
+  const MatvecResPush pc{gr.pc, off_xn_, next.q8_off, w, off_ctr_, p_.norm_eps};
   cmds_.bind(st.res, st.res_set);
   cmds_.push(st.res, &pc, sizeof pc);
   cmds_.dispatch(gr.gx, gr.gy);
+  barrier();
+  stage_done(kMatvec, &g, n);
+  return true;
+}
+
+bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized,
+                             const MatmulGroup& down) {
+  if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 2 || !g.steps[0].act.pipe ||
+      !g.steps[1].act.pipe || g.steps[0].vec_rows != g.steps[1].vec_rows || !down.quant_set ||
+      !ops_.act_q8.pipe)
+    return false;
+  if (!quantized) quantize(g, n);
+  // Each 32-row block is written by 32 / vec_rows workgroups of each of the two dispatches.
+  const uint32_t arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].vec_rows);
+  for (const MatmulStep& st : g.steps) {
+    const MatmulGrid gr =
+        matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
+                    ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
+    const MatvecActPush pc{gr.pc, off_gu_, down.q8_off, off_ctr_ + 4, arrivals};
+    cmds_.bind(st.act, st.act_set);
+    cmds_.push(st.act, &pc, sizeof pc);
+    cmds_.dispatch(gr.gx, gr.gy);
+  }
   barrier();
   stage_done(kMatvec, &g, n);
   return true;
@@ -296,12 +319,13 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     if (L.has_post) post_norm(L.post_attn);
     gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   }
-  matmuls(L.gate_up, n, gu_q8);
-  bool down_q8 = false;
-  barrier();
-  stage_done(kMatvec, &L.gate_up, n);
-  bind_ops();
-  {
+  // gate / up and act*mul: one step where the fused variant applies.
+  bool down_q8 = gate_up_act(L.gate_up, n, gu_q8, L.down);
+  if (!down_q8) {
+    matmuls(L.gate_up, n, gu_q8);
+    barrier();
+    stage_done(kMatvec, &L.gate_up, n);
+    bind_ops();
     SpanPush pc{};
     pc.n = F;
     pc.rows = n;

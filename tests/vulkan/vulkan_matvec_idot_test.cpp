@@ -625,9 +625,10 @@ ModelShape idot_span_shape() {
 // runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
 // the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
 // steps run the output head's argmax once per forward, the ids equal to greedy_token of the same
-// span's logits. With FISH_VK_NORM_FUSE on, wo and down run the norms after them
-// (matvec_idot_res_): 2 norm dispatches a forward (the first layer's, the head's) instead of
-// 2 n_layer + 1, the same greedy ids.
+// span's logits. With FISH_VK_NORM_FUSE and FISH_VK_ACT_FUSE on, wo and down run the norms after
+// them (matvec_idot_res_) and gate / up the act*mul (matvec_idot_swiglu_): 2 norm dispatches a
+// forward (the first layer's, the head's) instead of 2 n_layer + 1, no act*mul step instead of
+// n_layer, the same greedy ids.
 TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
@@ -636,13 +637,13 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   constexpr int kSteps = 6;
   std::vector<int32_t> greedy_by_fuse[2];
   for (int fuse : {0, 1}) {
-    SCOPED_TRACE(fmt::format("FISH_VK_NORM_FUSE={}", fuse));
+    SCOPED_TRACE(fmt::format("FISH_VK_NORM_FUSE=FISH_VK_ACT_FUSE={}", fuse));
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
     opt->profile = true;
     opt->head = true;
-    opt->norm_fuse = fuse;
+    opt->norm_fuse = opt->act_fuse = fuse;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     const std::vector<int32_t> prompt = {7, 48};
@@ -686,6 +687,9 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
     std::smatch nm;
     ASSERT_TRUE(std::regex_search(profile, nm, norm_re)) << profile;
     EXPECT_EQ(std::stoll(nm[1]), (kSteps + 1) * (fuse ? 2 : 2 * n_layer + 1)) << profile;
+    const std::regex act_re(R"(act\*mul [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
+    ASSERT_TRUE(std::regex_search(profile, nm, act_re)) << profile;
+    EXPECT_EQ(std::stoll(nm[1]), fuse ? 0 : (kSteps + 1) * n_layer) << profile;
     const size_t a = profile.find("argmax");
     ASSERT_NE(a, std::string::npos) << profile;
     EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos)
@@ -751,11 +755,11 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
     ASSERT_TRUE(pl->span()) << pl->summary();
     span_lg = run(pl);
   }
-  {  // the same span with the norms as dispatches of their own (FISH_VK_NORM_FUSE=0)
+  {  // the same span with the norms and act*mul as dispatches of their own (FISH_VK_*_FUSE=0)
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
-    opt->norm_fuse = 0;
+    opt->norm_fuse = opt->act_fuse = 0;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     auto pl =
@@ -790,8 +794,9 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   }
   EXPECT_EQ(top_matmul, positions);
   EXPECT_LE(max_diff, 0.02 * max_abs) << "span vs per-matmul (idot)";
-  // The fused norms compute the unfused ones' values in another summation order: equal top-1 and
-  // logits within 0.5% (a q8_1 code the order flips moves a logit by far less).
+  // The fused norms and act*mul compute the unfused ones' values (the norms in another summation
+  // order): equal top-1 and logits within 0.5% (a q8_1 code the order flips moves a logit by far
+  // less).
   ASSERT_EQ(unfused_lg.size(), span_lg.size());
   int64_t top_unfused = 0;
   double fuse_diff = 0;
@@ -799,10 +804,10 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   for (size_t i = 0; i < span_lg.size(); ++i)
     fuse_diff = std::max(fuse_diff, std::fabs(double(span_lg[i]) - double(unfused_lg[i])));
   EXPECT_EQ(top_unfused, positions);
-  EXPECT_LE(fuse_diff, 0.005 * max_abs) << "span: FISH_VK_NORM_FUSE 1 vs 0";
+  EXPECT_LE(fuse_diff, 0.005 * max_abs) << "span: FISH_VK_NORM_FUSE / FISH_VK_ACT_FUSE 1 vs 0";
   EXPECT_EQ(far_misses, 0) << "span (idot) vs CPU f32: top-1 " << top_cpu << "/" << positions;
   std::printf(
-      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms %.4g; top-1 vs "
+      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms / act %.4g; top-1 vs "
       "CPU %lld/%lld (the rest near ties)\n",
       max_diff, max_abs, fuse_diff, (long long)top_cpu, (long long)positions);
 }
