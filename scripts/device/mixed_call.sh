@@ -108,7 +108,7 @@ for x in ${EXPS-}; do
   left 60 "fish run $f ($g)" || continue
   stamp "fish run $f ($g)"
   extra=()
-  [ "$g" != default ] && extra=($g)
+  [ "$g" != default ] && extra=(${g//,/ })
   env "${extra[@]}" FISH_CACHE=/tmp/peer/cache timeout ${EXP_S:-120} $B/fish run $f --out $W/exp-$j \
     > $W/exp-$j.log 2>&1
   echo "rc=$? config: $g" >> $W/exp-$j.log
