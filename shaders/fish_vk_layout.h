@@ -62,37 +62,29 @@ layout(push_constant) uniform MatmulPush {
   FISH_U32 n_groups;   // matvec: workgroups holding rows; the rest of the grid returns
   FISH_U32 y_stride;   // f32 values from one y row to the next (the whole matrix's n_out)
   FISH_U32 y_offset;   // f32 values before row 0 of this part in y (a part's first row)
-#if !defined(__cplusplus) && defined(FISH_MATVEC_RESNORM)
-  // matvec_idot_res_<type> (MatvecResPush below): y += W x, then the next rmsnorm of y's rows
-  uint xn_off;  // ARENA floats: the normalised rows (n_out floats apart)
-  uint q8_off;  // ARENA floats: their q8_1 copy (fish_vk_q8.h, K = n_out)
-  uint w_off;   // PARAMS floats: the norm weight (n_out floats)
-  uint ctr;     // ARENA word: the arrival counter (0 between dispatches)
-  float eps;
-#endif
-#if !defined(__cplusplus) && defined(FISH_MATVEC_ACTMUL)
-  // matvec_idot_swiglu_<type> (MatvecActPush below): gate / up rows, then silu(gate) * up
-  uint gate_off;  // ARENA floats: token 0's gate row (its up row n_out floats on, y_stride apart)
-  uint q8_off;    // ARENA floats: the product's q8_1 copy (fish_vk_q8.h, K = n_out)
-  uint ctr;       // ARENA word: the first of n_out / 32 arrival counters (0 between dispatches)
-  uint arrivals;  // workgroups (of both dispatches) that write a 32-row block
+#if !defined(__cplusplus) && defined(FISH_MATVEC_FUSED)
+  // The fused variants of matvec_idot (MatvecFusedPush below; matvec_idot.comp.glsl says which
+  // reads what): res (y += W x, then each 32-row block's share of the next rmsnorm), scaled (the
+  // input is such a block-wise rmsnorm: the outputs times its 1 / rms), swiglu (gate / up, then
+  // silu(gate) * up per 32-row block).
+  uint q8_off;    // ARENA floats: the q8_1 copy an epilogue writes (K = n_out)
+  uint ctr;       // ARENA word: the first of n_out / 32 block arrival counters
+  uint arrivals;  // workgroups (of every dispatch sharing the counters) that write a block
+  uint w_off;     // PARAMS floats: res: the next norm's weight (n_out floats)
+  uint ss_off;    // ARENA floats: per token, a sum of squares per 32-value block (res writes)
+  uint gate_off;  // ARENA floats: swiglu: token 0's gate row (up n_out floats on)
+  float eps;      // scaled: the norm's epsilon
 #endif
 #ifdef __cplusplus
 };
 static_assert(sizeof(MatmulPush) == 36, "push constants: 9 x u32");
-// The push constants of matvec_idot_res_<type>: MatmulPush, then its epilogue's offsets.
-struct MatvecResPush {
+// The push constants of the fused matvec_idot variants: MatmulPush, then their epilogues' fields.
+struct MatvecFusedPush {
   MatmulPush mm;
-  uint32_t xn_off, q8_off, w_off, ctr;
-  float eps;
+  uint32_t q8_off = 0, ctr = 0, arrivals = 0, w_off = 0, ss_off = 0, gate_off = 0;
+  float eps = 0;
 };
-static_assert(sizeof(MatvecResPush) == 56, "push constants: 14 x 4 bytes");
-// The push constants of matvec_idot_swiglu_<type>: MatmulPush, then its epilogue's offsets.
-struct MatvecActPush {
-  MatmulPush mm;
-  uint32_t gate_off, q8_off, ctr, arrivals;
-};
-static_assert(sizeof(MatvecActPush) == 52, "push constants: 13 x u32");
+static_assert(sizeof(MatvecFusedPush) == 64, "push constants: 16 x 4 bytes");
 }  // namespace fish::vk
 #else
 } pc;

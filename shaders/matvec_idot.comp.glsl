@@ -22,16 +22,19 @@
 // row groups of WG / GROUPS threads, each reducing its own ROWS rows (ROWS x GROUPS a workgroup),
 // so several warps share a workgroup without sharing rows.
 // RESNORM (matvec_idot_res_<type>, a span's wo and down with the next rmsnorm fused; binding
-// FISH_BINDING_P the span's PARAMS, push constants MatvecResPush): the rows are added to y (the
-// residual x, y_offset its first row) instead of stored; then each workgroup counts its arrival
-// (atomic at ARENA word ctr) and the last one normalises the n_out-value rows as
-// span_add_rmsnorm_q8 would (next_rmsnorm), so the norm costs no dispatch and no barrier of its
-// own. Needs one part (all rows in one dispatch), n_out a multiple of 32 and 4-float offsets.
+// FISH_BINDING_P the span's PARAMS, push constants MatvecFusedPush): the rows are added to y (the
+// residual x, y_offset its first row) instead of stored; each 32-row block has an arrival counter
+// (ARENA words ctr + block) and its last workgroup writes the block's share of the next norm
+// (norm_block: x w unnormalised as q8_1, the block's sum of squares), so the norm costs no
+// dispatch and no barrier of its own. SCALED (matvec_idot_scaled_<type>, the consumer: q/k/v,
+// gate / up) finishes that norm: its input's q8_1 codes are of x w, and each workgroup sums the
+// block sums of squares (ss_off) into 1 / rms per token and scales its outputs by it.
 // ACTMUL (matvec_idot_swiglu_<type>, a span's gate and up, two dispatches over one input): each
 // 32-row block has a counter (ARENA words ctr + block); the last of the block's workgroups of
 // both dispatches (arrivals) computes silu(gate) * up for the block (act_block) with its q8_1
-// copy for the down matvec, so act*mul costs no dispatch and no barrier of its own. Needs
-// ROWS x GROUPS dividing 32, n_out a multiple of 32, workgroups of >= 8 x n_tok threads.
+// copy for the down matvec, so act*mul costs no dispatch and no barrier of its own (with SCALED
+// too: matvec_idot_swiglu_scaled_<type>). The epilogues need ROWS x GROUPS dividing 32, n_out a
+// multiple of 32, workgroups of >= 8 x n_tok threads and all rows in one dispatch.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -45,15 +48,15 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_spirv_intrinsics : require
 #ifdef RESNORM
-#extension GL_KHR_shader_subgroup_clustered : require
-#define FISH_MATVEC_RESNORM  // MatmulPush's epilogue fields
 #define MATVEC_ACCUMULATE
 #define MATVEC_EPILOGUE
 #endif
 #ifdef ACTMUL
-#extension GL_KHR_shader_subgroup_clustered : require
-#define FISH_MATVEC_ACTMUL  // MatmulPush's epilogue fields
 #define MATVEC_EPILOGUE
+#endif
+#if defined(RESNORM) || defined(ACTMUL) || defined(SCALED)
+#extension GL_KHR_shader_subgroup_clustered : require
+#define FISH_MATVEC_FUSED  // MatmulPush's epilogue fields
 #endif
 
 #include "fish_vk_layout.h"
@@ -81,7 +84,7 @@ layout(std430, binding = FISH_BINDING_X) readonly buffer XDs { vec2 xds[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs4 { vec4 xds4[]; };
 #ifdef MATVEC_EPILOGUE
 // Y is the span's ARENA: the output rows, the counters, the epilogue's rows and their q8_1 copy;
-// coherent, since a last workgroup reads rows the others wrote.
+// coherent, since a block's last workgroup reads rows the others wrote.
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf { float y[]; };
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBuf4 { vec4 y4[]; };
 layout(std430, binding = FISH_BINDING_Y) coherent buffer YBufU { uint yu[]; };
@@ -92,6 +95,8 @@ layout(std430, binding = FISH_BINDING_P) readonly buffer PBuf4 { vec4 p4[]; };
 #define Q8_FLOATS y
 #define Q8_BASE pc.q8_off
 #include "q8_1_store.glsl"
+#elif defined(SCALED)
+layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };  // reads the sums of squares
 #else
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #endif
@@ -252,33 +257,36 @@ void act_block(uint blk) {
 #endif
 
 #ifdef RESNORM
-shared float norm_part[32];  // a subgroup's sum of squares (workgroups of <= 32 subgroups)
+// The last of a 32-row block's workgroups: the block's share of the next rmsnorm. Per token t
+// (lane 8 t + i, vec4 i of the block) its values x (the residual rows after this dispatch's add)
+// times the norm weight w, unnormalised, as q8_1 at q8_off (the 1 / rms is a common factor the
+// scaled consumer applies: the q8_1 codes of c x w are those of x w), and the block's sum of
+// squares of x at ss_off + t n_out / 32 + block.
+void norm_block(uint blk) {
+  const uint lid = gl_LocalInvocationID.x, t = lid / 8u, i = lid % 8u;
+  if (t >= pc.n_tok) return;  // a token's 8 lanes are all in or all out
+  const uint v4 = 8u * blk + i;
+  const vec4 v = y4[(pc.y_offset + t * pc.y_stride) / 4u + v4];
+  const float ss = subgroupClusteredAdd(dot(v, v), 8u);
+  q8_store(pc.n_out, t, v4, v * p4[pc.w_off / 4u + v4]);
+  if (i == 0u) y[pc.ss_off + t * (pc.n_out / 32u) + blk] = ss;
+}
+#endif
 
-// The last workgroup's epilogue, span_add_rmsnorm_q8's second half: per token t, xn = y / rms(y)
-// * w (y the n_out-value residual row this dispatch added to), stored at xn_off and as q8_1 at
-// q8_off (q8_1_store.glsl: a block's 8 vec4s are 8 consecutive lanes; n_out a multiple of 32 and
-// the workgroup of 8, so a block's lanes are all in or all out).
-void next_rmsnorm() {
-  const uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, n4 = pc.n_out / 4u;
-  for (uint t = 0u; t < pc.n_tok; ++t) {
-    const uint x4 = (pc.y_offset + t * pc.y_stride) / 4u;
-    float ss = 0.0;
-    for (uint i = lid; i < n4; i += wg) {
-      const vec4 v = y4[x4 + i];
-      ss += dot(v, v);
-    }
-    ss = subgroupAdd(ss);
-    if (subgroupElect()) norm_part[gl_SubgroupID] = ss;
-    barrier();
+#ifdef SCALED
+shared float ss_sh[FISH_MATVEC_MAX_TOK][32];  // a subgroup's sums (<= 32 subgroups of >= 8 lanes)
+
+// Per token, 1 / rms of the input: its n_in / 32 block sums of squares (part: this thread's
+// share) summed over the workgroup; every thread gets the scales.
+void norm_scales(inout float part[FISH_MATVEC_MAX_TOK], out float sc[FISH_MATVEC_MAX_TOK]) {
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) part[t] = subgroupAdd(part[t]);
+  if (subgroupElect())
+    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) ss_sh[t][gl_SubgroupID] = part[t];
+  barrier();
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
     float tot = 0.0;
-    for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += norm_part[g];
-    barrier();  // norm_part is the next token's
-    const float s = 1.0 / sqrt(tot / float(pc.n_out) + pc.eps);
-    for (uint i = lid; i < n4; i += wg) {
-      const vec4 o = y4[x4 + i] * s * p4[pc.w_off / 4u + i];
-      y4[pc.xn_off / 4u + t * n4 + i] = o;
-      q8_store(pc.n_out, t, i, o);
-    }
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += ss_sh[t][g];
+    sc[t] = 1.0 / sqrt(tot / float(pc.n_in) + pc.eps);
   }
 }
 #endif
@@ -295,6 +303,17 @@ void main() {
 
   float acc[OWN];
   [[unroll]] for (uint i = 0u; i < OWN; ++i) acc[i] = 0.0;
+#ifdef SCALED
+  // The input's block sums of squares, loaded now and summed after the loop.
+  float ss_part[FISH_MATVEC_MAX_TOK];
+  const uint n_blocks = pc.n_in / 32u;
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
+    ss_part[t] = 0.0;
+    if (t < pc.n_tok)
+      for (uint b = gl_LocalInvocationID.x; b < n_blocks; b += gl_WorkGroupSize.x)
+        ss_part[t] += y[pc.ss_off + t * n_blocks + b];
+  }
+#endif
   const uint n_chunks = pc.n_in >> CHUNK_SHIFT;
   // A thread's chunks are lane + i GT: their place in a super-block, c & 7, is the thread's own,
   // which in_block states so the per-place scale and offset math leaves the loop.
@@ -321,16 +340,24 @@ void main() {
     }
   }
 
+#ifdef SCALED
+  float sc[FISH_MATVEC_MAX_TOK];
+  norm_scales(ss_part, sc);
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r)
+    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) acc[r * FISH_MATVEC_MAX_TOK + t] *= sc[t];
+#endif
   // The other groups' rows are zeros here: one reduction over the workgroup sums each row.
   float all[NACC];
   [[unroll]] for (uint g = 0u; g < GROUPS; ++g)
     [[unroll]] for (uint i = 0u; i < OWN; ++i) all[g * OWN + i] = g == grp ? acc[i] : 0.0;
   reduce_store(all, row0);
+#ifdef MATVEC_EPILOGUE
+  const uint blk = row0 / 32u;  // ROWS x GROUPS divides 32: the workgroup's rows are one block's
+#endif
 #ifdef RESNORM
-  if (arrive_last(pc.ctr, pc.n_groups)) next_rmsnorm();  // the last sees every row
+  if (arrive_last(pc.ctr + blk, pc.arrivals)) norm_block(blk);
 #endif
 #ifdef ACTMUL
-  const uint blk = row0 / 32u;  // ROWS x GROUPS divides 32: the workgroup's rows are one block's
   if (arrive_last(pc.ctr + blk, pc.arrivals)) act_block(blk);
 #endif
 }

@@ -87,8 +87,10 @@ void VulkanSpan::layout_arena() {
   off_tmp_ = region(uint64_t(kChunk * E));
   off_gu_ = region(uint64_t(kChunk * 2 * F));
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
-  off_q8b_ = region(q8_bytes(uint32_t(F)) / 4);
-  off_ctr_ = region(4 + uint64_t(F) / FISH_Q8_BLOCK);
+  off_q8b_ = region(q8_bytes(uint32_t(std::max(Q, F))) / 4);
+  off_ss_ = region(uint64_t(FISH_Q8_MAX_TOK) * uint64_t(E / FISH_Q8_BLOCK));
+  n_ctr_ = uint32_t((E + F) / FISH_Q8_BLOCK);
+  off_ctr_ = region(n_ctr_);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
   if (has_head_) {
@@ -158,7 +160,7 @@ Status VulkanSpan::upload_params(const std::vector<float>& prm) {
     FISH_TRY(cmds_.begin());
     cmds_.copy(st, 0, params_, 0, prm.size() * 4);
     // matvec_idot_res_'s and matvec_idot_swiglu_'s counters start at 0
-    cmds_.fill(arena_, uint64_t(off_ctr_) * 4, (4 + uint64_t(p_.n_ff) / FISH_Q8_BLOCK) * 4, 0);
+    cmds_.fill(arena_, uint64_t(off_ctr_) * 4, uint64_t(n_ctr_) * 4, 0);
     return cmds_.submit_and_wait(Work::transfer, "span params upload");
   }();
   ctx_.free(st);
@@ -178,7 +180,8 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                       w.n_in_pad, expect_out, expect_in);
   MatmulStep st;
   st.w = &w;
-  const uint32_t q8 = role == MatmulRole::down ? off_q8b_ : off_q8_;  // its q8_1 input
+  const bool res = role == MatmulRole::residual || role == MatmulRole::down;
+  const uint32_t q8 = res ? off_q8b_ : off_q8_;  // its q8_1 input
   // FISH_VK_MATVEC (the decode kernel; A/B runs) applies to spans too.
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
   FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
@@ -219,20 +222,27 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     if (mk == MatvecKernel::idot) {
       const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}, r[2]};
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
-      // The fused variants: all rows in one dispatch, whole q8_1 blocks of the rows they write.
-      const bool one = w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0;
-      if (one && (role == MatmulRole::residual || role == MatmulRole::down) &&
-          ctx_.options().norm_fuse != 0) {
-        FISH_ASSIGN_OR_RETURN(st.res, ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(),
-                                                                    w.n_in, "matvec_idot_res")));
+      // The fused variants: all rows in one dispatch, whole 32-row blocks, E a multiple of 32.
+      const VulkanOptions& o = ctx_.options();
+      const bool one = w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0 &&
+                       p_.n_embd % FISH_Q8_BLOCK == 0 && FISH_Q8_BLOCK % st.vec_rows == 0;
+      const bool norm = one && o.norm_fuse != 0;
+      const bool act = one && o.act_fuse != 0 && role == MatmulRole::gate_up &&
+                       p_.arch != Arch::gemma3;  // swiglu only
+      auto variant = [&](const char* v) { return ctx_.pipeline(matmul_res_spec(w.type, o, w.n_in, v)); };
+      if (norm && res) {
+        FISH_ASSIGN_OR_RETURN(st.res, variant("matvec_idot_res"));
         const BufferRange rr[4] = {rq[0], rq[1], rq[2], {params_.buf, 0, VK_WHOLE_SIZE}};
         FISH_ASSIGN_OR_RETURN(st.res_set, pool_.allocate(st.res, rr));
       }
-      if (one && role == MatmulRole::gate_up && p_.arch != Arch::gemma3 &&
-          FISH_Q8_BLOCK % st.vec_rows == 0 && ctx_.options().act_fuse != 0) {
-        FISH_ASSIGN_OR_RETURN(st.act, ctx_.pipeline(matmul_res_spec(w.type, ctx_.options(),
-                                                                    w.n_in, "matvec_idot_swiglu")));
-        FISH_ASSIGN_OR_RETURN(st.act_set, pool_.allocate(st.act, rq));
+      if (norm && (role == MatmulRole::qkv || role == MatmulRole::gate_up)) {
+        FISH_ASSIGN_OR_RETURN(st.scaled, variant("matvec_idot_scaled"));
+      }
+      if (act) {
+        FISH_ASSIGN_OR_RETURN(st.act, variant("matvec_idot_swiglu"));
+      }
+      if (act && norm) {
+        FISH_ASSIGN_OR_RETURN(st.act_scaled, variant("matvec_idot_swiglu_scaled"));
       }
     }
     out->steps.push_back(st);
@@ -262,7 +272,7 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
         return make_error("span: a layer matrix is not resident on the device");
       n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
     }
-  n_sets += 4 * uint32_t(d_.layers.size());  // the fused variants of wo, gate, up and down
+  n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
   n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
   if (has_head_) {
     auto it = weights.find(d_.output);
@@ -274,10 +284,11 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     const SpanDesc::Layer& l = d_.layers[i];
     LayerState& s = layers_[i];
     const uint32_t qs = qkv_stride_, e = uint32_t(E), f2 = uint32_t(2 * F);
-    FISH_TRY(build_matmul(weights, l.wq, Q, E, off_xn_, e, off_qkv_, qs, &s.qkv));
-    FISH_TRY(build_matmul(weights, l.wk, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q), qs, &s.qkv));
-    FISH_TRY(
-        build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs, &s.qkv));
+    FISH_TRY(build_matmul(weights, l.wq, Q, E, off_xn_, e, off_qkv_, qs, &s.qkv, MatmulRole::qkv));
+    FISH_TRY(build_matmul(weights, l.wk, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q), qs, &s.qkv,
+                          MatmulRole::qkv));
+    FISH_TRY(build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs,
+                          &s.qkv, MatmulRole::qkv));
     FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo,
                           MatmulRole::residual));
     FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up,

@@ -41,10 +41,11 @@ inline constexpr const char* kStageNames[kNumStages] = {
     "RoPE+KV store", "q8_1",    "argmax"};
 
 // One matmul of a layer: a weight part bound as W, its input region as X, ARENA as Y.
-// What a span matmul's decode kernel may fuse (build_matmul): nothing; wo (the residual add and
-// the next norm); gate / up (act*mul); down (the residual add and the next norm, reading the
-// act*mul product's q8_1 copy from its own region).
-enum class MatmulRole { plain, residual, gate_up, down };
+// What a span matmul's decode kernel may fuse (build_matmul): nothing (the head); q/k/v (the
+// norm's scale); wo (the residual add and the next norm); gate / up (the norm's scale, act*mul);
+// down (as wo). wo and down read their q8_1 input from off_q8b_, the rest from off_q8_, so a
+// block epilogue never writes what its own dispatch still reads.
+enum class MatmulRole { plain, qkv, residual, gate_up, down };
 
 struct MatmulStep {
   const DeviceWeight* w = nullptr;
@@ -53,14 +54,13 @@ struct MatmulStep {
   std::vector<Pipeline> cm;   // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot
-  // matvec_idot_res_<type> (a residual matmul, wo / down, decoding with idot in one part): y +=
-  // W x into the residual rows, the next rmsnorm in its last workgroup; its set adds PARAMS.
-  Pipeline res;
+  // The fused variants of an idot decode kernel in one part (matvec_idot.comp.glsl; null where
+  // the role or the knobs rule them out): res (wo / down: y += W x into the residual rows, then
+  // each 32-row block's share of the next rmsnorm; res_set adds PARAMS), scaled (q/k/v, gate / up
+  // behind res: times the norm's 1 / rms), act and act_scaled (gate / up: silu(gate) * up per
+  // 32-row block, behind the separate norm or res). All but res bind vec_set.
+  Pipeline res, scaled, act, act_scaled;
   VkDescriptorSet res_set = VK_NULL_HANDLE;
-  // matvec_idot_swiglu_<type> (gate / up, idot in one part): silu(gate) * up and its q8_1 copy
-  // by the last workgroup of each 32-row block.
-  Pipeline act;
-  VkDescriptorSet act_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
 };
@@ -213,17 +213,21 @@ class VulkanSpan final : public LayerSpan {
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();
   // quantized: the group's q8_1 input was written by the norm before it (no quant_q8_1 here).
-  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false);
-  // The residual matmul g (wo / down) over n tokens whose output is added to x (rows at x_off)
-  // and then normalised with PARAMS weight w into xn and the q8_1 copy for `next`, in one
-  // dispatch (matvec_idot_res_<type>) where FISH_VK_NORM_FUSE and the kernels allow; false (and
-  // nothing recorded) where they do not.
+  // scaled: the input is residual_norm's (matvec_idot_scaled_<type>).
+  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false, bool scaled = false);
+  // The residual matmul g (wo / down) over n tokens whose output is added to x (rows at x_off),
+  // with each 32-row block's share of the rmsnorm (PARAMS weight w) for `next` (then run with
+  // scaled = true) in its epilogue: one dispatch (matvec_idot_res_<type>) where
+  // FISH_VK_NORM_FUSE and the kernels allow; false (and nothing recorded) where they do not.
   bool residual_norm(const MatmulGroup& g, uint32_t n, bool quantized, uint32_t x_off, uint32_t w,
                      const MatmulGroup& next);
+  // Whether group g decodes every step with the scaled variant (and, with act, act_scaled).
+  static bool scalable(const MatmulGroup& g, bool act);
   // gate / up (group g) over n tokens and silu(gate) * up with its q8_1 copy for `down` in one
   // dispatch each and no act*mul step (matvec_idot_swiglu_<type>) where FISH_VK_ACT_FUSE and
   // the kernels allow; false (and nothing recorded) where they do not.
-  bool gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, const MatmulGroup& down);
+  bool gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, bool scaled,
+                   const MatmulGroup& down);
   // The quant_q8_1 dispatch writing group g's input (n tokens) as q8_1.
   void quantize(const MatmulGroup& g, uint32_t n_tok);
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
@@ -255,10 +259,12 @@ class VulkanSpan final : public LayerSpan {
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
   uint32_t off_q8_ = 0;      // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
-  uint32_t off_q8b_ = 0;     // the down matvec's q8_1 input (written while gate / up read q8)
-  // Arrival counters (words, zeroed at creation): matvec_idot_res_'s, then from off_ctr_ + 4
-  // matvec_idot_swiglu_'s, one per 32 rows of n_ff.
+  uint32_t off_q8b_ = 0;     // wo's and down's q8_1 input (FISH_Q8_BYTES of max(q_dim, n_ff))
+  uint32_t off_ss_ = 0;      // residual_norm's block sums of squares: n_embd / 32 a token
+  // Block arrival counters (words, zeroed at creation): n_embd / 32 of matvec_idot_res_, then
+  // n_ff / 32 of matvec_idot_swiglu_.
   uint32_t off_ctr_ = 0;
+  uint32_t n_ctr_ = 0;
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
   uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim
@@ -267,6 +273,7 @@ class VulkanSpan final : public LayerSpan {
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
   bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  bool next_qkv_scaled_ = false;  // ... by residual_norm (q/k/v then run scaled)
   bool wo_q8_ = false;        // recording: attention wrote the wo input's q8_1 copy
   Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;

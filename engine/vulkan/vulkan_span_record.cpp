@@ -6,8 +6,10 @@
 // wo -> (post norm) -> residual add + rmsnorm -> gate/up -> act*mul (+ its product's q8_1 copy for
 // an idot down) -> down -> (post norm) -> residual add (+ the next layer's rmsnorm; the output head
 // after the last layer), a compute barrier after each step that the next reads. Decoding with
-// idot and no post norms, wo and down add into x and run the norm after them in their own last
-// workgroup (residual_norm, FISH_VK_NORM_FUSE): 6 dependent steps a layer instead of 8.
+// idot and no post norms, wo and down add into x and write each 32-row block's share of the norm
+// after them (residual_norm, FISH_VK_NORM_FUSE; q/k/v and gate / up then scale by its 1 / rms),
+// and gate / up compute act*mul per 32-row block (gate_up_act, FISH_VK_ACT_FUSE): 5 dependent
+// steps a layer instead of 8.
 #include <algorithm>
 
 #include "engine/vulkan/vulkan_span.h"
@@ -75,7 +77,7 @@ void VulkanSpan::quantize(const MatmulGroup& group, uint32_t n_tok) {
   stage_done(kQuant);
 }
 
-void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized) {
+void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized, bool scaled) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
   // The group's input as q8_1 for its idot steps.
   if (vec && group.quant_set && !quantized) quantize(group, n_tok);
@@ -86,6 +88,15 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
         vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
+    if (vec && scaled) {  // residual_norm's input: matvec_idot_scaled_ (scalable checked)
+      MatvecFusedPush pc{g.pc};
+      pc.ss_off = off_ss_;
+      pc.eps = p_.norm_eps;
+      cmds_.bind(st.scaled, st.vec_set);
+      cmds_.push(st.scaled, &pc, sizeof pc);
+      cmds_.dispatch(g.gx, g.gy);
+      continue;
+    }
     const Pipeline& p = vec    ? st.vec
                         : wide ? st.wide
                         : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
@@ -96,17 +107,28 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   }
 }
 
+bool VulkanSpan::scalable(const MatmulGroup& g, bool act) {
+  return !g.steps.empty() && std::all_of(g.steps.begin(), g.steps.end(), [&](const MatmulStep& st) {
+    return (act ? st.act_scaled : st.scaled).pipe != VK_NULL_HANDLE;
+  });
+}
+
 bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized, uint32_t x_off,
                                uint32_t w, const MatmulGroup& next) {
   if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 1 || !g.steps[0].res.pipe || !next.quant_set ||
-      !ops_.rmsnorm_q8.pipe)
+      !scalable(next, false))
     return false;
   const MatmulStep& st = g.steps[0];
   if (!quantized) quantize(g, n);
   const MatmulGrid gr =
       matmul_grid(*st.w, *st.part, n, st.x_stride, uint32_t(p_.n_embd), x_off + st.part->row0,
                   ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
-  const MatvecResPush pc{gr.pc, off_xn_, next.q8_off, w, off_ctr_, p_.norm_eps};
+  MatvecFusedPush pc{gr.pc};
+  pc.q8_off = next.q8_off;
+  pc.ctr = off_ctr_;  // n_embd / 32 block counters
+  pc.arrivals = FISH_Q8_BLOCK / st.vec_rows;
+  pc.w_off = w;
+  pc.ss_off = off_ss_;
   cmds_.bind(st.res, st.res_set);
   cmds_.push(st.res, &pc, sizeof pc);
   cmds_.dispatch(gr.gx, gr.gy);
@@ -115,22 +137,30 @@ bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized,
   return true;
 }
 
-bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized,
+bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, bool scaled,
                              const MatmulGroup& down) {
-  if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 2 || !g.steps[0].act.pipe ||
-      !g.steps[1].act.pipe || g.steps[0].vec_rows != g.steps[1].vec_rows || !down.quant_set ||
-      !ops_.act_q8.pipe)
+  if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 2 || (scaled && !scalable(g, true)) ||
+      g.steps[0].vec_rows != g.steps[1].vec_rows || !down.quant_set)
     return false;
+  for (const MatmulStep& st : g.steps)
+    if (!st.act.pipe) return false;
   if (!quantized) quantize(g, n);
+  MatvecFusedPush pc;
+  pc.q8_off = down.q8_off;
+  pc.ctr = off_ctr_ + uint32_t(p_.n_embd) / FISH_Q8_BLOCK;  // n_ff / 32 block counters
   // Each 32-row block is written by 32 / vec_rows workgroups of each of the two dispatches.
-  const uint32_t arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].vec_rows);
+  pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].vec_rows);
+  pc.ss_off = off_ss_;
+  pc.gate_off = off_gu_;
+  pc.eps = p_.norm_eps;
   for (const MatmulStep& st : g.steps) {
     const MatmulGrid gr =
         matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
                     ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
-    const MatvecActPush pc{gr.pc, off_gu_, down.q8_off, off_ctr_ + 4, arrivals};
-    cmds_.bind(st.act, st.act_set);
-    cmds_.push(st.act, &pc, sizeof pc);
+    pc.mm = gr.pc;
+    const Pipeline& p = scaled ? st.act_scaled : st.act;
+    cmds_.bind(p, st.vec_set);
+    cmds_.push(p, &pc, sizeof pc);
     cmds_.dispatch(gr.gx, gr.gy);
   }
   barrier();
@@ -159,7 +189,7 @@ SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, ui
 void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) {
   const uint32_t Q = uint32_t(p_.q_dim()), KV = uint32_t(p_.kv_dim()), hd = uint32_t(p_.head_dim);
   const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);  // rows of the q/k norm
-  matmuls(L.qkv, n, next_qkv_q8_);
+  matmuls(L.qkv, n, next_qkv_q8_, next_qkv_scaled_);
   barrier();
   stage_done(kMatvec, &L.qkv, n);
   bind_ops();
@@ -310,8 +340,10 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     stage_done(kRmsnorm);
   };
   // wo, x += its output, then the ffn norm: one dispatch where the residual variant applies.
-  bool gu_q8 = !L.has_post && residual_norm(L.wo, n, wo_q8_, x_off, L.ffn_norm, L.gate_up);
-  if (!gu_q8) {
+  const bool gu_scaled =
+      !L.has_post && residual_norm(L.wo, n, wo_q8_, x_off, L.ffn_norm, L.gate_up);
+  bool gu_q8 = gu_scaled;
+  if (!gu_scaled) {
     matmuls(L.wo, n, wo_q8_);
     barrier();
     stage_done(kMatvec, &L.wo, n);
@@ -320,9 +352,9 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   }
   // gate / up and act*mul: one step where the fused variant applies.
-  bool down_q8 = gate_up_act(L.gate_up, n, gu_q8, L.down);
+  bool down_q8 = gate_up_act(L.gate_up, n, gu_q8, gu_scaled, L.down);
   if (!down_q8) {
-    matmuls(L.gate_up, n, gu_q8);
+    matmuls(L.gate_up, n, gu_q8, gu_scaled);
     barrier();
     stage_done(kMatvec, &L.gate_up, n);
     bind_ops();
@@ -342,9 +374,10 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   // down, x += its output and the next layer's attention norm in one dispatch where it applies.
   if (next && !L.has_post &&
       residual_norm(L.down, n, down_q8, x_off, next->attn_norm, next->qkv)) {
-    next_qkv_q8_ = true;
+    next_qkv_q8_ = next_qkv_scaled_ = true;
     return;
   }
+  next_qkv_scaled_ = false;
   matmuls(L.down, n, down_q8);
   barrier();
   stage_done(kMatvec, &L.down, n);
@@ -376,6 +409,7 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
     if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add
       SpanPush pc = norm_push(n, x_off, E, off_xn_, E, L.attn_norm);
       next_qkv_q8_ = fuse_q8(L.qkv, n, &pc);
+      next_qkv_scaled_ = false;
       op(next_qkv_q8_ ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, n, 1);
       barrier();
       stage_done(kRmsnorm);

@@ -804,7 +804,7 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   for (size_t i = 0; i < span_lg.size(); ++i)
     fuse_diff = std::max(fuse_diff, std::fabs(double(span_lg[i]) - double(unfused_lg[i])));
   EXPECT_EQ(top_unfused, positions);
-  EXPECT_LE(fuse_diff, 0.005 * max_abs) << "span: FISH_VK_NORM_FUSE / FISH_VK_ACT_FUSE 1 vs 0";
+  EXPECT_LE(fuse_diff, 0.02 * max_abs) << "span: FISH_VK_NORM_FUSE / FISH_VK_ACT_FUSE 1 vs 0";
   EXPECT_EQ(far_misses, 0) << "span (idot) vs CPU f32: top-1 " << top_cpu << "/" << positions;
   std::printf(
       "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms / act %.4g; top-1 vs "
