@@ -350,9 +350,10 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "a span's wo and down decode matvecs add into the residual and run the next rmsnorm and "
-       "its q8_1 copy in their last workgroup (matvec_idot_res_<type>): auto (default) and 1 on, "
-       "0 a separate norm dispatch (A/B)"},
+       "1: a span's wo and down decode matvecs add into the residual and write each 32-row "
+       "block's share of the next rmsnorm (matvec_idot_res_<type>; q/k/v and gate / up scale by "
+       "its 1 / rms); auto (default) and 0: a separate norm dispatch, until the block form is "
+       "measured on a GPU"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

@@ -48,11 +48,12 @@
 //                             workgroup of each 32-row block (matvec_idot_swiglu_<type>): no
 //                             act*mul dispatch or barrier; auto (default) and 1 on, 0 the
 //                             separate span_swiglu_q8 (A/B)
-//   FISH_VK_NORM_FUSE=auto|0|1  a span's wo and down decode matvecs (idot, one part) add into
-//                             the residual and run the next rmsnorm (+ its q8_1 copy) in their
-//                             last workgroup (matvec_idot_res_<type>): no norm dispatch or
-//                             barrier of its own; auto (default) and 1 on, 0 the separate
-//                             span_add_rmsnorm_q8 (A/B)
+//   FISH_VK_NORM_FUSE=auto|0|1  1: a span's wo and down decode matvecs (idot, one part) add
+//                             into the residual and write each 32-row block's share of the next
+//                             rmsnorm (matvec_idot_res_<type>), q/k/v and gate / up scale by its
+//                             1 / rms (matvec_idot_scaled_<type>): no norm dispatch or barrier of
+//                             its own; auto (default) and 0 the separate span_add_rmsnorm_q8
+//                             until the block form is measured on a GPU (docs/gpu.md)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -119,7 +120,7 @@ struct VulkanOptions {
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
   int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int norm_fuse = -1;        // FISH_VK_NORM_FUSE: -1 auto (on), 0 off, 1 on
+  int norm_fuse = -1;        // FISH_VK_NORM_FUSE: -1 auto (off until measured), 0 off, 1 on
   int act_fuse = -1;         // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required

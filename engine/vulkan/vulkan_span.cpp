@@ -226,7 +226,8 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
       const VulkanOptions& o = ctx_.options();
       const bool one = w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0 &&
                        p_.n_embd % FISH_Q8_BLOCK == 0 && FISH_Q8_BLOCK % st.vec_rows == 0;
-      const bool norm = one && o.norm_fuse != 0;
+      // The norm's block epilogue only when asked for (FISH_VK_NORM_FUSE=1): unmeasured on a GPU.
+      const bool norm = one && o.norm_fuse == 1;
       const bool act = one && o.act_fuse != 0 && role == MatmulRole::gate_up &&
                        p_.arch != Arch::gemma3;  // swiglu only
       auto variant = [&](const char* v) { return ctx_.pipeline(matmul_res_spec(w.type, o, w.n_in, v)); };

@@ -748,25 +748,21 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
     EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
     return all;
   };
-  std::vector<float> span_lg, unfused_lg, matmul_lg, cpu_lg;
-  {
-    auto pl = GpuPlacement::place_layers(*model, *backend_,
-                                         test::placement_request(-1, SpanRequest{64, 64, 8}));
-    ASSERT_TRUE(pl->span()) << pl->summary();
-    span_lg = run(pl);
-  }
-  {  // the same span with the norms and act*mul as dispatches of their own (FISH_VK_*_FUSE=0)
+  // The span with the norms and act*mul fused into the matvecs (FISH_VK_NORM_FUSE and
+  // FISH_VK_ACT_FUSE 1), and as dispatches of their own (0).
+  auto span_run = [&](int fuse) {
     auto opt = vk::VulkanOptions::from_env();
-    ASSERT_TRUE(opt.ok());
+    EXPECT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
-    opt->norm_fuse = opt->act_fuse = 0;
+    opt->norm_fuse = opt->act_fuse = fuse;
     vk::VulkanBackend b(opt);
-    ASSERT_TRUE(b.open().ok());
+    EXPECT_TRUE(b.open().ok());
     auto pl =
         GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
-    ASSERT_TRUE(pl->span()) << pl->summary();
-    unfused_lg = run(pl);
-  }
+    EXPECT_TRUE(pl->span()) << pl->summary();
+    return run(pl);
+  };
+  std::vector<float> span_lg = span_run(1), unfused_lg = span_run(0), matmul_lg, cpu_lg;
   matmul_lg = run(GpuPlacement::place_layers(*model, *backend_));
   cpu_lg = run(nullptr);
   const int64_t n_vocab = model->params().n_vocab;
