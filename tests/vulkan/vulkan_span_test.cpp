@@ -147,11 +147,20 @@ Diff compare(const std::vector<float>& a, const std::vector<float>& b, int64_t n
   return d;
 }
 
+// Logits within rel of the largest |logit| of b, and the same top-1 except at near ties: a
+// position's picks may differ only where b ranks a's pick within 2 rel max|b| of its own top (the
+// logit bound lets such a tie flip; on an H100 one of the 303 positions at 300 keys did).
 void expect_same(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab,
                  double rel, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   const Diff d = compare(a, b, n_vocab);
-  EXPECT_EQ(d.argmax_equal, d.positions) << what;
+  int64_t far = 0;
+  for (int64_t p = 0; p < d.positions; ++p) {
+    auto ra = a.begin() + p * n_vocab, rb = b.begin() + p * n_vocab;
+    const float top_b = *std::max_element(rb, rb + n_vocab);
+    far += double(top_b - rb[std::max_element(ra, ra + n_vocab) - ra]) > 2 * rel * d.max_abs;
+  }
+  EXPECT_EQ(far, 0) << what << ": top-1 equal at " << d.argmax_equal << " of " << d.positions;
   EXPECT_LE(d.max_diff, rel * d.max_abs)
       << what << ": max |dlogit| " << d.max_diff << " of " << d.max_abs;
 }
