@@ -274,20 +274,27 @@ void norm_block(uint blk) {
 #endif
 
 #ifdef SCALED
-shared float ss_sh[FISH_MATVEC_MAX_TOK][32];  // a subgroup's sums (<= 32 subgroups of >= 8 lanes)
+shared float ss_sh[FISH_MATVEC_MAX_TOK][32];  // subgroup sums, 32 subgroups a pass
 
 // Per token, 1 / rms of the input: its n_in / 32 block sums of squares (part: this thread's
-// share) summed over the workgroup; every thread gets the scales.
+// share) summed over the workgroup (in passes of 32 subgroups, as reduce_store); every thread
+// gets the scales.
 void norm_scales(inout float part[FISH_MATVEC_MAX_TOK], out float sc[FISH_MATVEC_MAX_TOK]) {
-  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) part[t] = subgroupAdd(part[t]);
-  if (subgroupElect())
-    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) ss_sh[t][gl_SubgroupID] = part[t];
-  barrier();
+  float tot[FISH_MATVEC_MAX_TOK];
   [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
-    float tot = 0.0;
-    for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += ss_sh[t][g];
-    sc[t] = 1.0 / sqrt(tot / float(pc.n_in) + pc.eps);
+    part[t] = subgroupAdd(part[t]);
+    tot[t] = 0.0;
   }
+  for (uint g0 = 0u; g0 < gl_NumSubgroups; g0 += 32u) {
+    if (subgroupElect() && gl_SubgroupID - g0 < 32u)
+      [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) ss_sh[t][gl_SubgroupID - g0] = part[t];
+    barrier();
+    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
+      for (uint g = 0u; g < min(32u, gl_NumSubgroups - g0); ++g) tot[t] += ss_sh[t][g];
+    barrier();
+  }
+  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
+    sc[t] = 1.0 / sqrt(tot[t] / float(pc.n_in) + pc.eps);
 }
 #endif
 
