@@ -230,7 +230,9 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
       const bool norm = one && o.norm_fuse == 1;
       const bool act = one && o.act_fuse != 0 && role == MatmulRole::gate_up &&
                        p_.arch != Arch::gemma3;  // swiglu only
-      auto variant = [&](const char* v) { return ctx_.pipeline(matmul_res_spec(w.type, o, w.n_in, v)); };
+      auto variant = [&](const char* v) {
+        return ctx_.pipeline(matmul_res_spec(w.type, o, w.n_in, v));
+      };
       if (norm && res) {
         FISH_ASSIGN_OR_RETURN(st.res, variant("matvec_idot_res"));
         const BufferRange rr[4] = {rq[0], rq[1], rq[2], {params_.buf, 0, VK_WHOLE_SIZE}};
@@ -288,16 +290,16 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     FISH_TRY(build_matmul(weights, l.wq, Q, E, off_xn_, e, off_qkv_, qs, &s.qkv, MatmulRole::qkv));
     FISH_TRY(build_matmul(weights, l.wk, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q), qs, &s.qkv,
                           MatmulRole::qkv));
-    FISH_TRY(build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs,
-                          &s.qkv, MatmulRole::qkv));
+    FISH_TRY(build_matmul(weights, l.wv, KV, E, off_xn_, e, off_qkv_ + uint32_t(Q + KV), qs, &s.qkv,
+                          MatmulRole::qkv));
     FISH_TRY(build_matmul(weights, l.wo, E, Q, off_att_, uint32_t(Q), off_tmp_, e, &s.wo,
                           MatmulRole::residual));
     FISH_TRY(build_matmul(weights, l.gate, F, E, off_xn_, e, off_gu_, f2, &s.gate_up,
                           MatmulRole::gate_up));
     FISH_TRY(build_matmul(weights, l.up, F, E, off_xn_, e, off_gu_ + uint32_t(F), f2, &s.gate_up,
                           MatmulRole::gate_up));
-    FISH_TRY(build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down,
-                          MatmulRole::down));
+    FISH_TRY(
+        build_matmul(weights, l.down, E, F, off_gu_, f2, off_tmp_, e, &s.down, MatmulRole::down));
   }
   if (has_head_) {  // logits of one row (the last token's) from xn row 0
     const uint32_t V = uint32_t(p_.n_vocab);

@@ -76,7 +76,7 @@ struct MatmulGroup {
   uint64_t bytes() const;
   VkDescriptorSet quant_set = VK_NULL_HANDLE;  // null: no step decodes with idot
   uint32_t q8_off = 0;  // ARENA floats: the q8_1 input its idot steps read (off_q8_ / off_q8b_)
-  uint32_t k = 0, x_stride = 0;                // the input's values per token and row stride
+  uint32_t k = 0, x_stride = 0;  // the input's values per token and row stride
 };
 
 struct LayerState {
@@ -258,9 +258,9 @@ class VulkanSpan final : public LayerSpan {
   int64_t chunk_ = FISH_SPAN_CHUNK;  // layout_arena()
   // ARENA regions (floats; each starts on the storage-offset alignment).
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
-  uint32_t off_q8_ = 0;      // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
-  uint32_t off_q8b_ = 0;     // wo's and down's q8_1 input (FISH_Q8_BYTES of max(q_dim, n_ff))
-  uint32_t off_ss_ = 0;      // residual_norm's block sums of squares: n_embd / 32 a token
+  uint32_t off_q8_ = 0;   // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
+  uint32_t off_q8b_ = 0;  // wo's and down's q8_1 input (FISH_Q8_BYTES of max(q_dim, n_ff))
+  uint32_t off_ss_ = 0;   // residual_norm's block sums of squares: n_embd / 32 a token
   // Block arrival counters (words, zeroed at creation): n_embd / 32 of matvec_idot_res_, then
   // n_ff / 32 of matvec_idot_swiglu_.
   uint32_t off_ctr_ = 0;
@@ -272,10 +272,10 @@ class VulkanSpan final : public LayerSpan {
   DescriptorPool pool_;
   VkDescriptorSet ops_set_ = VK_NULL_HANDLE;
   SpanOps ops_;
-  bool next_qkv_q8_ = false;  // recording: the coming q/k/v input's q8_1 copy is written
+  bool next_qkv_q8_ = false;      // recording: the coming q/k/v input's q8_1 copy is written
   bool next_qkv_scaled_ = false;  // ... by residual_norm (q/k/v then run scaled)
-  bool wo_q8_ = false;        // recording: attention wrote the wo input's q8_1 copy
-  Pipeline quant_;            // quant_q8_1 (loaded when a step decodes with idot)
+  bool wo_q8_ = false;            // recording: attention wrote the wo input's q8_1 copy
+  Pipeline quant_;                // quant_q8_1 (loaded when a step decodes with idot)
   Commands cmds_;
   // Profiling: one timestamp after each step; step_of_[i] is the step that ended at query i+1.
   struct TimedStep {

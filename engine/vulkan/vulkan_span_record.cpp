@@ -372,8 +372,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   }
   const LayerState* next = &L != &layers_.back() ? &L + 1 : nullptr;
   // down, x += its output and the next layer's attention norm in one dispatch where it applies.
-  if (next && !L.has_post &&
-      residual_norm(L.down, n, down_q8, x_off, next->attn_norm, next->qkv)) {
+  if (next && !L.has_post && residual_norm(L.down, n, down_q8, x_off, next->attn_norm, next->qkv)) {
     next_qkv_q8_ = next_qkv_scaled_ = true;
     return;
   }

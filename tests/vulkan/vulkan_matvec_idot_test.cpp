@@ -692,8 +692,7 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
     EXPECT_EQ(std::stoll(nm[1]), fuse ? 0 : (kSteps + 1) * n_layer) << profile;
     const size_t a = profile.find("argmax");
     ASSERT_NE(a, std::string::npos) << profile;
-    EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos)
-        << profile;
+    EXPECT_NE(profile.find(fmt::format("({} steps)", kSteps + 1), a), std::string::npos) << profile;
     // The matvec stage by group: the groups' steps add up to the stage's, each decode group with
     // its weights' GB/s.
     const size_t by = profile.find("; matvec by group: [");
@@ -803,7 +802,8 @@ TEST_F(VulkanMatvecIdot, SpanDecodeMatchesPerMatmulAndCpu) {
   EXPECT_LE(fuse_diff, 0.02 * max_abs) << "span: FISH_VK_NORM_FUSE / FISH_VK_ACT_FUSE 1 vs 0";
   EXPECT_EQ(far_misses, 0) << "span (idot) vs CPU f32: top-1 " << top_cpu << "/" << positions;
   std::printf(
-      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms / act %.4g; top-1 vs "
+      "idot span: vs per-matmul max |dlogit| %.4g of %.4g; fused vs unfused norms / act %.4g; "
+      "top-1 vs "
       "CPU %lld/%lld (the rest near ties)\n",
       max_diff, max_abs, fuse_diff, (long long)top_cpu, (long long)positions);
 }
