@@ -79,11 +79,11 @@ uint32_t idot_groups(int64_t n_in, uint32_t forced);
 // idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead chunks a thread loaded ahead.
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                          int64_t n_in);
-// A fused variant of that idot pipeline, the same constants: "matvec_idot_res"
-// (matvec_idot_res_<type>: y += W x, then the next rmsnorm by the last workgroup; a span's wo
-// and down; PARAMS as a fourth binding, FISH_BINDING_P, MatvecResPush's push constants) or
-// "matvec_idot_swiglu" (gate / up, then silu(gate) * up by each 32-row block's last workgroup;
-// MatvecActPush).
+// A fused variant of that idot pipeline (matvec_idot.comp.glsl), the same constants and
+// MatvecFusedPush's push constants: "matvec_idot_res" (y += W x, then each 32-row block's share
+// of the next rmsnorm; a span's wo and down; PARAMS as a fourth binding, FISH_BINDING_P),
+// "matvec_idot_scaled" (its consumers: outputs times the norm's 1 / rms), "matvec_idot_swiglu"
+// and "matvec_idot_swiglu_scaled" (gate / up, then silu(gate) * up per 32-row block).
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
                              std::string_view variant);
 // Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):

@@ -224,8 +224,12 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
       // The fused variants: all rows in one dispatch, whole 32-row blocks, E a multiple of 32.
       const VulkanOptions& o = ctx_.options();
+      // A block epilogue's lanes: 8 a token (q8_1_store.glsl), so >= 8 x FISH_MATVEC_MAX_TOK.
+      const uint32_t threads =
+          idot_groups(w.n_in, o.idot_groups) * idot_workgroup(w.n_in, o.idot_wg);
       const bool one = w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0 &&
-                       p_.n_embd % FISH_Q8_BLOCK == 0 && FISH_Q8_BLOCK % st.vec_rows == 0;
+                       p_.n_embd % FISH_Q8_BLOCK == 0 && FISH_Q8_BLOCK % st.vec_rows == 0 &&
+                       threads >= 8 * FISH_MATVEC_MAX_TOK;
       // The norm's block epilogue only when asked for (FISH_VK_NORM_FUSE=1): unmeasured on a GPU.
       const bool norm = one && o.norm_fuse == 1;
       const bool act = one && o.act_fuse != 0 && role == MatmulRole::gate_up &&

@@ -11,6 +11,7 @@
 // and gate / up compute act*mul per 32-row block (gate_up_act, FISH_VK_ACT_FUSE): 5 dependent
 // steps a layer instead of 8.
 #include <algorithm>
+#include <cassert>
 
 #include "engine/vulkan/vulkan_span.h"
 #include "engine/vulkan/vulkan_span_impl.h"
@@ -88,7 +89,9 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
         vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
     const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
                                      ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
-    if (vec && scaled) {  // residual_norm's input: matvec_idot_scaled_ (scalable checked)
+    // residual_norm's input (its q8_1 copy written, scalable checked): matvec_idot_scaled_.
+    assert(!scaled || quantized);
+    if (vec && scaled) {
       MatvecFusedPush pc{g.pc};
       pc.ss_off = off_ss_;
       pc.eps = p_.norm_eps;
