@@ -22,7 +22,7 @@
 #      median [min, max] table in the summary;
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
-#      the span's stage times and its matvec groups;
+#      the span's stage times and its matvec groups (GEN_WORDS=N: behind a prompt of ~N words);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
@@ -115,6 +115,12 @@ for x in ${EXPS-}; do
 done
 
 P="The quick brown fox jumps over the lazy dog and then"
+# GEN_WORDS=N: the generate runs (AB, GEN) get a prompt of about N words instead, so a profiled
+# decode (FISH_GPU_PROFILE=2) runs behind that many positions: its "attention+RoPE+KV" stage is
+# the decode attention alone (the prompt's chunks count as "attention").
+if [ -n "${GEN_WORDS-}" ]; then
+  P=$(python3 -c "import sys; w='alpha beta gamma delta fox dog river stone'.split(); print(' '.join(w[i % 8] for i in range(int(sys.argv[1]))))" "$GEN_WORDS")
+fi
 if [ -n "${AB-}" ]; then
   : > $W/ab.tsv
   for r in $(seq 1 ${AB_ROUNDS:-3}); do
