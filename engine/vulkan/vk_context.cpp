@@ -3,6 +3,7 @@
 #include "engine/vulkan/vk_context.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vulkan_shaders.h"
@@ -337,6 +338,15 @@ Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
   if (VkResult r = vk().vkQueueSubmit(dev_->queue, 1, &si, fence); r != VK_SUCCESS)
     return fail("vkQueueSubmit: " + vk_result_name(r));
   if (meanwhile) meanwhile();
+  // FISH_VK_FENCE_SPIN_US: poll the fence that long before blocking on it (a decode step's fence
+  // signals within a few ms; a thread woken from the blocking wait may pay more than the poll).
+  if (opt_.fence_spin_us > 0 && injected == DeviceFaultKind::none) {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(opt_.fence_spin_us);
+    while (vk().vkGetFenceStatus(handle(), fence) == VK_NOT_READY &&
+           std::chrono::steady_clock::now() < until) {
+    }
+  }
   // An injected timeout still waits for the work, so no buffer is freed while in use; then it
   // reports what a hung device would.
   VkResult r =

@@ -77,6 +77,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.norm_fuse, env_auto_switch("FISH_VK_NORM_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.act_fuse, env_auto_switch("FISH_VK_ACT_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
+  FISH_ASSIGN_OR_RETURN(std::optional<int64_t> spin, env_int("FISH_VK_FENCE_SPIN_US"));
+  if (spin) o.fence_spin_us = uint32_t(*spin);  // the row's range: 0..10000
   FISH_ASSIGN_OR_RETURN(o.coopmat, env_auto_switch("FISH_VK_COOPMAT"));
   FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));

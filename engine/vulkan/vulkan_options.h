@@ -54,6 +54,10 @@
 //                             1 / rms (matvec_idot_scaled_<type>): no norm dispatch or barrier of
 //                             its own; auto (default) and 0 the separate span_add_rmsnorm_q8
 //                             until the block form is measured on a GPU (docs/gpu.md)
+//   FISH_VK_FENCE_SPIN_US=0..10000  every submit polls its fence (vkGetFenceStatus) up to this
+//                             many microseconds before the blocking vkWaitForFences: 0 (default)
+//                             blocks at once; a decode step's few-ms wait may end sooner polled
+//                             (llama.cpp's Vulkan backend spins its last fence; A/B, unmeasured)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -112,24 +116,25 @@ struct VulkanOptions {
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
-  uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
-  uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
-  uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
-  bool head = true;          // FISH_VK_HEAD: the output head in the span
-  int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
-  int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int norm_fuse = -1;        // FISH_VK_NORM_FUSE: -1 auto (off until measured), 0 off, 1 on
-  int act_fuse = -1;         // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
-  bool record_ahead = true;  // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
-  int coopmat = -1;          // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  int coopmat2 = -1;         // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  uint32_t flash_cm = 2;     // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
-  char coopmat_tile = 0;     // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
-  int requant = 0;           // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;      // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;         // FISH_VK_FAULT
+  uint32_t idot_rows = 2;      // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
+  uint32_t idot_wg = 0;        // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
+  uint32_t idot_ahead = 1;     // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
+  uint32_t idot_groups = 0;    // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
+  bool head = true;            // FISH_VK_HEAD: the output head in the span
+  int attn_split = -1;         // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int attn_decode = -1;        // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
+  int attn_short = -1;         // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
+  int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off until measured), 0 off, 1 on
+  int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
+  bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
+  uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
+  int coopmat = -1;            // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
+  uint32_t flash_cm = 2;       // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  char coopmat_tile = 0;       // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
+  int requant = 0;             // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;        // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;           // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

@@ -102,6 +102,41 @@ TEST(VkContext, TimedOutFenceIsAnErrorAndNothingIsReadBack) {
   EXPECT_EQ(a, arena);
 }
 
+// FISH_VK_FENCE_SPIN_US: submits that poll their fence first give the blocking wait's result, and
+// an injected timeout still fails as one (the poll is skipped there, so the work is waited for).
+TEST(VkContext, PolledFenceWaitGivesTheSameResultsAndTimeoutsStillFail) {
+  std::mt19937 rng(4);
+  const uint32_t n = 300;
+  std::vector<float> arena(3 * n), params(4);
+  std::vector<uint32_t> kv(4);
+  std::normal_distribution<float> d;
+  for (float& v : arena) v = d(rng);
+  vk::SpanPush pc{};
+  pc.n = n;
+  pc.rows = 1;
+  pc.b_off = n;
+  pc.c_off = 2 * n;
+  pc.a_stride = pc.b_stride = pc.c_stride = n;
+  const uint32_t gx = (n + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+  std::vector<float> blocking = arena;
+  ASSERT_TRUE(open_backend()->run_span_op("span_add", pc, gx, 1, blocking, params, kv).ok());
+  ScopedEnv e("FISH_VK_FENCE_SPIN_US", "2000");
+  ASSERT_EQ(vk::VulkanOptions::from_env()->fence_spin_us, 2000u);
+  auto b = open_backend();
+  std::vector<float> polled = arena;
+  ASSERT_TRUE(b->run_span_op("span_add", pc, gx, 1, polled, params, kv).ok());
+  EXPECT_EQ(polled, blocking);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(polled[2 * n + i], arena[i] + arena[n + i]) << i;
+  b->inject_fault(DeviceFaultKind::timeout, 1);
+  std::vector<float> a = arena;
+  const Status s = b->run_span_op("span_add", pc, gx, 1, a, params, kv);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(has(s.error().message, "VK_TIMEOUT")) << s.error().message;
+  EXPECT_EQ(a, arena);
+  ScopedEnv bad("FISH_VK_FENCE_SPIN_US", "20000");
+  EXPECT_FALSE(vk::VulkanOptions::from_env().ok());
+}
+
 // A lost device during a matmul: the call fails, y is untouched, the registered backend
 // unregisters itself, later matmuls fail with the first reason, and memory still returns.
 TEST(VkContext, LostDeviceFailsEveryLaterCallAndUnregisters) {
