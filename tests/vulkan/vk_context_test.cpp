@@ -63,32 +63,44 @@ TEST(VkFault, ParsesLostAndTimeoutAtAPositiveSubmit) {
   EXPECT_TRUE(has(o.error().message, "FISH_VK_FAULT='hang:2'")) << o.error().message;
 }
 
+// span_add over n = 300 random floats: c = a + b in one arena, and its dispatch.
+struct AddOp {
+  static constexpr uint32_t n = 300;
+  std::vector<float> arena = std::vector<float>(3 * n), params = std::vector<float>(4);
+  std::vector<uint32_t> kv = std::vector<uint32_t>(4);
+  vk::SpanPush pc{};
+  uint32_t gx = (n + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+  explicit AddOp(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d;
+    for (float& v : arena) v = d(rng);
+    pc.n = n;
+    pc.rows = 1;
+    pc.a_off = 0;
+    pc.b_off = n;
+    pc.c_off = 2 * n;
+    pc.a_stride = pc.b_stride = pc.c_stride = n;
+  }
+  // Runs it on b over `a` (a copy of arena).
+  Status run(vk::VulkanBackend& b, std::vector<float>& a) {
+    return b.run_span_op("span_add", pc, gx, 1, a, params, kv);
+  }
+};
+
 // The fence of the span-op submit "never signals": the call fails naming VK_TIMEOUT and the
 // host copy of the arena keeps its old values although the device wrote the sum.
 TEST(VkContext, TimedOutFenceIsAnErrorAndNothingIsReadBack) {
   auto b = open_backend();
-  std::mt19937 rng(3);
-  const uint32_t n = 300;
-  std::vector<float> arena(3 * n), params(4);
-  std::vector<uint32_t> kv(4);
-  std::normal_distribution<float> d;
-  for (float& v : arena) v = d(rng);
-  vk::SpanPush pc{};
-  pc.n = n;
-  pc.rows = 1;
-  pc.a_off = 0;
-  pc.b_off = n;
-  pc.c_off = 2 * n;
-  pc.a_stride = pc.b_stride = pc.c_stride = n;
-  const uint32_t gx = (n + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+  AddOp op(3);
+  const std::vector<float>& arena = op.arena;
   {  // the op works, and writes c
     std::vector<float> a = arena;
-    ASSERT_TRUE(b->run_span_op("span_add", pc, gx, 1, a, params, kv).ok());
+    ASSERT_TRUE(op.run(*b, a).ok());
     EXPECT_NE(a, arena);
   }
   b->inject_fault(DeviceFaultKind::timeout, 1);
   std::vector<float> a = arena;
-  const Status s = b->run_span_op("span_add", pc, gx, 1, a, params, kv);
+  const Status s = op.run(*b, a);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(has(s.error().message, "VK_TIMEOUT")) << s.error().message;
   EXPECT_TRUE(has(s.error().message, "span ops")) << s.error().message;
@@ -96,7 +108,7 @@ TEST(VkContext, TimedOutFenceIsAnErrorAndNothingIsReadBack) {
   EXPECT_TRUE(has(b->status(), "vulkan: off:")) << b->status();
   EXPECT_TRUE(has(b->status(), "treated as hung")) << b->status();
   // Every later call fails at once with the same reason.
-  const Status again = b->run_span_op("span_add", pc, gx, 1, a, params, kv);
+  const Status again = op.run(*b, a);
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(has(again.error().message, "VK_TIMEOUT")) << again.error().message;
   EXPECT_EQ(a, arena);
@@ -105,31 +117,21 @@ TEST(VkContext, TimedOutFenceIsAnErrorAndNothingIsReadBack) {
 // FISH_VK_FENCE_SPIN_US: submits that poll their fence first give the blocking wait's result, and
 // an injected timeout still fails as one (the poll is skipped there, so the work is waited for).
 TEST(VkContext, PolledFenceWaitGivesTheSameResultsAndTimeoutsStillFail) {
-  std::mt19937 rng(4);
-  const uint32_t n = 300;
-  std::vector<float> arena(3 * n), params(4);
-  std::vector<uint32_t> kv(4);
-  std::normal_distribution<float> d;
-  for (float& v : arena) v = d(rng);
-  vk::SpanPush pc{};
-  pc.n = n;
-  pc.rows = 1;
-  pc.b_off = n;
-  pc.c_off = 2 * n;
-  pc.a_stride = pc.b_stride = pc.c_stride = n;
-  const uint32_t gx = (n + FISH_SPAN_WG - 1) / FISH_SPAN_WG;
+  AddOp op(4);
+  const std::vector<float>& arena = op.arena;
+  const uint32_t n = AddOp::n;
   std::vector<float> blocking = arena;
-  ASSERT_TRUE(open_backend()->run_span_op("span_add", pc, gx, 1, blocking, params, kv).ok());
+  ASSERT_TRUE(op.run(*open_backend(), blocking).ok());
   ScopedEnv e("FISH_VK_FENCE_SPIN_US", "2000");
   ASSERT_EQ(vk::VulkanOptions::from_env()->fence_spin_us, 2000u);
   auto b = open_backend();
   std::vector<float> polled = arena;
-  ASSERT_TRUE(b->run_span_op("span_add", pc, gx, 1, polled, params, kv).ok());
+  ASSERT_TRUE(op.run(*b, polled).ok());
   EXPECT_EQ(polled, blocking);
   for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(polled[2 * n + i], arena[i] + arena[n + i]) << i;
   b->inject_fault(DeviceFaultKind::timeout, 1);
   std::vector<float> a = arena;
-  const Status s = b->run_span_op("span_add", pc, gx, 1, a, params, kv);
+  const Status s = op.run(*b, a);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(has(s.error().message, "VK_TIMEOUT")) << s.error().message;
   EXPECT_EQ(a, arena);
