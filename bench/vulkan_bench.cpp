@@ -447,8 +447,10 @@ BENCHMARK(BM_VulkanShaderCopy)
 // count, 2: span_attention_decode with RoPE and the KV store fused (attention_decode_splits'
 // count, + the combine when > 1), 3: what the span ran for decode without it: span_rope_kv then
 // variant 1, 4: span_attention_short, RoPE and the KV store fused, one workgroup a query head (up
-// to FISH_SPAN_SHORT_KEYS keys; skipped beyond), 5: its wide variant (1024 threads). One iteration
-// = 20 passes over every layer (run_span_ops, device timestamps).
+// to FISH_SPAN_SHORT_KEYS keys; skipped beyond), 5: its wide variant (1024 threads), 6:
+// span_attention_stream, RoPE and the KV store fused, teams of 8 lanes a key
+// (attention_stream_splits' count, + the combine when > 1; skipped where attention_stream_fits
+// refuses). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -460,7 +462,7 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t ctx = uint32_t(state.range(1));
   const int variant = int(state.range(2));
   const bool decode = variant == 2, split = variant == 1 || variant == 3,
-             shortk = variant == 4 || variant == 5;
+             shortk = variant == 4 || variant == 5, stream = variant == 6;
   if (shortk && ctx > FISH_SPAN_SHORT_KEYS) {
     state.SkipWithError("span_attention_short takes at most FISH_SPAN_SHORT_KEYS keys");
     return;
@@ -472,9 +474,10 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t n_layer =
       uint32_t(std::clamp<uint64_t>((uint64_t(96) << 20) / layer_bytes, 1, 64));
   const uint32_t parts_cap = sh.n_head * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  const uint32_t splits = decode  ? vk::attention_decode_splits(-1, sh.n_head, 1, ctx, parts_cap)
-                          : split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap)
-                                  : 0;
+  const uint32_t splits = decode   ? vk::attention_decode_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                          : stream ? vk::attention_stream_splits(-1, sh.n_head, ctx, parts_cap)
+                          : split  ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                                   : 0;
   if (split && splits == 0) {
     state.SkipWithError("the auto rule keeps the one-pass kernel at this shape");
     return;
@@ -504,7 +507,7 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
     pc.c_off = qkv;
     pc.c_stride = q_floats;
     pc.pos0 = ctx - 1;
-    pc.n_rot = decode || shortk ? sh.hd : sh.n_head / sh.n_kv;
+    pc.n_rot = decode || shortk || stream ? sh.hd : sh.n_head / sh.n_kv;
     pc.group = sh.n_head / sh.n_kv;
     pc.kv_k = 2 * l * kv_words;
     pc.kv_v = pc.kv_k + kv_words;
@@ -523,6 +526,9 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
     if (shortk) {
       ds.push_back({variant == 5 ? "span_attention_short_wide" : "span_attention_short", pc,
                     sh.n_head, 1, 1});
+    } else if (stream) {
+      ds.push_back({"span_attention_stream", pc, sh.n_kv, 1, splits});
+      if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
     } else if (decode) {
       ds.push_back({"span_attention_decode", pc, sh.n_kv, 1, splits});
       if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
@@ -553,11 +559,12 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
                          "decode (RoPE+KV fused)",
                          "rope_kv + split-K",
                          "short (RoPE+KV fused, a workgroup a query head)",
-                         "short wide (1024 threads a workgroup)"};
+                         "short wide (1024 threads a workgroup)",
+                         "stream (RoPE+KV fused, 8 lanes a key)"};
   state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5, 6}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -353,6 +353,15 @@ Status VulkanSpan::load_ops() {
       FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide, ctx_.pipeline("span_attention_short_wide"));
     }
   }
+  const uint32_t group = uint32_t(p_.n_head / p_.n_head_kv);
+  if (ctx_.options().attn_stream == 1 &&
+      attention_stream_fits(uint32_t(p_.head_dim), group, ctx_.features().subgroup_min,
+                            ctx_.features().subgroup_max)) {
+    PipelineSpec spec;
+    spec.module = "span_attention_stream";
+    spec.constants = {uint32_t(p_.head_dim), group};
+    FISH_ASSIGN_OR_RETURN(ops_.attention_stream, ctx_.pipeline(spec));
+  }
   return Status::success();
 }
 
@@ -434,6 +443,12 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       if (ops_.attention_short_wide.pipe) {
         FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide_q8,
                               ctx_.pipeline("span_attention_short_wide_q8"));
+      }
+      if (ops_.attention_stream.pipe) {
+        PipelineSpec spec;
+        spec.module = "span_attention_stream_q8";
+        spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv)};
+        FISH_ASSIGN_OR_RETURN(ops_.attention_stream_q8, ctx_.pipeline(spec));
       }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
@@ -672,6 +687,10 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
+  if (ops_.attention_stream.pipe)
+    return fmt::format("attention: prefill {}, decode stream (+ combine past {} keys); {}", prefill,
+                       FISH_SPAN_STREAM_SPLIT_KEYS,
+                       ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
   return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
 }
@@ -689,6 +708,23 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
                                  (uint64_t(len_max) + kAttnSplitKeys - 1) / kAttnSplitKeys);
   const uint64_t s = std::min({want, uint64_t(len_max / FISH_SPAN_ATTN_TILE), fit});
   return s >= 2 ? uint32_t(s) : 0;
+}
+
+uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t len_max,
+                                 uint32_t parts_cap) {
+  const uint64_t fit =
+      std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / std::max<uint32_t>(1, n_head));
+  const uint64_t want = forced >= 0 ? uint64_t(forced)
+                                    : (uint64_t(len_max) + FISH_SPAN_STREAM_SPLIT_KEYS - 1) /
+                                          FISH_SPAN_STREAM_SPLIT_KEYS;
+  return uint32_t(std::max<uint64_t>(1, std::min(want, fit)));
+}
+
+bool attention_stream_fits(uint32_t head_dim, uint32_t group, uint32_t subgroup_min,
+                           uint32_t subgroup_max) {
+  return head_dim % 64 == 0 && head_dim <= FISH_SPAN_MAX_HEAD && group >= 1 &&
+         group <= FISH_SPAN_STREAM_ROWS && subgroup_min >= 8 && subgroup_min % 8 == 0 &&
+         subgroup_max <= FISH_SPAN_STREAM_WG && FISH_SPAN_STREAM_WG % subgroup_max == 0;
 }
 
 uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,

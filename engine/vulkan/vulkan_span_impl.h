@@ -104,6 +104,10 @@ struct SpanOps {
   // span_attention_short_wide (+ _q8): the same on FISH_SPAN_SHORT_WIDE_WG threads for ranges past
   // kAttnShortKeys (FISH_VK_ATTN_SHORT=1; loaded with it where the device allows that many).
   Pipeline attention_short_wide, attention_short_wide_q8;
+  // span_attention_stream (+ _q8), specialised by head_dim and group: one decode token's attention
+  // streamed by teams of 8 lanes a key, RoPE and the KV store fused (FISH_VK_ATTN_STREAM=1 where
+  // attention_stream_fits).
+  Pipeline attention_stream, attention_stream_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).

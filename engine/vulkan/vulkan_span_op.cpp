@@ -48,6 +48,14 @@ Result<double> run_span_ops(VkContext& ctx, std::span<const SpanDispatch> dispat
             ctx.options().flash_cm);
       spec = flash_cm_spec(ctx, *t);
     }
+    if (d.name.starts_with("span_attention_stream")) {  // specialised for head_dim pc.n, pc.group
+      if (!attention_stream_fits(d.pc.n, d.pc.group, ctx.features().subgroup_min,
+                                 ctx.features().subgroup_max))
+        return make_error("span: {} does not take head_dim {} x group {} on subgroups of {}..{}",
+                          d.name, d.pc.n, d.pc.group, ctx.features().subgroup_min,
+                          ctx.features().subgroup_max);
+      spec.constants = {d.pc.n, d.pc.group};
+    }
     FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(spec));
   }
   OpBuffers b{ctx, {}, {}};

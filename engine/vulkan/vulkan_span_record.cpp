@@ -243,6 +243,22 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   pc.b_off = off_parts_;
   const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
+  if (n == 1 && ops_.attention_stream.pipe) {  // one decode token, streamed (+ the combine)
+    pc.group = uint32_t(p_.n_head / p_.n_head_kv);
+    pc.split = attention_stream_splits(ctx_.options().attn_split, uint32_t(p_.n_head), len_max,
+                                       parts_cap_);
+    wo_q8_ = ops_.attention_stream_q8.pipe && fuse_q8(L.wo, n, &pc);
+    if (pc.split == 1) {
+      op(wo_q8_ ? ops_.attention_stream_q8 : ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1);
+    } else {
+      op(ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1, pc.split);
+      barrier();
+      op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+    }
+    barrier();
+    stage_done(kAttnDecode);
+    return;
+  }
   if (short_attention(n, len_max)) {  // one token, a short context: one workgroup a query head
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
     // Past kAttnShortKeys (FISH_VK_ATTN_SHORT=1) the wide variant where the device has it.

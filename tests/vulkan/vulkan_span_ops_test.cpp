@@ -724,6 +724,93 @@ TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
   }
 }
 
+// span_attention_stream (one decode token: RoPE, the KV store and attention in one dispatch,
+// teams of 8 lanes a key; with split-K, its partials then span_attention_combine) against the CPU
+// reference, and the token's K/V row in the cache: head_dim 64, 128, 192 and 256 (1, 2, 3 and 4
+// uvec4 chunks a lane, 4, 2, 1 and 1 keys a team's pass); groups of 1, 3, 4 and 8
+// (FISH_SPAN_STREAM_ROWS); contexts of 1 position, fewer keys than teams, several passes and
+// ranges that end mid-pass; partial rotation and NeoX pairs; windows shorter and longer than the
+// context; 1 split, several, and more splits than positions (empty splits). The partial scratch
+// starts as 50.0, so a partial the combine reads but no split wrote shows. Split 1's _q8 variant
+// writes the same output and the row's q8_1 copy by quant_q8_1's rule.
+TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
+  struct Case {
+    uint32_t hd, n_head, n_kv, pos0, window, n_rot;
+    RopeStyle style;
+    std::vector<uint32_t> splits;
+  };
+  const RopeStyle N = RopeStyle::normal, X = RopeStyle::neox;
+  const Case cases[] = {
+      {64, 6, 2, 0, 0, 64, N, {1, 3}},          {128, 32, 8, 150, 0, 128, N, {1, 4}},
+      {128, 8, 2, 297, 100, 64, X, {1, 64}},    {64, 8, 1, 513, 0, 32, X, {1, 3}},
+      {256, 4, 1, 1029, 0, 256, N, {1, 5}},     {192, 8, 8, 40, 16, 192, N, {1, 2}},
+      {64, 24, 8, 700, 4000, 64, X, {1, 2, 7}}, {128, 16, 2, 2200, 0, 128, N, {9}},
+  };
+  for (const Case& c : cases)
+    for (uint32_t splits : c.splits) {
+      std::mt19937 rng(c.hd * 41 + c.pos0 + splits);
+      const uint32_t K = c.n_head * c.hd;
+      const uint32_t part_floats = c.n_head * splits * (c.hd + 2), q8_floats = FISH_Q8_BYTES(K) / 4;
+      DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, 1, c.pos0, c.window, c.n_rot,
+                                       c.style, part_floats + q8_floats, rng);
+      std::fill(p.arena.end() - part_floats - q8_floats, p.arena.end() - q8_floats, 50.0f);
+      p.pc.split = splits;
+      const std::string what = fmt::format(
+          "stream attention head_dim {} heads {}:{} at {} window {} n_rot {}, {} splits", c.hd,
+          c.n_head, c.n_kv, c.pos0, c.window, c.n_rot, splits);
+      std::vector<vk::SpanDispatch> ds = {{"span_attention_stream", p.pc, c.n_kv, 1, splits}};
+      if (splits > 1) ds.push_back({"span_attention_combine", p.pc, c.n_head, 1, 1});
+      std::vector<float> arena = p.arena;
+      std::vector<uint32_t> kv = p.kv;
+      auto r = backend().run_span_ops(ds, 1, arena, p.table, kv);
+      ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
+      const std::vector<float> out(arena.begin() + p.out_off,
+                                   arena.begin() + p.out_off + p.out_floats);
+      expect_near_all(out, p.want, 1e-4, what);
+      expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
+      if (splits != 1) continue;
+      vk::SpanPush pc = p.pc;
+      pc.q8_off = p.out_off + p.out_floats + part_floats;
+      std::vector<float> q8 = p.arena;
+      std::vector<uint32_t> kv_q8 = p.kv;
+      ASSERT_TRUE(
+          backend().run_span_op("span_attention_stream_q8", pc, c.n_kv, 1, q8, p.table, kv_q8).ok())
+          << what;
+      EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats),
+                out)
+          << what;
+      EXPECT_EQ(kv_q8, kv) << what;
+      EXPECT_EQ(test::q8_copy_errors(q8, pc.q8_off, K, 0, out.data()), 0) << what;
+    }
+}
+
+// attention_stream_splits: one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, a forced count as
+// given (0: one), both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch; attention_stream_fits:
+// head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, groups up to FISH_SPAN_STREAM_ROWS,
+// subgroups of multiples of 8 lanes dividing the workgroup. The knob defaults to auto.
+TEST(VulkanSpanOps, StreamAttentionRule) {
+  static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_ATTN_MAX_SPLIT == 64);
+  const uint32_t cap = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 256, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 257, cap), 2u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8192, cap), 32u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 100000, cap), 64u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 100000, 32 * 10), 10u);
+  EXPECT_EQ(vk::attention_stream_splits(0, 32, 8192, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(16, 32, 100, cap), 16u);
+  EXPECT_TRUE(vk::attention_stream_fits(128, 4, 32, 32));
+  EXPECT_TRUE(vk::attention_stream_fits(64, 8, 8, 8));
+  EXPECT_TRUE(vk::attention_stream_fits(256, 1, 8, 64));
+  EXPECT_FALSE(vk::attention_stream_fits(96, 4, 32, 32));
+  EXPECT_FALSE(vk::attention_stream_fits(320, 4, 32, 32));
+  EXPECT_FALSE(vk::attention_stream_fits(128, 9, 32, 32));
+  EXPECT_FALSE(vk::attention_stream_fits(128, 4, 4, 32));
+  EXPECT_FALSE(vk::attention_stream_fits(128, 4, 8, 256));
+  EXPECT_EQ(vk::VulkanOptions{}.attn_stream, -1);
+  expect_auto_switch("FISH_VK_ATTN_STREAM", &vk::VulkanOptions::attn_stream);
+}
+
 // span_attention_short (one decode token: RoPE, the KV store and attention in one dispatch, one
 // workgroup a query head) against the CPU reference, and the token's K/V row in the cache:
 // head_dim 36 (18 KV words a head: the scalar K path), 64, 80, 128, 200 and 256 (uvec4 loads;

@@ -256,12 +256,13 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
 }
 
 std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_decode = 1,
-                                                      int attn_short = -1) {
+                                                      int attn_short = -1, int attn_stream = 0) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
   if (opt.ok()) opt->attn_decode = attn_decode;      // as FISH_VK_ATTN_DECODE
   if (opt.ok()) opt->attn_short = attn_short;        // as FISH_VK_ATTN_SHORT
+  if (opt.ok()) opt->attn_stream = attn_stream;      // as FISH_VK_ATTN_STREAM
   if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
@@ -274,16 +275,19 @@ std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_d
 // the scratch allows; decode's span_attention_decode in 5 splits) and auto, auto without the
 // fused decode kernel (FISH_VK_ATTN_DECODE=0: span_attention_short up to 256 keys, else
 // span_rope_kv then split-K past 64 keys), and span_attention_short forced (FISH_VK_ATTN_SHORT=1:
-// its wide variant past 256 keys), against the span with splitting and both fused kernels off
-// (the one-pass kernel; tight) and the CPU engine.
+// its wide variant past 256 keys), and span_attention_stream (FISH_VK_ATTN_STREAM=1, auto and 5
+// splits, where the heads fit it: head_dim 64, not 72) against the span with splitting and the
+// fused kernels off (the one-pass kernel; tight) and the CPU engine.
 void check_split_span(std::shared_ptr<const Model> model, const std::string& what,
                       int prefill = 70) {
   ASSERT_TRUE(model);
   const int64_t n_ctx = prefill + 26;
   std::vector<int32_t> tokens;
   for (int i = 0; i < prefill + 3; ++i) tokens.push_back(int32_t((i * 53 + 9) % 2048));
-  auto span_logits = [&](int attn_split, int attn_decode = 1, int attn_short = -1) {
-    auto b = open_backend_split(attn_split, attn_decode, attn_short);
+  const bool stream_fits = model->params().head_dim % 64 == 0;
+  auto span_logits = [&](int attn_split, int attn_decode = 1, int attn_short = -1,
+                         int attn_stream = 0) {
+    auto b = open_backend_split(attn_split, attn_decode, attn_short, attn_stream);
     std::shared_ptr<const GpuPlacement> pl =
         GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96, n_ctx)));
     EXPECT_TRUE(pl->span()) << pl->summary();
@@ -291,11 +295,14 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
     EXPECT_TRUE(s->span_active());
     std::vector<float> lg = run(*s, tokens, prefill);
     EXPECT_EQ(s->gpu_fallbacks(), 0);
+    const bool streamed = b->describe().find("decode stream") != std::string::npos;
+    EXPECT_EQ(streamed, attn_stream == 1 && stream_fits) << b->describe();
     return lg;
   };
   const std::vector<float> off = span_logits(0, 0, 0), forced = span_logits(5),
                            automatic = span_logits(-1), unfused = span_logits(-1, 0),
-                           shortk = span_logits(-1, 0, 1);
+                           shortk = span_logits(-1, 0, 1), stream = span_logits(-1, -1, -1, 1),
+                           stream5 = span_logits(5, -1, -1, 1);
   auto cpu = session(model, nullptr, 96, ActMode::f32, n_ctx);
   const std::vector<float> cpu_lg = run(*cpu, tokens, prefill);
   const int64_t n_vocab = model->params().n_vocab;
@@ -304,6 +311,9 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
   expect_same(unfused, off, n_vocab, 1e-3, what + ": auto splits, no decode kernel vs one-pass");
   expect_same(shortk, off, n_vocab, 1e-3, what + ": short kernel forced vs one-pass");
   expect_same(shortk, cpu_lg, n_vocab, 3e-3, what + ": short kernel forced vs CPU");
+  expect_same(stream, off, n_vocab, 1e-3, what + ": stream kernel vs one-pass");
+  expect_same(stream5, off, n_vocab, 1e-3, what + ": stream kernel, 5 splits vs one-pass");
+  expect_same(stream, cpu_lg, n_vocab, 3e-3, what + ": stream kernel vs CPU");
   expect_same(forced, cpu_lg, n_vocab, 3e-3, what + ": 5 splits vs CPU");
   std::printf("%s: split vs one-pass max |dlogit| %.3g, split vs CPU %.3g (of %.3g)\n",
               what.c_str(), compare(forced, off, n_vocab).max_diff,
