@@ -246,14 +246,15 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_ATTN_STREAM",
        S::gpu,
        E::results,
-       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes", "2"},
        0,
        -1,
        vk_options,
        "one decode token's span attention streamed by teams of 8 lanes a key "
        "(span_attention_stream: RoPE, the KV store and attention in one dispatch, + the split-K "
-       "combine past 256 keys) in place of the short, split-K and fused kernels: 1 on, auto "
-       "(default) and 0 off until measured (A/B)"},
+       "combine past 256 keys) in place of the short, split-K and fused kernels: 1 on, 2 on with "
+       "the splits merged by their last workgroup (no combine dispatch), auto (default) and 0 off "
+       "until measured (A/B)"},
       {"FISH_VK_COOPMAT",
        S::gpu,
        E::results,

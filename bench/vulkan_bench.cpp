@@ -450,7 +450,9 @@ BENCHMARK(BM_VulkanShaderCopy)
 // to FISH_SPAN_SHORT_KEYS keys; skipped beyond), 5: its wide variant (1024 threads), 6:
 // span_attention_stream, RoPE and the KV store fused, teams of 8 lanes a key
 // (attention_stream_splits' count, + the combine when > 1; skipped where attention_stream_fits
-// refuses). One iteration = 20 passes over every layer (run_span_ops, device timestamps).
+// refuses), 7: the same with the splits merged by their last workgroup
+// (span_attention_stream_last, one dispatch). One iteration = 20 passes over every layer
+// (run_span_ops, device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -462,7 +464,7 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t ctx = uint32_t(state.range(1));
   const int variant = int(state.range(2));
   const bool decode = variant == 2, split = variant == 1 || variant == 3,
-             shortk = variant == 4 || variant == 5, stream = variant == 6;
+             shortk = variant == 4 || variant == 5, stream = variant == 6 || variant == 7;
   if (shortk && ctx > FISH_SPAN_SHORT_KEYS) {
     state.SkipWithError("span_attention_short takes at most FISH_SPAN_SHORT_KEYS keys");
     return;
@@ -488,9 +490,9 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   for (uint32_t& w : pattern) w = f32_to_f16(dist(rng)) | uint32_t(f32_to_f16(dist(rng))) << 16;
   std::vector<uint32_t> kv(size_t(n_layer) * 2 * kv_words);
   for (size_t i = 0; i < kv.size(); ++i) kv[i] = pattern[i % pattern.size()];
-  // ARENA: the token's q|k|v row, the output row, the split partials.
+  // ARENA: the token's q|k|v row, the output row, the split partials, the arrival counters.
   const uint32_t q_floats = sh.n_head * sh.hd, qkv = q_floats + 2 * kv_dim;
-  std::vector<float> arena(qkv + q_floats + size_t(parts_cap) * (sh.hd + 2));
+  std::vector<float> arena(qkv + q_floats + size_t(parts_cap) * (sh.hd + 2) + sh.n_kv);
   for (uint32_t i = 0; i < qkv; ++i) arena[i] = dist(rng);
   std::vector<float> params(size_t(ctx) * sh.hd);  // RoPE cos/sin, n_rot = head_dim
   for (size_t i = 0; i < params.size(); i += 2) {
@@ -526,6 +528,9 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
     if (shortk) {
       ds.push_back({variant == 5 ? "span_attention_short_wide" : "span_attention_short", pc,
                     sh.n_head, 1, 1});
+    } else if (stream && variant == 7 && splits > 1) {
+      pc.w_off1 = uint32_t(arena.size()) - sh.n_kv;  // the arrival counters, zero
+      ds.push_back({"span_attention_stream_last", pc, sh.n_kv, 1, splits});
     } else if (stream) {
       ds.push_back({"span_attention_stream", pc, sh.n_kv, 1, splits});
       if (splits > 1) ds.push_back({"span_attention_combine", pc, sh.n_head, 1, 1});
@@ -560,11 +565,12 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
                          "rope_kv + split-K",
                          "short (RoPE+KV fused, a workgroup a query head)",
                          "short wide (1024 threads a workgroup)",
-                         "stream (RoPE+KV fused, 8 lanes a key)"};
+                         "stream (RoPE+KV fused, 8 lanes a key)",
+                         "stream, splits merged in it"};
   state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5, 6}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5, 6, 7}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -23,7 +23,11 @@
 // range m = -1e30, l = 0) for span_attention_combine. The range [begin, pos0] (begin: the sliding
 // window's first position) is cut into split ranges of ceil(len / split) keys as
 // span_attention_decode cuts it. Q8 (span_attention_stream_q8, split 1): also the output row's q8_1
-// copy (q8_block.glsl, K = n_head HD) for an idot wo.
+// copy (q8_block.glsl, K = n_head HD) for an idot wo. LAST (span_attention_stream_last, _last_q8;
+// FISH_VK_ATTN_STREAM=2): with split >= 2 the last of g's workgroups to finish (an arrival counter
+// at ARENA word w_off1 + g, zero before the dispatch and reset by that workgroup) merges the
+// splits' partials into the normalised rows (and their q8_1 copy) itself, as span_attention_combine
+// would in a second dispatch; partials are written and read through a coherent view.
 // Specialised by HD (head_dim = pc.n: 64, 128, 192 or 256) and ROWS (the group, <=
 // FISH_SPAN_STREAM_ROWS); needs subgroups of a multiple of 8 lanes and the KV's words 16-byte
 // aligned (kv_k, kv_v, kv_stride multiples of 4): VulkanSpan::stream_attention. CPU reference:
@@ -54,6 +58,16 @@ shared float q_s[MAX_ROWS * FISH_SPAN_MAX_HEAD];  // rotated queries; the Q8 epi
 shared float kc_s[FISH_SPAN_MAX_HEAD], vc_s[FISH_SPAN_MAX_HEAD];  // position pos0's K and V
 shared float red_s[MAX_NS * FISH_SPAN_MAX_HEAD];  // a row's per-subgroup sums
 shared float ml_s[2 * NT * MAX_ROWS];             // every team's m and l per row
+
+#ifdef LAST
+layout(std430, binding = FISH_SPAN_ARENA) coherent buffer ArenaC { float arenac[]; };
+layout(std430, binding = FISH_SPAN_ARENA) coherent buffer ArenaCU { uint arenacu[]; };
+#define PART arenac  // the partials: other workgroups of the dispatch read them
+shared bool last_wg;
+shared float ms_s[FISH_SPAN_ATTN_MAX_SPLIT], ls_s[FISH_SPAN_ATTN_MAX_SPLIT];
+#else
+#define PART arena
+#endif
 
 #ifdef Q8
 #include "fish_vk_q8.h"
@@ -216,10 +230,10 @@ void main() {
       if (pc.split >= 2u) {
         const uint pa = pc.b_off + (h * pc.split + sp) * (HD + 2u);
         if (d == 0u) {
-          arena[pa] = M;
-          arena[pa + 1u] = L;
+          PART[pa] = M;
+          PART[pa + 1u] = L;
         }
-        arena[pa + 2u + d] = o;
+        PART[pa + 2u + d] = o;
       } else {
         o /= L;
         arena[pc.c_off + h * HD + d] = o;
@@ -230,6 +244,46 @@ void main() {
     }
     barrier();  // red_s is rewritten for the next row
   }
+#ifdef LAST
+  if (pc.split >= 2u) {  // the last of g's workgroups merges the partials
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) last_wg = atomicAdd(arenacu[pc.w_off1 + g], 1u) == pc.split - 1u;
+    barrier();
+    if (!last_wg) return;
+    memoryBarrierBuffer();
+    if (tid == 0u) arenacu[pc.w_off1 + g] = 0u;
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+      const uint h = g * ROWS + r, pa0 = pc.b_off + h * pc.split * (HD + 2u);
+      for (uint s = tid; s < pc.split; s += WG) {
+        ms_s[s] = arenac[pa0 + s * (HD + 2u)];
+        ls_s[s] = arenac[pa0 + s * (HD + 2u) + 1u];
+      }
+      barrier();
+      float M = NEG, L = 0.0;
+      for (uint s = 0u; s < pc.split; ++s) M = max(M, ms_s[s]);
+      for (uint s = 0u; s < pc.split; ++s) L += ls_s[s] * exp(ms_s[s] - M);
+      for (uint d = tid; d < HD; d += WG) {
+        float o = 0.0;
+        for (uint s = 0u; s < pc.split; ++s)
+          o += arenac[pa0 + s * (HD + 2u) + 2u + d] * exp(ms_s[s] - M);
+        o /= L;
+        arena[pc.c_off + h * HD + d] = o;
+#ifdef Q8
+        q_s[r * HD + d] = o;
+#endif
+      }
+      barrier();  // ms_s, ls_s are rewritten for the next row
+    }
+#ifdef Q8
+    if (tid < ROWS * HD / 32u) {
+      const uint r = tid / (HD / 32u), b = tid % (HD / 32u), h = g * ROWS + r;
+      q8_block(n_head * HD, 0u, h * (HD / 32u) + b, r * HD + 32u * b);
+    }
+#endif
+    return;
+  }
+#endif
 #ifdef Q8
   // The row's q8_1 copy: one thread a 32-value block of ROWS HD / 32.
   if (pc.split < 2u && tid < ROWS * HD / 32u) {

@@ -81,7 +81,8 @@ layout(push_constant) uniform SpanPush {
   FISH_U32 a_off, a_stride;  // operand A in ARENA: floats to row 0, floats between tokens
   FISH_U32 b_off, b_stride;  // operand B in ARENA (attention split-K: b_off = the partials)
   FISH_U32 c_off, c_stride;  // output C in ARENA
-  FISH_U32 w_off0, w_off1;   // PARAMS floats (weights, bias, RoPE table)
+  FISH_U32 w_off0, w_off1;   // PARAMS floats (weights, bias, RoPE table); w_off1 of
+                             // span_attention_stream_last: ARENA word of its arrival counters
   FISH_U32 pos0;          // position of token 0
   FISH_U32 n_rot;         // rope: rotated dims per head; attention: query heads per KV head
                           // (span_attention_decode: rotated dims, the group in `group`)

@@ -89,7 +89,9 @@ void VulkanSpan::layout_arena() {
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
   off_q8b_ = region(q8_bytes(uint32_t(std::max(Q, F))) / 4);
   off_ss_ = region(uint64_t(FISH_Q8_MAX_TOK) * uint64_t(E / FISH_Q8_BLOCK));
-  n_ctr_ = uint32_t((E + F) / FISH_Q8_BLOCK);
+  // The fused epilogues' counters: one per 32-row block of wo/down and of gate/up, then one per KV
+  // head for span_attention_stream_last.
+  n_ctr_ = uint32_t((E + F) / FISH_Q8_BLOCK + p_.n_head_kv);
   off_ctr_ = region(n_ctr_);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
@@ -354,13 +356,17 @@ Status VulkanSpan::load_ops() {
     }
   }
   const uint32_t group = uint32_t(p_.n_head / p_.n_head_kv);
-  if (ctx_.options().attn_stream == 1 &&
+  if (ctx_.options().attn_stream >= 1 &&
       attention_stream_fits(uint32_t(p_.head_dim), group, ctx_.features().subgroup_min,
                             ctx_.features().subgroup_max)) {
     PipelineSpec spec;
     spec.module = "span_attention_stream";
     spec.constants = {uint32_t(p_.head_dim), group};
     FISH_ASSIGN_OR_RETURN(ops_.attention_stream, ctx_.pipeline(spec));
+    if (ctx_.options().attn_stream == 2) {
+      spec.module = "span_attention_stream_last";
+      FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last, ctx_.pipeline(spec));
+    }
   }
   return Status::success();
 }
@@ -449,6 +455,10 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
         spec.module = "span_attention_stream_q8";
         spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv)};
         FISH_ASSIGN_OR_RETURN(ops_.attention_stream_q8, ctx_.pipeline(spec));
+        if (ops_.attention_stream_last.pipe) {
+          spec.module = "span_attention_stream_last_q8";
+          FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last_q8, ctx_.pipeline(spec));
+        }
       }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {
@@ -688,9 +698,11 @@ std::string VulkanSpan::kernels() const {
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
   if (ops_.attention_stream.pipe)
-    return fmt::format("attention: prefill {}, decode stream (+ combine past {} keys); {}", prefill,
-                       FISH_SPAN_STREAM_SPLIT_KEYS,
-                       ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
+    return fmt::format(
+        "attention: prefill {}, decode stream ({} past {} keys); {}", prefill,
+        ops_.attention_stream_last.pipe ? "merged by the last workgroup" : "+ combine",
+        FISH_SPAN_STREAM_SPLIT_KEYS,
+        ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
   return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
 }

@@ -108,6 +108,9 @@ struct SpanOps {
   // streamed by teams of 8 lanes a key, RoPE and the KV store fused (FISH_VK_ATTN_STREAM=1 where
   // attention_stream_fits).
   Pipeline attention_stream, attention_stream_q8;
+  // span_attention_stream_last (+ _q8): the same, its splits merged by their last workgroup
+  // (FISH_VK_ATTN_STREAM=2; arrival counters after the matvec epilogues' at off_ctr_).
+  Pipeline attention_stream_last, attention_stream_last_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).

@@ -250,6 +250,10 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     wo_q8_ = ops_.attention_stream_q8.pipe && fuse_q8(L.wo, n, &pc);
     if (pc.split == 1) {
       op(wo_q8_ ? ops_.attention_stream_q8 : ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1);
+    } else if (ops_.attention_stream_last.pipe) {  // one dispatch: the last workgroup merges
+      pc.w_off1 = off_ctr_ + uint32_t(p_.n_embd + p_.n_ff) / FISH_Q8_BLOCK;
+      op(wo_q8_ ? ops_.attention_stream_last_q8 : ops_.attention_stream_last, pc,
+         uint32_t(p_.n_head_kv), 1, pc.split);
     } else {
       op(ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1, pc.split);
       barrier();

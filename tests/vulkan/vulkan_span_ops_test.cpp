@@ -732,7 +732,10 @@ TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
 // ranges that end mid-pass; partial rotation and NeoX pairs; windows shorter and longer than the
 // context; 1 split, several, and more splits than positions (empty splits). The partial scratch
 // starts as 50.0, so a partial the combine reads but no split wrote shows. Split 1's _q8 variant
-// writes the same output and the row's q8_1 copy by quant_q8_1's rule.
+// writes the same output and the row's q8_1 copy by quant_q8_1's rule. With splits, the _last
+// variant (the last workgroup of a KV head merges its splits; FISH_VK_ATTN_STREAM=2) and its _q8
+// give the CPU's rows in one dispatch, the q8_1 copy, and leave every arrival counter at 0 (run
+// twice over the same counters).
 TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, pos0, window, n_rot;
@@ -752,8 +755,11 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
       const uint32_t K = c.n_head * c.hd;
       const uint32_t part_floats = c.n_head * splits * (c.hd + 2), q8_floats = FISH_Q8_BYTES(K) / 4;
       DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, 1, c.pos0, c.window, c.n_rot,
-                                       c.style, part_floats + q8_floats, rng);
-      std::fill(p.arena.end() - part_floats - q8_floats, p.arena.end() - q8_floats, 50.0f);
+                                       c.style, part_floats + q8_floats + c.n_kv, rng);
+      const uint32_t ctr = uint32_t(p.arena.size()) - c.n_kv;  // the _last variant's counters
+      std::fill(p.arena.begin() + ctr, p.arena.end(), 0.0f);
+      const uint32_t parts_at = p.out_off + p.out_floats;
+      std::fill(p.arena.begin() + parts_at, p.arena.begin() + parts_at + part_floats, 50.0f);
       p.pc.split = splits;
       const std::string what = fmt::format(
           "stream attention head_dim {} heads {}:{} at {} window {} n_rot {}, {} splits", c.hd,
@@ -768,9 +774,30 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
                                    arena.begin() + p.out_off + p.out_floats);
       expect_near_all(out, p.want, 1e-4, what);
       expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
-      if (splits != 1) continue;
       vk::SpanPush pc = p.pc;
-      pc.q8_off = p.out_off + p.out_floats + part_floats;
+      pc.q8_off = parts_at + part_floats;
+      if (splits > 1) {
+        pc.w_off1 = ctr;
+        for (const std::string module :
+             {"span_attention_stream_last", "span_attention_stream_last_q8"}) {
+          std::vector<float> last = p.arena;
+          std::vector<uint32_t> kv_last = p.kv;
+          const std::vector<vk::SpanDispatch> two = {{module, pc, c.n_kv, 1, splits},
+                                                     {module, pc, c.n_kv, 1, splits}};
+          auto rl = backend().run_span_ops(two, 1, last, p.table, kv_last);
+          ASSERT_TRUE(rl.ok()) << what << " " << module << ": " << rl.error().message;
+          const std::vector<float> got(last.begin() + p.out_off,
+                                       last.begin() + p.out_off + p.out_floats);
+          expect_near_all(got, p.want, 1e-4, what + " " + module);
+          EXPECT_EQ(kv_last, kv) << what << " " << module;
+          EXPECT_EQ(std::vector<float>(last.begin() + ctr, last.end()),
+                    std::vector<float>(c.n_kv, 0.0f))
+              << what << " " << module << ": arrival counters not reset";
+          if (module.ends_with("_q8"))
+            EXPECT_EQ(test::q8_copy_errors(last, pc.q8_off, K, 0, got.data()), 0) << what;
+        }
+        continue;
+      }
       std::vector<float> q8 = p.arena;
       std::vector<uint32_t> kv_q8 = p.kv;
       ASSERT_TRUE(
@@ -787,7 +814,8 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
 // attention_stream_splits: one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, a forced count as
 // given (0: one), both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch; attention_stream_fits:
 // head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, groups up to FISH_SPAN_STREAM_ROWS,
-// subgroups of multiples of 8 lanes dividing the workgroup. The knob defaults to auto.
+// subgroups of multiples of 8 lanes dividing the workgroup. The knob defaults to auto, takes the
+// switch words and 2 (the splits merged in the kernel), and refuses 3.
 TEST(VulkanSpanOps, StreamAttentionRule) {
   static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_ATTN_MAX_SPLIT == 64);
   const uint32_t cap = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
@@ -809,6 +837,12 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
   EXPECT_FALSE(vk::attention_stream_fits(128, 4, 8, 256));
   EXPECT_EQ(vk::VulkanOptions{}.attn_stream, -1);
   expect_auto_switch("FISH_VK_ATTN_STREAM", &vk::VulkanOptions::attn_stream);
+  for (auto [word, ok] : {std::pair<const char*, bool>{"2", true}, {"3", false}}) {
+    test::ScopedEnv e("FISH_VK_ATTN_STREAM", word);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_EQ(o.ok(), ok) << word;
+    if (ok) EXPECT_EQ(o->attn_stream, 2);
+  }
 }
 
 // span_attention_short (one decode token: RoPE, the KV store and attention in one dispatch, one
