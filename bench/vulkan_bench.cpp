@@ -476,10 +476,11 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t n_layer =
       uint32_t(std::clamp<uint64_t>((uint64_t(96) << 20) / layer_bytes, 1, 64));
   const uint32_t parts_cap = sh.n_head * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  const uint32_t splits = decode   ? vk::attention_decode_splits(-1, sh.n_head, 1, ctx, parts_cap)
-                          : stream ? vk::attention_stream_splits(-1, sh.n_head, ctx, parts_cap)
-                          : split  ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap)
-                                   : 0;
+  const uint32_t splits = decode ? vk::attention_decode_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                          : stream
+                              ? vk::attention_stream_splits(-1, sh.n_head, sh.n_kv, ctx, parts_cap)
+                          : split ? vk::attention_splits(-1, sh.n_head, 1, ctx, parts_cap)
+                                  : 0;
   if (split && splits == 0) {
     state.SkipWithError("the auto rule keeps the one-pass kernel at this shape");
     return;

@@ -21,7 +21,8 @@
 // merges its row's partials exactly (log-sum-exp): M = max m_s, out = sum e^(m_s - M) acc_s /
 // sum e^(m_s - M) l_s, in split order (deterministic). Two passes rather than a last-workgroup
 // atomic: no cross-workgroup memory ordering (not guaranteed without the Vulkan memory model)
-// and no counter state; the cost is one small dispatch and barrier per layer.
+// and no counter state; the cost is one small dispatch and barrier per layer
+// (span_attention_stream_last, FISH_VK_ATTN_STREAM=2, takes the atomic's way for the A/B).
 // Q8 (span_attention_q8, span_attention_combine_q8): the output row is also written as q8_1
 // (fish_vk_q8.h, K = heads x n, at ARENA float q8_off) for an integer-dot wo matvec, quant_q8_1's
 // rule on the f32 values written (d = amax / 127, q = round(c / d), s = d sum q): the head's n

@@ -28,9 +28,10 @@
 // at ARENA word w_off1 + g, zero before the dispatch and reset by that workgroup) merges the
 // splits' partials into the normalised rows (and their q8_1 copy) itself, as span_attention_combine
 // would in a second dispatch; partials are written and read through a coherent view.
-// Specialised by HD (head_dim = pc.n: 64, 128, 192 or 256) and ROWS (the group, <=
-// FISH_SPAN_STREAM_ROWS); needs subgroups of a multiple of 8 lanes and the KV's words 16-byte
-// aligned (kv_k, kv_v, kv_stride multiples of 4): VulkanSpan::stream_attention. CPU reference:
+// Specialised by HD (head_dim = pc.n: 64, 128, 192 or 256) and ROWS (the group) with ROWS HD / 64
+// <= FISH_SPAN_STREAM_ROWS (a lane's queries and sums in registers: 16 floats each a row and
+// chunk); needs subgroups of a multiple of 8 lanes and the KV's words 16-byte aligned (kv_k, kv_v,
+// kv_stride multiples of 4): attention_stream_fits (vulkan_span.h), run_span_ops. CPU reference:
 // rope_ref, then attention_one_query_ref (kernels/ops.h), the KV's f16 rounding.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -43,8 +44,7 @@
 #define WG FISH_SPAN_STREAM_WG
 #define LPK 8          // lanes a key (a team)
 #define NT (WG / LPK)  // teams of a workgroup
-#define MAX_ROWS FISH_SPAN_STREAM_ROWS
-#define MAX_CH (FISH_SPAN_MAX_HEAD / 64)
+#define MAX_ROWS FISH_SPAN_STREAM_ROWS  // ROWS CH <= MAX_ROWS: the register arrays' bound
 #define MAX_NS (WG / LPK)  // subgroups of a workgroup (subgroups of >= LPK lanes)
 #define NEG -1.0e30
 layout(local_size_x = WG) in;
@@ -100,14 +100,14 @@ void main() {
   // Lane `lane` of team `team` owns dims c 64 + lane 8 .. + 7 of every chunk c.
   const uint lane = gl_SubgroupInvocationID % LPK;
   const uint team = (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / LPK;
-  vec4 qv[MAX_ROWS * MAX_CH * 2];  // the scaled queries' dims this lane owns
-  vec4 acc[MAX_ROWS * MAX_CH * 2];
+  vec4 qv[MAX_ROWS * 2];  // the scaled queries' dims this lane owns
+  vec4 acc[MAX_ROWS * 2];
   float m[MAX_ROWS], l[MAX_ROWS];
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     m[r] = NEG;
     l[r] = 0.0;
     [[unroll]] for (uint c = 0u; c < CH; ++c) {
-      const uint d = r * HD + c * 64u + lane * 8u, i = (r * MAX_CH + c) * 2u;
+      const uint d = r * HD + c * 64u + lane * 8u, i = (r * CH + c) * 2u;
       qv[i] = pc.scale * vec4(q_s[d], q_s[d + 1u], q_s[d + 2u], q_s[d + 3u]);
       qv[i + 1u] = pc.scale * vec4(q_s[d + 4u], q_s[d + 5u], q_s[d + 6u], q_s[d + 7u]);
       acc[i] = vec4(0.0);
@@ -136,7 +136,7 @@ void main() {
       [[unroll]] for (uint c = 0u; c < CH; ++c) {
         const vec4 k0 = lo4(kr[u * CH + c]), k1 = hi4(kr[u * CH + c]);
         [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-          const uint i = (r * MAX_CH + c) * 2u;
+          const uint i = (r * CH + c) * 2u;
           s[u * MAX_ROWS + r] += dot(qv[i], k0) + dot(qv[i + 1u], k1);
         }
       }
@@ -155,7 +155,7 @@ void main() {
       m[r] = m_new;
       l[r] *= corr;
       [[unroll]] for (uint c = 0u; c < CH; ++c) {
-        const uint i = (r * MAX_CH + c) * 2u;
+        const uint i = (r * CH + c) * 2u;
         acc[i] *= corr;
         acc[i + 1u] *= corr;
       }
@@ -163,7 +163,7 @@ void main() {
         const float e = s[u * MAX_ROWS + r] > 0.5 * NEG ? exp(s[u * MAX_ROWS + r] - m_new) : 0.0;
         l[r] += e;
         [[unroll]] for (uint c = 0u; c < CH; ++c) {
-          const uint i = (r * MAX_CH + c) * 2u;
+          const uint i = (r * CH + c) * 2u;
           acc[i] += e * lo4(vr[u * CH + c]);
           acc[i + 1u] += e * hi4(vr[u * CH + c]);
         }
@@ -175,7 +175,7 @@ void main() {
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
       s[r] = 0.0;
       [[unroll]] for (uint c = 0u; c < CH; ++c) {
-        const uint d = c * 64u + lane * 8u, i = (r * MAX_CH + c) * 2u;
+        const uint d = c * 64u + lane * 8u, i = (r * CH + c) * 2u;
         s[r] += dot(qv[i], vec4(kc_s[d], kc_s[d + 1u], kc_s[d + 2u], kc_s[d + 3u])) +
                 dot(qv[i + 1u], vec4(kc_s[d + 4u], kc_s[d + 5u], kc_s[d + 6u], kc_s[d + 7u]));
       }
@@ -188,7 +188,7 @@ void main() {
         m[r] = m_new;
         l[r] = l[r] * corr + e;
         [[unroll]] for (uint c = 0u; c < CH; ++c) {
-          const uint d = c * 64u + lane * 8u, i = (r * MAX_CH + c) * 2u;
+          const uint d = c * 64u + lane * 8u, i = (r * CH + c) * 2u;
           acc[i] = acc[i] * corr + e * vec4(vc_s[d], vc_s[d + 1u], vc_s[d + 2u], vc_s[d + 3u]);
           acc[i + 1u] = acc[i + 1u] * corr +
                         e * vec4(vc_s[d + 4u], vc_s[d + 5u], vc_s[d + 6u], vc_s[d + 7u]);
@@ -212,7 +212,7 @@ void main() {
     const float f = exp(m[r] - M);
     [[unroll]] for (uint c = 0u; c < CH; ++c)
       [[unroll]] for (uint hh = 0u; hh < 2u; ++hh) {
-        vec4 a = f * acc[(r * MAX_CH + c) * 2u + hh];
+        vec4 a = f * acc[(r * CH + c) * 2u + hh];
         for (uint o = LPK; o < gl_SubgroupSize; o <<= 1u) a += subgroupShuffleXor(a, o);
         if (gl_SubgroupInvocationID < LPK) {
           const uint at = gl_SubgroupID * FISH_SPAN_MAX_HEAD + c * 64u + lane * 8u + hh * 4u;

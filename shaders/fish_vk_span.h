@@ -53,11 +53,13 @@
 #define FISH_SPAN_SHORT_KEYS 1024
 // span_attention_stream (attention_stream.comp.glsl): one decode token's attention streamed by
 // teams of 8 lanes a key, one workgroup of FISH_SPAN_STREAM_WG invocations a KV head x KV split,
-// up to FISH_SPAN_STREAM_ROWS query heads a KV head; auto splits (attention_stream_splits,
-// vulkan_span.h): one per FISH_SPAN_STREAM_SPLIT_KEYS keys.
+// group x head_dim / 64 <= FISH_SPAN_STREAM_ROWS; auto splits (attention_stream_splits,
+// vulkan_span.h): at least one per FISH_SPAN_STREAM_SPLIT_KEYS keys, and towards
+// FISH_SPAN_ATTN_TARGET_WG workgroups as long as a split keeps FISH_SPAN_STREAM_MIN_KEYS keys.
 #define FISH_SPAN_STREAM_WG 128
 #define FISH_SPAN_STREAM_ROWS 8
 #define FISH_SPAN_STREAM_SPLIT_KEYS 256
+#define FISH_SPAN_STREAM_MIN_KEYS 64
 #define FISH_SPAN_ARGMAX_WG 512      // span_argmax (argmax.comp.glsl): threads a workgroup
 #define FISH_SPAN_ARGMAX_SLICE 4096  // ... logits a workgroup of its first pass (8 a thread)
 #define FISH_SPAN_CHUNK 64           // tokens per chunk: work buffers hold this many rows

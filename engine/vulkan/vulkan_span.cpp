@@ -722,21 +722,25 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
   return s >= 2 ? uint32_t(s) : 0;
 }
 
-uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t len_max,
+uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t n_kv, uint32_t len_max,
                                  uint32_t parts_cap) {
   const uint64_t fit =
       std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / std::max<uint32_t>(1, n_head));
-  const uint64_t want = forced >= 0 ? uint64_t(forced)
-                                    : (uint64_t(len_max) + FISH_SPAN_STREAM_SPLIT_KEYS - 1) /
-                                          FISH_SPAN_STREAM_SPLIT_KEYS;
+  auto ceil_div = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
+  const uint64_t fill = std::min(ceil_div(FISH_SPAN_ATTN_TARGET_WG, std::max<uint32_t>(1, n_kv)),
+                                 ceil_div(len_max, FISH_SPAN_STREAM_MIN_KEYS));
+  const uint64_t want = forced >= 0
+                            ? uint64_t(forced)
+                            : std::max(ceil_div(len_max, FISH_SPAN_STREAM_SPLIT_KEYS), fill);
   return uint32_t(std::max<uint64_t>(1, std::min(want, fit)));
 }
 
 bool attention_stream_fits(uint32_t head_dim, uint32_t group, uint32_t subgroup_min,
                            uint32_t subgroup_max) {
   return head_dim % 64 == 0 && head_dim <= FISH_SPAN_MAX_HEAD && group >= 1 &&
-         group <= FISH_SPAN_STREAM_ROWS && subgroup_min >= 8 && subgroup_min % 8 == 0 &&
-         subgroup_max <= FISH_SPAN_STREAM_WG && FISH_SPAN_STREAM_WG % subgroup_max == 0;
+         group * (head_dim / 64) <= FISH_SPAN_STREAM_ROWS && subgroup_min >= 8 &&
+         subgroup_min % 8 == 0 && subgroup_max <= FISH_SPAN_STREAM_WG &&
+         FISH_SPAN_STREAM_WG % subgroup_max == 0;
 }
 
 uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,

@@ -47,14 +47,17 @@ uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t 
 uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,
                                  uint32_t parts_cap);
 // KV splits of span_attention_stream (one workgroup per KV head x split; one decode token of
-// n_head query heads attending len_max keys), >= 1; 1: no combine pass. Forced N >= 1
-// (FISH_VK_ATTN_SPLIT; 0: 1) else ceil(len_max / FISH_SPAN_STREAM_SPLIT_KEYS); capped by
-// FISH_SPAN_ATTN_MAX_SPLIT and the scratch's share parts_cap / n_head.
-uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t len_max, uint32_t parts_cap);
+// n_head query heads on n_kv KV heads attending len_max keys), >= 1; 1: no merge. Forced N >= 1
+// (FISH_VK_ATTN_SPLIT; 0: 1); auto: ceil(len_max / FISH_SPAN_STREAM_SPLIT_KEYS), or more, up to
+// the splits that give n_kv x splits = FISH_SPAN_ATTN_TARGET_WG workgroups, as long as a split
+// keeps FISH_SPAN_STREAM_MIN_KEYS keys (8B heads: 2 / 8 / 32 / 32 splits at 128 / 512 / 2048 /
+// 8192 keys); both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch's share parts_cap / n_head.
+uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t n_kv, uint32_t len_max,
+                                 uint32_t parts_cap);
 // Whether span_attention_stream takes heads of head_dim with `group` query heads a KV head on a
 // device whose subgroups have subgroup_min..subgroup_max lanes: head_dim a multiple of 64 up to
-// FISH_SPAN_MAX_HEAD, group <= FISH_SPAN_STREAM_ROWS, subgroups of a multiple of 8 lanes that
-// divide FISH_SPAN_STREAM_WG.
+// FISH_SPAN_MAX_HEAD, group x head_dim / 64 <= FISH_SPAN_STREAM_ROWS (a lane's queries and sums
+// stay in registers), subgroups of a multiple of 8 lanes that divide FISH_SPAN_STREAM_WG.
 bool attention_stream_fits(uint32_t head_dim, uint32_t group, uint32_t subgroup_min,
                            uint32_t subgroup_max);
 // FISH_VK_ATTN_DECODE=auto: short batches attending at least this many keys run

@@ -54,6 +54,10 @@ Result<double> run_span_ops(VkContext& ctx, std::span<const SpanDispatch> dispat
         return make_error("span: {} does not take head_dim {} x group {} on subgroups of {}..{}",
                           d.name, d.pc.n, d.pc.group, ctx.features().subgroup_min,
                           ctx.features().subgroup_max);
+      if ((d.pc.kv_k | d.pc.kv_v | d.pc.kv_stride) % 4 != 0)
+        return make_error(
+            "span: {} needs 16-byte aligned KV words (kv_k {}, kv_v {}, kv_stride {})", d.name,
+            d.pc.kv_k, d.pc.kv_v, d.pc.kv_stride);
       spec.constants = {d.pc.n, d.pc.group};
     }
     FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(spec));

@@ -245,8 +245,8 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
   if (n == 1 && ops_.attention_stream.pipe) {  // one decode token, streamed (+ the combine)
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
-    pc.split = attention_stream_splits(ctx_.options().attn_split, uint32_t(p_.n_head), len_max,
-                                       parts_cap_);
+    pc.split = attention_stream_splits(ctx_.options().attn_split, uint32_t(p_.n_head),
+                                       uint32_t(p_.n_head_kv), len_max, parts_cap_);
     wo_q8_ = ops_.attention_stream_q8.pipe && fuse_q8(L.wo, n, &pc);
     if (pc.split == 1) {
       op(wo_q8_ ? ops_.attention_stream_q8 : ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1);

@@ -727,15 +727,16 @@ TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
 // span_attention_stream (one decode token: RoPE, the KV store and attention in one dispatch,
 // teams of 8 lanes a key; with split-K, its partials then span_attention_combine) against the CPU
 // reference, and the token's K/V row in the cache: head_dim 64, 128, 192 and 256 (1, 2, 3 and 4
-// uvec4 chunks a lane, 4, 2, 1 and 1 keys a team's pass); groups of 1, 3, 4 and 8
-// (FISH_SPAN_STREAM_ROWS); contexts of 1 position, fewer keys than teams, several passes and
-// ranges that end mid-pass; partial rotation and NeoX pairs; windows shorter and longer than the
-// context; 1 split, several, and more splits than positions (empty splits). The partial scratch
+// uvec4 chunks a lane, 4, 2, 1 and 1 keys a team's pass); groups of 1 to 8 within
+// FISH_SPAN_STREAM_ROWS chunk-rows; contexts of 1 position, fewer keys than teams, several passes
+// and ranges that end mid-pass; partial rotation and NeoX pairs; windows shorter and longer than
+// the context; 1 split, several, and more splits than positions (empty splits). The partial scratch
 // starts as 50.0, so a partial the combine reads but no split wrote shows. Split 1's _q8 variant
 // writes the same output and the row's q8_1 copy by quant_q8_1's rule. With splits, the _last
 // variant (the last workgroup of a KV head merges its splits; FISH_VK_ATTN_STREAM=2) and its _q8
-// give the CPU's rows in one dispatch, the q8_1 copy, and leave every arrival counter at 0 (run
-// twice over the same counters).
+// give the CPU's rows in one dispatch, the q8_1 copy, and leave every arrival counter at 0: run
+// twice over the same counters, the second run's partials in a second region that starts as
+// 50.0, so a merge that fires before its splits are written, or reads the first run's, shows.
 TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, pos0, window, n_rot;
@@ -746,8 +747,9 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
   const Case cases[] = {
       {64, 6, 2, 0, 0, 64, N, {1, 3}},          {128, 32, 8, 150, 0, 128, N, {1, 4}},
       {128, 8, 2, 297, 100, 64, X, {1, 64}},    {64, 8, 1, 513, 0, 32, X, {1, 3}},
-      {256, 4, 1, 1029, 0, 256, N, {1, 5}},     {192, 8, 8, 40, 16, 192, N, {1, 2}},
-      {64, 24, 8, 700, 4000, 64, X, {1, 2, 7}}, {128, 16, 2, 2200, 0, 128, N, {9}},
+      {256, 4, 2, 1029, 0, 256, N, {1, 5}},     {192, 4, 2, 40, 16, 192, N, {1, 2}},
+      {64, 24, 8, 700, 4000, 64, X, {1, 2, 7}}, {64, 14, 2, 2200, 0, 64, N, {9}},
+      {64, 10, 2, 600, 0, 64, N, {1, 3}},       {256, 1, 1, 77, 0, 256, N, {1, 2}},
   };
   for (const Case& c : cases)
     for (uint32_t splits : c.splits) {
@@ -755,11 +757,11 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
       const uint32_t K = c.n_head * c.hd;
       const uint32_t part_floats = c.n_head * splits * (c.hd + 2), q8_floats = FISH_Q8_BYTES(K) / 4;
       DecodeProblem p = decode_problem(c.hd, c.n_head, c.n_kv, 1, c.pos0, c.window, c.n_rot,
-                                       c.style, part_floats + q8_floats + c.n_kv, rng);
+                                       c.style, 2 * part_floats + q8_floats + c.n_kv, rng);
       const uint32_t ctr = uint32_t(p.arena.size()) - c.n_kv;  // the _last variant's counters
       std::fill(p.arena.begin() + ctr, p.arena.end(), 0.0f);
-      const uint32_t parts_at = p.out_off + p.out_floats;
-      std::fill(p.arena.begin() + parts_at, p.arena.begin() + parts_at + part_floats, 50.0f);
+      const uint32_t parts_at = p.out_off + p.out_floats;  // two regions of partials
+      std::fill(p.arena.begin() + parts_at, p.arena.begin() + parts_at + 2 * part_floats, 50.0f);
       p.pc.split = splits;
       const std::string what = fmt::format(
           "stream attention head_dim {} heads {}:{} at {} window {} n_rot {}, {} splits", c.hd,
@@ -775,15 +777,17 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
       expect_near_all(out, p.want, 1e-4, what);
       expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
       vk::SpanPush pc = p.pc;
-      pc.q8_off = parts_at + part_floats;
+      pc.q8_off = parts_at + 2 * part_floats;
       if (splits > 1) {
         pc.w_off1 = ctr;
+        vk::SpanPush pc2 = pc;
+        pc2.b_off = parts_at + part_floats;
         for (const std::string module :
              {"span_attention_stream_last", "span_attention_stream_last_q8"}) {
           std::vector<float> last = p.arena;
           std::vector<uint32_t> kv_last = p.kv;
           const std::vector<vk::SpanDispatch> two = {{module, pc, c.n_kv, 1, splits},
-                                                     {module, pc, c.n_kv, 1, splits}};
+                                                     {module, pc2, c.n_kv, 1, splits}};
           auto rl = backend().run_span_ops(two, 1, last, p.table, kv_last);
           ASSERT_TRUE(rl.ok()) << what << " " << module << ": " << rl.error().message;
           const std::vector<float> got(last.begin() + p.out_off,
@@ -811,25 +815,38 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
     }
 }
 
-// attention_stream_splits: one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, a forced count as
-// given (0: one), both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch; attention_stream_fits:
-// head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, groups up to FISH_SPAN_STREAM_ROWS,
-// subgroups of multiples of 8 lanes dividing the workgroup. The knob defaults to auto, takes the
+// attention_stream_splits: at least one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, more towards
+// FISH_SPAN_ATTN_TARGET_WG workgroups while a split keeps FISH_SPAN_STREAM_MIN_KEYS keys, a forced
+// count as given (0: one), all capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch;
+// attention_stream_fits: head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, group x
+// head_dim / 64 up to FISH_SPAN_STREAM_ROWS, subgroups of multiples of 8 lanes dividing the
+// workgroup. The knob defaults to auto, takes the
 // switch words and 2 (the splits merged in the kernel), and refuses 3.
 TEST(VulkanSpanOps, StreamAttentionRule) {
-  static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_ATTN_MAX_SPLIT == 64);
+  static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_STREAM_MIN_KEYS == 64 &&
+                FISH_SPAN_ATTN_MAX_SPLIT == 64 && FISH_SPAN_ATTN_TARGET_WG == 256);
   const uint32_t cap = 32 * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, cap), 1u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 256, cap), 1u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 257, cap), 2u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8192, cap), 32u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 100000, cap), 64u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 100000, 32 * 10), 10u);
-  EXPECT_EQ(vk::attention_stream_splits(0, 32, 8192, cap), 1u);
-  EXPECT_EQ(vk::attention_stream_splits(16, 32, 100, cap), 16u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 1, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 64, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 65, cap), 2u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 128, cap), 2u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 512, cap), 8u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 2048, cap), 32u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 8192, cap), 32u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 9000, cap), 36u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 2048, cap), 32u);  // grid: 256 wanted
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 4096, cap), 64u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 64, 4096, cap), 16u);  // 256 / 64 x 4096 / 256
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, cap), 64u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, 32 * 10), 10u);
+  EXPECT_EQ(vk::attention_stream_splits(0, 32, 8, 8192, cap), 1u);
+  EXPECT_EQ(vk::attention_stream_splits(16, 32, 8, 100, cap), 16u);
   EXPECT_TRUE(vk::attention_stream_fits(128, 4, 32, 32));
   EXPECT_TRUE(vk::attention_stream_fits(64, 8, 8, 8));
-  EXPECT_TRUE(vk::attention_stream_fits(256, 1, 8, 64));
+  EXPECT_TRUE(vk::attention_stream_fits(256, 2, 8, 64));
+  EXPECT_TRUE(vk::attention_stream_fits(192, 2, 16, 16));
+  EXPECT_FALSE(vk::attention_stream_fits(256, 4, 32, 32));  // 16 chunk-rows: registers
+  EXPECT_FALSE(vk::attention_stream_fits(128, 8, 32, 32));
   EXPECT_FALSE(vk::attention_stream_fits(96, 4, 32, 32));
   EXPECT_FALSE(vk::attention_stream_fits(320, 4, 32, 32));
   EXPECT_FALSE(vk::attention_stream_fits(128, 9, 32, 32));
