@@ -252,9 +252,11 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "one decode token's span attention streamed by teams of 8 lanes a key "
        "(span_attention_stream: RoPE, the KV store and attention in one dispatch, + the split-K "
-       "combine past 256 keys) in place of the short, split-K and fused kernels: 1 on, 2 on with "
-       "the splits merged by their last workgroup (no combine dispatch), auto (default) and 0 off "
-       "until measured (A/B)"},
+       "combine) in place of the split-K and fused kernels: auto (default) past the 256 keys "
+       "span_attention_short takes (faster there on the H100), 1 every decode token, 2 every "
+       "decode "
+       "token with the splits merged by their last workgroup (no combine dispatch; slower on the "
+       "H100), 0 never"},
       {"FISH_VK_COOPMAT",
        S::gpu,
        E::results,

@@ -124,8 +124,8 @@ struct VulkanOptions {
   int attn_split = -1;         // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;        // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
   int attn_short = -1;         // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (off until measured), 0 off, 1 on,
-                               // 2 on with the splits merged by their last workgroup
+  int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
+                               // on, 2 on with the splits merged by their last workgroup
   int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off until measured), 0 off, 1 on
   int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile

@@ -356,7 +356,7 @@ Status VulkanSpan::load_ops() {
     }
   }
   const uint32_t group = uint32_t(p_.n_head / p_.n_head_kv);
-  if (ctx_.options().attn_stream >= 1 &&
+  if (ctx_.options().attn_stream != 0 &&
       attention_stream_fits(uint32_t(p_.head_dim), group, ctx_.features().subgroup_min,
                             ctx_.features().subgroup_max)) {
     PipelineSpec spec;
@@ -697,12 +697,12 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
-  if (ops_.attention_stream.pipe)
+  if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
-        "attention: prefill {}, decode stream ({} past {} keys); {}", prefill,
-        ops_.attention_stream_last.pipe ? "merged by the last workgroup" : "+ combine",
-        FISH_SPAN_STREAM_SPLIT_KEYS,
-        ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
+        "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,
+        ctx_.options().attn_stream < 0 ? shortk : "",
+        ops_.attention_stream_last.pipe ? "splits merged by the last workgroup" : "+ combine",
+        decode, ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
   return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
                      ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
 }

@@ -60,6 +60,21 @@ uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t n_kv, uin
 // stay in registers), subgroups of a multiple of 8 lanes that divide FISH_SPAN_STREAM_WG.
 bool attention_stream_fits(uint32_t head_dim, uint32_t group, uint32_t subgroup_min,
                            uint32_t subgroup_max);
+// FISH_VK_ATTN_STREAM's rule for a dispatch of n_tok tokens (where attention_stream_fits):
+// mode 1 / 2 every decode token (n_tok 1); auto (-1) a decode token that span_attention_short
+// does not take (short_applies: past kAttnShortKeys keys under FISH_VK_ATTN_SHORT=auto) unless
+// FISH_VK_ATTN_DECODE=1 forces the other fused kernel; 0 never. On an H100
+// (results/runs/h100-stream-d5082b3, binary d5082b3, synthetic Q4_K_M, tok/s, same calls): after
+// 512 / 2048 / 8192 positions the 8B decoded 285.3 / 262.5 / 241.9 with it against 255.4 / 224.4
+// / 175.2 with the split-K and fused kernels, the 1B 865.1 against 717.6 after 512; from an
+// empty cache (tg128, <= 153 keys) it lost to span_attention_short (8B 291.7 vs 300.0, 1B 893.7
+// vs 938.9), and merging the splits in the kernel (mode 2) lost to the combine dispatch
+// everywhere (8B 246.9 / 228.9 after 2048 / 8192).
+inline bool attention_stream_applies(int mode, int attn_decode, uint32_t n_tok,
+                                     bool short_applies) {
+  if (n_tok != 1 || mode == 0) return false;
+  return mode >= 1 || (!short_applies && attn_decode != 1);
+}
 // FISH_VK_ATTN_DECODE=auto: short batches attending at least this many keys run
 // span_attention_decode, shorter ones span_rope_kv + split-K. BM_VulkanDecodeAttention on an
 // H100 (llama-8b heads, us a layer, results/runs/h100-session-b351385): fused 83 / 87 / 59 / 110

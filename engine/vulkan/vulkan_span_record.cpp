@@ -243,7 +243,9 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   pc.b_off = off_parts_;
   const uint32_t last = uint32_t(pos) + n;  // positions of the last token's range, causal
   const uint32_t len_max = L.window > 0 ? std::min(L.window, last) : last;
-  if (n == 1 && ops_.attention_stream.pipe) {  // one decode token, streamed (+ the combine)
+  if (ops_.attention_stream.pipe &&
+      attention_stream_applies(ctx_.options().attn_stream, ctx_.options().attn_decode, n,
+                               short_attention(n, len_max))) {  // one decode token, streamed
     pc.group = uint32_t(p_.n_head / p_.n_head_kv);
     pc.split = attention_stream_splits(ctx_.options().attn_split, uint32_t(p_.n_head),
                                        uint32_t(p_.n_head_kv), len_max, parts_cap_);

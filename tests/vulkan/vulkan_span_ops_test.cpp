@@ -820,7 +820,8 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
 // count as given (0: one), all capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch;
 // attention_stream_fits: head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, group x
 // head_dim / 64 up to FISH_SPAN_STREAM_ROWS, subgroups of multiples of 8 lanes dividing the
-// workgroup. The knob defaults to auto, takes the
+// workgroup; attention_stream_applies: one decode token, under auto past the short kernel and not
+// against FISH_VK_ATTN_DECODE=1. The knob defaults to auto, takes the
 // switch words and 2 (the splits merged in the kernel), and refuses 3.
 TEST(VulkanSpanOps, StreamAttentionRule) {
   static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_STREAM_MIN_KEYS == 64 &&
@@ -852,6 +853,16 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
   EXPECT_FALSE(vk::attention_stream_fits(128, 9, 32, 32));
   EXPECT_FALSE(vk::attention_stream_fits(128, 4, 4, 32));
   EXPECT_FALSE(vk::attention_stream_fits(128, 4, 8, 256));
+  // attention_stream_applies(mode, attn_decode, n_tok, short_applies)
+  EXPECT_TRUE(vk::attention_stream_applies(-1, -1, 1, false));
+  EXPECT_FALSE(vk::attention_stream_applies(-1, -1, 1, true));  // the short kernel's range
+  EXPECT_FALSE(vk::attention_stream_applies(-1, 1, 1, false));  // FISH_VK_ATTN_DECODE=1
+  EXPECT_TRUE(vk::attention_stream_applies(-1, 0, 1, false));
+  EXPECT_FALSE(vk::attention_stream_applies(-1, -1, 2, false));  // a verify batch
+  EXPECT_TRUE(vk::attention_stream_applies(1, 1, 1, true));
+  EXPECT_TRUE(vk::attention_stream_applies(2, -1, 1, true));
+  EXPECT_FALSE(vk::attention_stream_applies(1, -1, 3, false));
+  EXPECT_FALSE(vk::attention_stream_applies(0, -1, 1, false));
   EXPECT_EQ(vk::VulkanOptions{}.attn_stream, -1);
   expect_auto_switch("FISH_VK_ATTN_STREAM", &vk::VulkanOptions::attn_stream);
   for (auto [word, ok] : {std::pair<const char*, bool>{"2", true}, {"3", false}}) {
