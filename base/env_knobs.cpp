@@ -375,8 +375,8 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "1: a span's wo and down decode matvecs add into the residual and write each 32-row "
        "block's share of the next rmsnorm (matvec_idot_res_<type>; q/k/v and gate / up scale by "
-       "its 1 / rms); auto (default) and 0: a separate norm dispatch, until the block form is "
-       "measured on a GPU"},
+       "its 1 / rms); auto (default) and 0: a separate norm dispatch (slower fused on the H100: "
+       "8B 281.8 vs 300.0 tok/s)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

@@ -43,6 +43,13 @@
 //                             FISH_VK_ATTN_DECODE=1: auto (default) up to kAttnShortKeys (256)
 //                             attended keys, 1 up to the kernel's FISH_SPAN_SHORT_KEYS (1024), 0
 //                             never (the kernels above; A/B)
+//   FISH_VK_ATTN_STREAM=auto|0|1|2  one decode token's span attention streamed by teams of 8
+//                             lanes a key (span_attention_stream + span_attention_combine, RoPE and
+//                             the KV store fused), where attention_stream_fits: auto (default)
+//                             past the keys span_attention_short takes and unless
+//                             FISH_VK_ATTN_DECODE=1 (attention_stream_applies, vulkan_span.h), 1
+//                             every decode token, 2 every decode token with the splits merged by
+//                             their last workgroup (span_attention_stream_last), 0 never
 //   FISH_VK_ACT_FUSE=auto|0|1  a span's gate and up decode matvecs (idot, one part each, swiglu
 //                             models) compute silu(gate) * up and its q8_1 copy in the last
 //                             workgroup of each 32-row block (matvec_idot_swiglu_<type>): no
@@ -53,7 +60,7 @@
 //                             rmsnorm (matvec_idot_res_<type>), q/k/v and gate / up scale by its
 //                             1 / rms (matvec_idot_scaled_<type>): no norm dispatch or barrier of
 //                             its own; auto (default) and 0 the separate span_add_rmsnorm_q8
-//                             until the block form is measured on a GPU (docs/gpu.md)
+//                             (the block form measured slower on an H100: docs/gpu.md)
 //   FISH_VK_FENCE_SPIN_US=0..10000  every submit polls its fence (vkGetFenceStatus) up to this
 //                             many microseconds before the blocking vkWaitForFences: 0 (default)
 //                             blocks at once; a decode step's few-ms wait may end sooner polled
@@ -126,7 +133,7 @@ struct VulkanOptions {
   int attn_short = -1;         // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
   int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
                                // on, 2 on with the splits merged by their last workgroup
-  int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off until measured), 0 off, 1 on
+  int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off: measured slower), 0 off, 1 on
   int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
