@@ -216,6 +216,12 @@ class VulkanSpan final : public LayerSpan {
   bool decode_attention(uint32_t n, uint32_t len_max) const;
   // Whether it runs span_attention_short (attention_short_applies, vulkan_span.h).
   bool short_attention(uint32_t n, uint32_t len_max) const;
+  // A KV-head-grid attention kernel (span_attention_decode, span_attention_stream[_last]) for n
+  // tokens: one dispatch of n_kv x pc.split workgroups (`kernel_q8` when wo_q8_ and the kernel
+  // writes the output: pc.split 1, or `merges`, a kernel that merges its splits itself), else
+  // `kernel` then span_attention_combine[_q8] over its split partials; a barrier after.
+  void record_kv_head_attention(const Pipeline& kernel, const Pipeline& kernel_q8,
+                                const SpanPush& pc, uint32_t n, bool merges = false);
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
   void op(const Pipeline& p, const SpanPush& pc, uint32_t gx, uint32_t gy, uint32_t gz = 1);
   void bind_ops();

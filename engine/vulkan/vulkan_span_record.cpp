@@ -250,19 +250,13 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
     pc.split = attention_stream_splits(ctx_.options().attn_split, uint32_t(p_.n_head),
                                        uint32_t(p_.n_head_kv), len_max, parts_cap_);
     wo_q8_ = ops_.attention_stream_q8.pipe && fuse_q8(L.wo, n, &pc);
-    if (pc.split == 1) {
-      op(wo_q8_ ? ops_.attention_stream_q8 : ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1);
-    } else if (ops_.attention_stream_last.pipe) {  // one dispatch: the last workgroup merges
+    if (pc.split > 1 && ops_.attention_stream_last.pipe) {  // one dispatch: the last one merges
       pc.w_off1 = off_ctr_ + uint32_t(p_.n_embd + p_.n_ff) / FISH_Q8_BLOCK;
-      op(wo_q8_ ? ops_.attention_stream_last_q8 : ops_.attention_stream_last, pc,
-         uint32_t(p_.n_head_kv), 1, pc.split);
+      record_kv_head_attention(ops_.attention_stream_last, ops_.attention_stream_last_q8, pc, n,
+                               true);
     } else {
-      op(ops_.attention_stream, pc, uint32_t(p_.n_head_kv), 1, pc.split);
-      barrier();
-      op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+      record_kv_head_attention(ops_.attention_stream, ops_.attention_stream_q8, pc, n);
     }
-    barrier();
-    stage_done(kAttnDecode);
     return;
   }
   if (short_attention(n, len_max)) {  // one token, a short context: one workgroup a query head
@@ -286,15 +280,7 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
                                        parts_cap_);
     // With an idot wo matvec the output's q8_1 copy comes from the attention epilogue.
     wo_q8_ = ops_.attention_decode_q8.pipe && fuse_q8(L.wo, n, &pc);
-    if (pc.split == 1) {
-      op(wo_q8_ ? ops_.attention_decode_q8 : ops_.attention_decode, pc, uint32_t(p_.n_head_kv), 1);
-    } else {
-      op(ops_.attention_decode, pc, uint32_t(p_.n_head_kv), 1, pc.split);
-      barrier();
-      op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
-    }
-    barrier();
-    stage_done(kAttnDecode);
+    record_kv_head_attention(ops_.attention_decode, ops_.attention_decode_q8, pc, n);
     return;
   }
   {  // q rotated in place, k rotated into the f16 KV with v
@@ -331,6 +317,20 @@ void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) 
   }
   barrier();
   stage_done(kAttention);
+}
+
+void VulkanSpan::record_kv_head_attention(const Pipeline& kernel, const Pipeline& kernel_q8,
+                                          const SpanPush& pc, uint32_t n, bool merges) {
+  const uint32_t n_kv = uint32_t(p_.n_head_kv);
+  if (pc.split == 1 || merges) {
+    op(wo_q8_ ? kernel_q8 : kernel, pc, n_kv, 1, pc.split);
+  } else {
+    op(kernel, pc, n_kv, 1, pc.split);
+    barrier();
+    op(wo_q8_ ? ops_.attention_combine_q8 : ops_.attention_combine, pc, uint32_t(p_.n_head), n);
+  }
+  barrier();
+  stage_done(kAttnDecode);
 }
 
 bool VulkanSpan::short_attention(uint32_t n, uint32_t len_max) const {

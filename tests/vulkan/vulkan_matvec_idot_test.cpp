@@ -715,6 +715,72 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
   EXPECT_EQ(greedy_by_fuse[0], greedy_by_fuse[1]);
 }
 
+// The streamed decode attention with idot's q8_1 epilogues, through the span:
+// FISH_VK_ATTN_STREAM=1 unsplit (span_attention_stream_q8 writes wo's q8_1 input), 1 with 3
+// splits (the partials, then span_attention_combine_q8) and 2 with 3 splits
+// (span_attention_stream_last_q8 merges them and writes it) give the greedy ids and, within the
+// span tests' 2%, the logits of the span without it (=0), and no step quantises a matvec input
+// itself (q8_1: 0 steps).
+TEST_F(VulkanMatvecIdot, SpanStreamAttentionWritesTheWoQ81Input) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  constexpr int kSteps = 6;
+  struct Mode {
+    int stream, split;
+  };
+  constexpr Mode kModes[] = {{0, -1}, {1, -1}, {1, 3}, {2, 3}};
+  std::vector<int32_t> ids[4];
+  std::vector<float> logits[4];
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(fmt::format("FISH_VK_ATTN_STREAM={} FISH_VK_ATTN_SPLIT={}", kModes[i].stream,
+                             kModes[i].split));
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->profile = true;
+    opt->attn_stream = kModes[i].stream;
+    opt->attn_split = kModes[i].split;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    auto pl =
+        GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
+    ASSERT_TRUE(pl->span()) << pl->summary();
+    EXPECT_EQ(b.describe().find("stream (") != std::string::npos, kModes[i].stream != 0)
+        << b.describe();
+    SessionOptions so;
+    so.n_ctx = 64;
+    so.n_batch = 64;
+    so.act = ActMode::f32;
+    so.gpu = pl;
+    auto s = Session::create(model, so);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE(s.value()->span_active());
+    const std::vector<int32_t> prompt = {7, 48};
+    auto lg = s.value()->forward(prompt, 0);
+    for (int k = 0; lg.ok() && k < kSteps; ++k) {
+      ids[i].push_back(greedy_token(lg.value()));
+      logits[i].insert(logits[i].end(), lg.value().begin(), lg.value().end());
+      lg = s.value()->append(std::span<const int32_t>(&ids[i].back(), 1));
+    }
+    ASSERT_TRUE(lg.ok()) << lg.error().message;
+    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+    const std::string profile = pl->span()->profile();
+    if (profile.find("no timestamp support") == std::string::npos)
+      EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+  }
+  float max_abs = 0;
+  for (float v : logits[0]) max_abs = std::max(max_abs, std::abs(v));
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(ids[i], ids[0]) << "mode " << i;
+    ASSERT_EQ(logits[i].size(), logits[0].size());
+    float diff = 0;
+    for (size_t k = 0; k < logits[0].size(); ++k)
+      diff = std::max(diff, std::abs(logits[i][k] - logits[0][k]));
+    EXPECT_LE(diff, 0.02f * max_abs) << "mode " << i;
+  }
+}
+
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
 // 2%) and top-1 against the CPU engine (f32 activations; a different pick only where the CPU's
 // own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
