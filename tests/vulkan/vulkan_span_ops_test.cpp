@@ -641,6 +641,22 @@ DecodeProblem decode_problem(uint32_t hd, uint32_t n_head, uint32_t n_kv, uint32
   return p;
 }
 
+// Runs `module`, the _q8 variant of a one-token kernel (grid gx) whose plain run gave the output
+// rows `out` (at p.out_off) and the KV `kv` from p's inputs: the same rows and KV, and token 0's
+// q8_1 copy at pc.q8_off (K values) by quant_q8_1's rule.
+void expect_q8_variant(const std::string& module, const vk::SpanPush& pc, uint32_t gx,
+                       const DecodeProblem& p, const std::vector<float>& out,
+                       const std::vector<uint32_t>& kv, uint32_t K, const std::string& what) {
+  std::vector<float> q8 = p.arena;
+  std::vector<uint32_t> kv_q8 = p.kv;
+  auto r = backend().run_span_op(module, pc, gx, 1, q8, p.table, kv_q8);
+  ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
+  EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats), out)
+      << what;
+  EXPECT_EQ(kv_q8, kv) << what;
+  EXPECT_EQ(test::q8_copy_errors(q8, pc.q8_off, K, 0, out.data()), 0) << what;
+}
+
 // span_attention_decode (RoPE, the KV store and attention in one dispatch; with split-K, its
 // partials then span_attention_combine) against the CPU reference, and the batch's K/V rows in
 // the cache: head_dim 40 and 200 (KV words not a multiple of 8: the scalar K path), 64, 128 and
@@ -802,16 +818,7 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
         }
         continue;
       }
-      std::vector<float> q8 = p.arena;
-      std::vector<uint32_t> kv_q8 = p.kv;
-      ASSERT_TRUE(
-          backend().run_span_op("span_attention_stream_q8", pc, c.n_kv, 1, q8, p.table, kv_q8).ok())
-          << what;
-      EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats),
-                out)
-          << what;
-      EXPECT_EQ(kv_q8, kv) << what;
-      EXPECT_EQ(test::q8_copy_errors(q8, pc.q8_off, K, 0, out.data()), 0) << what;
+      expect_q8_variant("span_attention_stream_q8", pc, c.n_kv, p, out, kv, K, what);
     }
 }
 
@@ -917,14 +924,7 @@ TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
           << what << ": wrote past its output";
       if (c.hd % 32 != 0) continue;
       pc.q8_off = p.out_off + p.out_floats;
-      std::vector<float> q8 = p.arena;
-      std::vector<uint32_t> kv_q8 = p.kv;
-      ASSERT_TRUE(backend().run_span_op(module + "_q8", pc, c.n_head, 1, q8, p.table, kv_q8).ok());
-      EXPECT_EQ(std::vector<float>(q8.begin() + p.out_off, q8.begin() + p.out_off + p.out_floats),
-                out)
-          << what;
-      EXPECT_EQ(kv_q8, kv) << what;
-      EXPECT_EQ(test::q8_copy_errors(q8, pc.q8_off, K, 0, out.data()), 0) << what;
+      expect_q8_variant(module + "_q8", pc, c.n_head, p, out, kv, K, what);
     }
   }
 }
