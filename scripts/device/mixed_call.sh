@@ -6,8 +6,9 @@
 #      vulkan / cuda for a later `PHASE=run peer_gpu.sh` call on the same held machine) and writes
 #      the synthetic Llama-1B / 8B Q4_K_M files, both in the background;
 #   2. fish_test_vulkan with TESTS (default: the cooperative-matrix and coopmat2 kernels against
-#      the CPU reference, the fused decode attention and RoPE + KV store, the integer-dot
-#      variants and fused epilogues, the span end to end, the polled fence wait; TESTS="" none);
+#      the CPU reference, the fused and streamed decode attention and RoPE + KV store, the
+#      integer-dot variants and fused epilogues, the span end to end, the polled fence wait;
+#      TESTS="" none);
 #   3. fish_vulkan_bench with BENCH (default: the coopmat peak and its diagnostics, the q4_k
 #      prefill tiles and the integer-dot variants at the 8B shapes; BENCH="" none);
 #   4. experiments/peer_cpu_host16.json (FISH x16 vs llama.cpp's CPU build, 16 threads, at most
@@ -60,7 +61,7 @@ PHASE=stash bash scripts/device/real_model.sh > $W/real-model.txt 2>&1
 export FISH_MODELS_DIR=/tmp/real
 FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
 
-tests=${TESTS-'CoopmatTiles.*:VulkanCoopmat.Coopmat2*:VulkanCoopmat.EveryTile*:VulkanCoopmat.SpanMatchesTiledPathGqa:VulkanSpanOps.*Rope*:VulkanSpanOps.DecodeAttention*:VulkanSpan.SplitK*:VulkanMatvecIdot.EveryVariant*:VulkanMatvecIdot.Span*:VkContext.PolledFence*'}
+tests=${TESTS-'CoopmatTiles.*:VulkanCoopmat.Coopmat2*:VulkanCoopmat.EveryTile*:VulkanCoopmat.SpanMatchesTiledPathGqa:VulkanSpanOps.*Rope*:VulkanSpanOps.DecodeAttention*:VulkanSpanOps.Stream*:VulkanSpan.SplitK*:VulkanMatvecIdot.EveryVariant*:VulkanMatvecIdot.Span*:VkContext.PolledFence*'}
 if [ -n "$tests" ]; then
   stamp "vulkan tests"
   FISH_SOURCE_DIR=$root FISH_TESTDATA=$root/tests/data timeout ${TESTS_S:-90} $B/fish_test_vulkan \
