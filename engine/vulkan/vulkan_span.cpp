@@ -355,20 +355,24 @@ Status VulkanSpan::load_ops() {
       FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide, ctx_.pipeline("span_attention_short_wide"));
     }
   }
-  const uint32_t group = uint32_t(p_.n_head / p_.n_head_kv);
   if (ctx_.options().attn_stream != 0 &&
-      attention_stream_fits(uint32_t(p_.head_dim), group, ctx_.features().subgroup_min,
-                            ctx_.features().subgroup_max)) {
-    PipelineSpec spec;
-    spec.module = "span_attention_stream";
-    spec.constants = {uint32_t(p_.head_dim), group};
-    FISH_ASSIGN_OR_RETURN(ops_.attention_stream, ctx_.pipeline(spec));
+      attention_stream_fits(uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv),
+                            ctx_.features().subgroup_min, ctx_.features().subgroup_max)) {
+    FISH_ASSIGN_OR_RETURN(ops_.attention_stream,
+                          ctx_.pipeline(stream_spec("span_attention_stream")));
     if (ctx_.options().attn_stream == 2) {
-      spec.module = "span_attention_stream_last";
-      FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last, ctx_.pipeline(spec));
+      FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last,
+                            ctx_.pipeline(stream_spec("span_attention_stream_last")));
     }
   }
   return Status::success();
+}
+
+PipelineSpec VulkanSpan::stream_spec(const char* module) const {
+  PipelineSpec spec;
+  spec.module = module;
+  spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv)};  // HD, ROWS
+  return spec;
 }
 
 bool VulkanSpan::wants_head() const {
@@ -451,14 +455,12 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                               ctx_.pipeline("span_attention_short_wide_q8"));
       }
       if (ops_.attention_stream.pipe) {
-        PipelineSpec spec;
-        spec.module = "span_attention_stream_q8";
-        spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv)};
-        FISH_ASSIGN_OR_RETURN(ops_.attention_stream_q8, ctx_.pipeline(spec));
-        if (ops_.attention_stream_last.pipe) {
-          spec.module = "span_attention_stream_last_q8";
-          FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last_q8, ctx_.pipeline(spec));
-        }
+        FISH_ASSIGN_OR_RETURN(ops_.attention_stream_q8,
+                              ctx_.pipeline(stream_spec("span_attention_stream_q8")));
+      }
+      if (ops_.attention_stream_last.pipe) {
+        FISH_ASSIGN_OR_RETURN(ops_.attention_stream_last_q8,
+                              ctx_.pipeline(stream_spec("span_attention_stream_last_q8")));
       }
     }
     if (p_.n_ff % FISH_Q8_BLOCK == 0) {

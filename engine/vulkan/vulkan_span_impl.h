@@ -220,6 +220,8 @@ class VulkanSpan final : public LayerSpan {
   // tokens: one dispatch of n_kv x pc.split workgroups (`kernel_q8` when wo_q8_ and the kernel
   // writes the output: pc.split 1, or `merges`, a kernel that merges its splits itself), else
   // `kernel` then span_attention_combine[_q8] over its split partials; a barrier after.
+  // A span_attention_stream* module specialised for this span's heads (head_dim, group).
+  PipelineSpec stream_spec(const char* module) const;
   void record_kv_head_attention(const Pipeline& kernel, const Pipeline& kernel_q8,
                                 const SpanPush& pc, uint32_t n, bool merges = false);
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);
