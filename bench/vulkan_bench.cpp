@@ -661,8 +661,12 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   if (variant >= kFirstCoopmat2Variant &&
       std::none_of(b->coopmat_tiles().begin(), b->coopmat_tiles().end(),
                    [&](const vk::CoopmatTile& x) { return x.name == kKernels[variant]; })) {
-    state.SkipWithError(fmt::format("no coopmat2 tile {} (VK_NV_cooperative_matrix2): {}",
-                                    kNames[variant], b->status())
+    std::string listed;
+    for (const vk::CoopmatTile& x : b->coopmat_tiles())
+      listed += fmt::format("{}{}{}", listed.empty() ? "" : "/", x.label(),
+                            x.unavailable ? " (rejected)" : "");
+    state.SkipWithError(fmt::format("no coopmat2 tile {} (VK_NV_cooperative_matrix2; tiles {}): {}",
+                                    kNames[variant], listed, b->status())
                             .c_str());
     return;
   }

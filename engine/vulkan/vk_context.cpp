@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vulkan_shaders.h"
@@ -300,6 +301,10 @@ Result<Pipeline> VkContext::coopmat_pipeline(GgmlType type, const CoopmatTile& t
   // from now on, so the rule, and a span's next pick, go on without it.
   for (CoopmatTile& x : cm_tiles_)
     if (x.name == t.name) x.unavailable = true;
+  // Said once a tile, whatever the verbosity: a forced tile that silently falls back to the
+  // rule would otherwise be measured under the wrong name.
+  std::fprintf(stderr, "fish: vulkan: coopmat2 tile %s (%s) rejected, the rule takes over: %s\n",
+               t.label().c_str(), s.module.c_str(), p.error().message.c_str());
   return make_error("vulkan: coopmat2 tile {} unavailable: {} (FISH_VK_COOPMAT2=0 keeps it off)",
                     t.label(), p.error().message);
 }
