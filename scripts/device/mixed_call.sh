@@ -11,6 +11,7 @@
 #      TESTS="" none);
 #   3. fish_vulkan_bench with BENCH (default: the coopmat peak and its diagnostics, the q4_k
 #      prefill tiles and the integer-dot variants at the 8B shapes; BENCH="" none);
+#   3b. fish_test_vulkan with TESTS2 (none unless set; FISH_GPU_VERBOSE=1, TESTS2_S seconds);
 #   4. experiments/peer_cpu_host16.json (FISH x16 vs llama.cpp's CPU build, 16 threads, at most
 #      HOST_S seconds, ~265 s), the GPU idle; HOST=0 skips it;
 #   5. fish run gpu_prefill_pp512 with each of TILES (default "rule": the tile rule; a tile name
@@ -75,6 +76,16 @@ if [ -n "$bench" ] && left 80 "fish_vulkan_bench"; then
   timeout ${BENCH_S:-70} $B/fish_vulkan_bench --benchmark_filter="$bench" \
     --benchmark_out=$W/vulkan_bench.json --benchmark_out_format=json > $W/vulkan_bench.log 2>&1
   echo "rc=$?" >> $W/vulkan_bench.log
+fi
+
+# TESTS2: a second test run after the benchmarks (a suite that may hang or take long, such as
+# the coopmat2 kernels', kept from cutting the first), TESTS2_S seconds (default 60), stderr
+# kept (a rejected pipeline is said there).
+if [ -n "${TESTS2-}" ] && left $(( ${TESTS2_S:-60} + 10 )) "second tests"; then
+  stamp "vulkan tests (second run)"
+  FISH_SOURCE_DIR=$root FISH_TESTDATA=$root/tests/data FISH_GPU_VERBOSE=1 timeout ${TESTS2_S:-60} \
+    $B/fish_test_vulkan --gtest_filter="$TESTS2" > $W/tests2.txt 2>&1
+  echo "rc=$?" >> $W/tests2.txt
 fi
 
 stamp "waiting for the synthetic models"
@@ -172,6 +183,7 @@ stamp done
   grep -E '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt | head -8
   grep -m1 -B10 '^\[  FAILED  \] [A-Za-z].*(' $W/tests.txt | grep -v '^\[       OK \]' | cut -c1-220
   grep -h "coopmat span vs\|coopmat2" $W/tests.txt | cut -c1-200 | head -6
+  [ -f $W/tests2.txt ] && { echo "tests2: $(grep -cE '^\[       OK \]' $W/tests2.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests2.txt) failed; $(tail -n 1 $W/tests2.txt)"; grep -h "rejected\|FAILED\|coopmat2" $W/tests2.txt | cut -c1-300 | head -8; }
   grep -E "^BM_|rc=" $W/vulkan_bench.log 2>/dev/null | sed 's/  */ /g' | cut -c1-190
   for f in $W/pp512-*.log; do [ -f $f ] && echo "$(basename $f .log): $(grep -oE 'ok: prefill [0-9.]+ tok/s' $f | tr '\n' ' ') $(grep rc= $f)"; done
   for f in $W/exp-*.log; do [ -f $f ] && { tail -n 1 $f; cat ${f%.log}/*.md 2>/dev/null | grep -E '^\| [0-9]'; }; done
