@@ -26,9 +26,10 @@ uint64_t span_bytes_estimate(const ModelParams& p, int64_t n_layers, int64_t kv_
   const int64_t E = p.n_embd, Q = p.q_dim(), KV = p.kv_dim(), F = p.n_ff;
   const uint64_t kv = uint64_t(n_layers) * uint64_t(kv_positions) * uint64_t(KV) * 4;  // K+V f16
   // + the output head's logits (n_vocab for each of the 8 rows a verify's head takes) and the
-  // host copy of one row.
+  // host copy of one row, + a matmul input's f16 copy (the coopmat2 tiles' B rows).
   const uint64_t arena =
-      4 * uint64_t(max_tok * E + kChunk * (2 * E + 2 * Q + 2 * KV + 2 * F) + 9 * p.n_vocab);
+      4 * uint64_t(max_tok * E + kChunk * (2 * E + 2 * Q + 2 * KV + 2 * F) + 9 * p.n_vocab) +
+      2 * uint64_t(kChunk) * uint64_t(std::max({E, Q, F}));
   const uint64_t host = 4 * uint64_t(max_tok * E);  // x staging
   const uint64_t params =
       4 * uint64_t(n_layers * (4 * E + 2 * p.head_dim + Q + 2 * KV) + 2 * n_ctx * p.n_rot);

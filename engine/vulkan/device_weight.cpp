@@ -2,6 +2,7 @@
 #include "engine/vulkan/device_weight.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include <fmt/format.h>
 
@@ -102,6 +103,20 @@ MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride) {
 
 uint32_t quant_groups(uint32_t k, uint32_t n_tok) {
   return (n_tok * (k / 4) + FISH_Q8_WG - 1) / FISH_Q8_WG;  // one vec4 a thread
+}
+
+MatmulPush half_push(uint32_t k, uint32_t n_tok, uint32_t x_stride, uint32_t h_stride) {
+  assert(h_stride % 8 == 0 && h_stride >= k && x_stride % 4 == 0);
+  MatmulPush pc{};
+  pc.n_in = k;
+  pc.n_tok = n_tok;
+  pc.x_stride = x_stride;
+  pc.y_stride = h_stride;
+  return pc;
+}
+
+uint32_t half_groups(uint32_t h_stride, uint32_t n_tok) {
+  return (n_tok * (h_stride / 8) + 255) / 256;  // 8 values a thread
 }
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,

@@ -494,25 +494,17 @@ Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, i
 }
 
 // One dispatch per weight part: W the part, X all of x_dev (matvec_idot_: xq_dev, written by one
-// quant_q8_1 dispatch first), Y the op's region of y_dev.
+// quant_q8_1 dispatch first; matmul_cm2_: xh_dev, written by one to_f16 dispatch first), Y the
+// op's region of y_dev.
 Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> ws,
                                            std::span<const uint64_t> y_off, int64_t n_tok,
                                            char kernel, bool quantize) {
-  uint32_t n_sets = 0;
-  if (quantize && any_idot(ws, n_tok)) {
-    FISH_ASSIGN_OR_RETURN(const Pipeline q, ctx->pipeline("quant_q8_1"));
-    const BufferRange r[3] = {{x_dev.buf, 0, VK_WHOLE_SIZE},  // W: not read
-                              {x_dev.buf, 0, VK_WHOLE_SIZE},
-                              {xq_dev.buf, 0, VK_WHOLE_SIZE}};
-    FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(q, r));
-    ++n_sets;
-    const uint32_t k = ws[0]->n_in_pad;
-    const MatmulPush pc = quant_push(k, uint32_t(n_tok), k);
-    cmds.bind(q, set);
-    cmds.push(q, &pc, sizeof pc);
-    cmds.dispatch(quant_groups(k, uint32_t(n_tok)), 1);
-    cmds.barrier(Sync::compute, Sync::compute);
-  }
+  // Each weight's kernel first: the inputs its steps read (q8_1, f16) are written once, before.
+  struct Pick {
+    const CoopmatTile* cm = nullptr;
+    Pipeline p;
+  };
+  std::vector<Pick> picks(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
     // 5..8 tokens run matvec8_<type> (weights read once) unless a tile is forced.
@@ -525,24 +517,60 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
         if (t.name == kernel) cm = &t;
       if (!cm) return make_error("vulkan: no cooperative-matrix tile '{}' on this device", kernel);
     }
-    const MatvecKernel mk = decode_kernel(w.type);
-    const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
     Result<Pipeline> pr = cm ? ctx->coopmat_pipeline(w.type, *cm) : Result<Pipeline>(Pipeline{});
     if (!pr.ok() && cm->cm2 && kernel == 0) {  // forced coopmat2 tile rejected: the rule's pick
       cm = ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
       if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
     }
-    if (!cm) pr = ctx->pipeline(matmul_spec(w.type, n_tok, mk, *opt, w.n_in_pad));
-    FISH_ASSIGN_OR_RETURN(const Pipeline p, std::move(pr));
+    if (!cm)
+      pr = ctx->pipeline(matmul_spec(w.type, n_tok, decode_kernel(w.type), *opt, w.n_in_pad));
+    FISH_ASSIGN_OR_RETURN(picks[i].p, std::move(pr));
+    picks[i].cm = cm;
+  }
+  const bool any_cm2 =
+      std::any_of(picks.begin(), picks.end(), [](const Pick& p) { return p.cm && p.cm->cm2; });
+  const uint32_t k = ws[0]->n_in_pad;  // x_stride: x_dev's rows (f32), xh_dev's (f16)
+  uint32_t n_sets = 0;
+  // One input conversion: a typeless module, binding W unread (x_dev bound there).
+  auto convert = [&](const char* module, const Buffer& out, const MatmulPush& pc,
+                     uint32_t groups) -> Status {
+    FISH_ASSIGN_OR_RETURN(const Pipeline q, ctx->pipeline(module));
+    const BufferRange r[3] = {
+        {x_dev.buf, 0, VK_WHOLE_SIZE}, {x_dev.buf, 0, VK_WHOLE_SIZE}, {out.buf, 0, VK_WHOLE_SIZE}};
+    FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(q, r));
+    ++n_sets;
+    cmds.bind(q, set);
+    cmds.push(q, &pc, sizeof pc);
+    cmds.dispatch(groups, 1);
+    cmds.barrier(Sync::compute, Sync::compute);
+    return Status::success();
+  };
+  if (quantize && any_idot(ws, n_tok))
+    FISH_TRY(convert("quant_q8_1", xq_dev, quant_push(k, uint32_t(n_tok), k),
+                     quant_groups(k, uint32_t(n_tok))));
+  if (quantize && any_cm2) {
+    FISH_TRY(ensure_scratch(xh_dev, uint64_t(n_tok) * k * 2 + kBufferPad,
+                            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, "matmul input f16",
+                            tightest_budget(ws)));
+    FISH_TRY(convert("to_f16", xh_dev, half_push(k, uint32_t(n_tok), k, k),
+                     half_groups(k, uint32_t(n_tok))));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const DeviceWeight& w = *ws[i];
+    const CoopmatTile* cm = picks[i].cm;
+    const Pipeline& p = picks[i].p;
+    const MatvecKernel mk = decode_kernel(w.type);
+    const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
+    const Buffer& x = q8 ? xq_dev : cm && cm->cm2 ? xh_dev : x_dev;
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
       const BufferRange r[3] = {{part.buf.buf, 0, VK_WHOLE_SIZE},
-                                {q8 ? xq_dev.buf : x_dev.buf, 0, VK_WHOLE_SIZE},
+                                {x.buf, 0, VK_WHOLE_SIZE},
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
-      const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), ws[0]->n_in_pad, w.n_out,
-                                       part.row0, ctx->limits().maxComputeWorkGroupCount[0], cm,
+      const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0,
+                                       ctx->limits().maxComputeWorkGroupCount[0], cm,
                                        matvec_rows(mk, *opt, w.n_in_pad));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);

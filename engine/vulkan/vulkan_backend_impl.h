@@ -44,10 +44,11 @@ struct VulkanBackend::Impl {
   // reads all of x).
   Buffer x_host, x_dev, y_host, y_dev;
   Buffer xq_dev;        // x as q8_1 (quant_q8_1) for the matvec_idot_ kernels
+  Buffer xh_dev;        // x as f16 rows (to_f16) for the matmul_cm2_ kernels
   Commands cmds;        // matmul and upload submits
   DescriptorPool sets;  // matmul_group's sets, reset per submit
   void free_scratch() {
-    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev}) ctx->free(*b);
+    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev, &xh_dev}) ctx->free(*b);
   }
   MatvecKernel decode_kernel(GgmlType t) const {
     return matvec_kernel(t, opt->matvec, ctx->features());
@@ -72,8 +73,8 @@ struct VulkanBackend::Impl {
   Status run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,
              VkQueryPool stamps = VK_NULL_HANDLE);
   // kernel: 0 the rule (coopmat where it applies), 't' the f32 tiled kernel, 'l'/'m'/'s' a tile.
-  // quantize: write x's q8_1 copy first where a decode step runs the integer-dot kernel (false:
-  // an earlier record did and x has not changed).
+  // quantize: write x's q8_1 copy first where a decode step runs the integer-dot kernel, and its
+  // f16 copy where a coopmat2 tile runs (false: an earlier record did and x has not changed).
   Status record_matmuls(std::span<const DeviceWeight* const> ws, std::span<const uint64_t> y_off,
                         int64_t n_tok, char kernel = 0, bool quantize = true);
   void fail(VulkanBackend* self, std::string why);

@@ -88,6 +88,7 @@ void VulkanSpan::layout_arena() {
   off_gu_ = region(uint64_t(kChunk * 2 * F));
   off_q8_ = region(q8_bytes(uint32_t(std::max({E, Q, F}))) / 4);
   off_q8b_ = region(q8_bytes(uint32_t(std::max(Q, F))) / 4);
+  if (ctx_.features().coopmat2) off_h_ = region((uint64_t(kChunk) * std::max({E, Q, F}) + 1) / 2);
   off_ss_ = region(uint64_t(FISH_Q8_MAX_TOK) * uint64_t(E / FISH_Q8_BLOCK));
   // The fused epilogues' counters: one per 32-row block of wo/down and of gate/up, then one per KV
   // head for span_attention_stream_last.
@@ -221,6 +222,10 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                               {arena_.buf, 0, VK_WHOLE_SIZE}};
     FISH_ASSIGN_OR_RETURN(st.set, pool_.allocate(st.vec, r));
     st.vec_set = st.set;
+    if (ctx_.features().coopmat2) {
+      const BufferRange rh[3] = {r[0], {arena_.buf, uint64_t(off_h_) * 4, VK_WHOLE_SIZE}, r[2]};
+      FISH_ASSIGN_OR_RETURN(st.half_set, pool_.allocate(st.vec, rh));
+    }
     if (mk == MatvecKernel::idot) {
       const BufferRange rq[3] = {r[0], {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}, r[2]};
       FISH_ASSIGN_OR_RETURN(st.vec_set, pool_.allocate(st.vec, rq));
@@ -268,6 +273,15 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                                {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}};
     FISH_ASSIGN_OR_RETURN(out->quant_set, pool_.allocate(quant_, rq));
   }
+  if (ctx_.features().coopmat2 && !out->half_set) {
+    if (!half_.pipe) {
+      FISH_ASSIGN_OR_RETURN(half_, ctx_.pipeline("to_f16"));
+    }
+    const BufferRange rh[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
+                               {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
+                               {arena_.buf, uint64_t(off_h_) * 4, VK_WHOLE_SIZE}};
+    FISH_ASSIGN_OR_RETURN(out->half_set, pool_.allocate(half_, rh));
+  }
   return Status::success();
 }
 
@@ -279,14 +293,14 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       auto it = weights.find(w);
       if (w == 0 || it == weights.end())
         return make_error("span: a layer matrix is not resident on the device");
-      n_sets += 2 * uint32_t(it->second.parts.size());  // + the q8_1 input's (idot)
+      n_sets += 3 * uint32_t(it->second.parts.size());  // + the q8_1 input's, the f16 input's
     }
   n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
-  n_sets += 4 * uint32_t(d_.layers.size());  // quant_q8_1 per matmul group
+  n_sets += 8 * uint32_t(d_.layers.size());  // quant_q8_1 and to_f16 per matmul group
   if (has_head_) {
     auto it = weights.find(d_.output);
     if (it == weights.end()) return make_error("span: the output matrix is not resident");
-    n_sets += 2 * uint32_t(it->second.parts.size()) + 1;
+    n_sets += 3 * uint32_t(it->second.parts.size()) + 2;
   }
   FISH_ASSIGN_OR_RETURN(pool_, DescriptorPool::create(ctx_, n_sets, 4 * n_sets));
   for (size_t i = 0; i < d_.layers.size(); ++i) {

@@ -61,6 +61,8 @@ struct MatmulStep {
   // 32-row block, behind the separate norm or res). All but res bind vec_set.
   Pipeline res, scaled, act, act_scaled;
   VkDescriptorSet res_set = VK_NULL_HANDLE;
+  // A coopmat2 tile's (matmul_cm2_<type>): X the group's f16 copy at off_h_ (null: no cm2 tile).
+  VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
 };
@@ -75,6 +77,8 @@ struct MatmulGroup {
   std::string label() const;
   uint64_t bytes() const;
   VkDescriptorSet quant_set = VK_NULL_HANDLE;  // null: no step decodes with idot
+  // to_f16's, writing the input's f16 copy at off_h_ for the coopmat2 tiles (null: none here).
+  VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t q8_off = 0;  // ARENA floats: the q8_1 input its idot steps read (off_q8_ / off_q8b_)
   uint32_t k = 0, x_stride = 0;  // the input's values per token and row stride
 };
@@ -275,7 +279,10 @@ class VulkanSpan final : public LayerSpan {
   uint32_t off_x_ = 0, off_xn_ = 0, off_qkv_ = 0, off_att_ = 0, off_tmp_ = 0, off_gu_ = 0;
   uint32_t off_q8_ = 0;   // q8_1 activations (FISH_Q8_BYTES of the widest matmul input)
   uint32_t off_q8b_ = 0;  // wo's and down's q8_1 input (FISH_Q8_BYTES of max(q_dim, n_ff))
-  uint32_t off_ss_ = 0;   // residual_norm's block sums of squares: n_embd / 32 a token
+  // A matmul input's f16 copy for the coopmat2 tiles (chunk x max(n_embd, q_dim, n_ff) f16,
+  // rows K apart; 0 and unused where the device has no coopmat2 tile).
+  uint32_t off_h_ = 0;
+  uint32_t off_ss_ = 0;  // residual_norm's block sums of squares: n_embd / 32 a token
   // Block arrival counters (words, zeroed at creation): n_embd / 32 of matvec_idot_res_, then
   // n_ff / 32 of matvec_idot_swiglu_.
   uint32_t off_ctr_ = 0;
@@ -291,6 +298,7 @@ class VulkanSpan final : public LayerSpan {
   bool next_qkv_scaled_ = false;  // ... by residual_norm (q/k/v then run scaled)
   bool wo_q8_ = false;            // recording: attention wrote the wo input's q8_1 copy
   Pipeline quant_;                // quant_q8_1 (loaded when a step decodes with idot)
+  Pipeline half_;                 // to_f16 (loaded where the device has a coopmat2 tile)
   Commands cmds_;
   // Profiling: one timestamp after each step; step_of_[i] is the step that ended at query i+1.
   struct TimedStep {

@@ -84,11 +84,26 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   if (vec && group.quant_set && !quantized) quantize(group, n_tok);
   // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
   const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
+  auto tile = [&](const MatmulStep& st) {
+    return vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
+  };
+  // The group's input as f16 rows (K apart) for its coopmat2 steps, once.
+  if (group.half_set && std::any_of(group.steps.begin(), group.steps.end(), [&](const auto& st) {
+        const CoopmatTile* cm = tile(st);
+        return cm && cm->cm2;
+      })) {
+    const MatmulPush pc = half_push(group.k, n_tok, group.x_stride, group.k);
+    cmds_.bind(half_, group.half_set);
+    cmds_.push(half_, &pc, sizeof pc);
+    cmds_.dispatch(half_groups(group.k, n_tok), 1);
+    barrier();
+  }
   for (const MatmulStep& st : group.steps) {
-    const CoopmatTile* cm =
-        vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
-    const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, st.x_stride, st.y_stride, st.y_offset,
-                                     ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
+    const CoopmatTile* cm = tile(st);
+    const bool half = cm && cm->cm2;
+    const MatmulGrid g =
+        matmul_grid(*st.w, *st.part, n_tok, half ? group.k : st.x_stride, st.y_stride, st.y_offset,
+                    ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
     // residual_norm's input (its q8_1 copy written, scalable checked): matvec_idot_scaled_.
     assert(!scaled || quantized);
     if (vec && scaled) {
@@ -104,7 +119,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
                         : wide ? st.wide
                         : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                                : st.tiled;
-    cmds_.bind(p, vec ? st.vec_set : st.set);
+    cmds_.bind(p, vec ? st.vec_set : half ? st.half_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
   }
