@@ -12,7 +12,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-PHASE=run PEERS="vulkan cuda" WAIT_S=30 CALL_S=${DEPTH_S:-150} \
+PHASE=run PEERS="vulkan cuda" WAIT_S=${PEER_WAIT_S:-30} CALL_S=${DEPTH_S:-150} \
   EXPERIMENT=experiments/peer_gpu_depth.json bash scripts/device/peer_gpu.sh 2>&1 | tail -n 25
 PHASE=run PEERS="vulkan cuda" WAIT_S=30 CALL_S=${PEER_S:-140} bash scripts/device/peer_gpu.sh 2>&1 |
   tail -n 30
