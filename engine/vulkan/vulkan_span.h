@@ -50,8 +50,12 @@ uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, ui
 // n_head query heads on n_kv KV heads attending len_max keys), >= 1; 1: no merge. Forced N >= 1
 // (FISH_VK_ATTN_SPLIT; 0: 1); auto: ceil(len_max / FISH_SPAN_STREAM_SPLIT_KEYS), or more, up to
 // the splits that give n_kv x splits = FISH_SPAN_ATTN_TARGET_WG workgroups, as long as a split
-// keeps FISH_SPAN_STREAM_MIN_KEYS keys (8B heads: 2 / 8 / 32 / 32 splits at 128 / 512 / 2048 /
-// 8192 keys); both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch's share parts_cap / n_head.
+// keeps max(FISH_SPAN_STREAM_MIN_KEYS, sqrt(8 len_max)) keys (8B heads: 2 / 8 / 16 / 32 splits
+// at 128 / 512 / 2048 / 8192 keys); both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch's
+// share parts_cap / n_head. Measured on an H100 (results/runs/h100-splits-4c61d4e, 8B decode
+// tok/s, 4 repetitions, same call): after 2048 positions 16 splits 269.0 [268.2, 269.2], 8 265.4,
+// 32 (the earlier rule's) 259.2; after 8192 32 splits 240.3, 16 236.7, 8 211.6; after 512 the 8
+// splits 284.4 against 280.5 with 4 (the 1B 844.9 against 855.3).
 uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t n_kv, uint32_t len_max,
                                  uint32_t parts_cap);
 // Whether span_attention_stream takes heads of head_dim with `group` query heads a KV head on a

@@ -823,7 +823,8 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
 }
 
 // attention_stream_splits: at least one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, more towards
-// FISH_SPAN_ATTN_TARGET_WG workgroups while a split keeps FISH_SPAN_STREAM_MIN_KEYS keys, a forced
+// FISH_SPAN_ATTN_TARGET_WG workgroups while a split keeps max(FISH_SPAN_STREAM_MIN_KEYS,
+// sqrt(8 keys)) keys, a forced
 // count as given (0: one), all capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch;
 // attention_stream_fits: head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, group x
 // head_dim / 64 up to FISH_SPAN_STREAM_ROWS, subgroups of multiples of 8 lanes dividing the
@@ -839,11 +840,11 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 65, cap), 2u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 128, cap), 2u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 512, cap), 8u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 2048, cap), 32u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 2048, cap), 16u);  // 128 keys a split
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 8192, cap), 32u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 9000, cap), 36u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 2048, cap), 32u);  // grid: 256 wanted
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 4096, cap), 64u);
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 2048, cap), 16u);  // grid: 256 wanted
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 4096, cap), 23u);  // 182 keys a split
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 64, 4096, cap), 16u);  // 256 / 64 x 4096 / 256
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, cap), 64u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, 32 * 10), 10u);
