@@ -34,7 +34,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
-layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 3) const uint BK = 64;  // kCoopmat2K
 layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of interior tiles
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };

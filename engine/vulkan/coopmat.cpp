@@ -167,12 +167,13 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
                                         uint32_t max_threads, uint32_t subgroup) {
   std::vector<CoopmatTile> out;
   if (subgroup == 0) return out;
-  // KU 4: four 32-value K steps per unrolled iteration (128 values; a K-quant super-block is 8).
+  // KU 4: four kCoopmat2K-value K steps per unrolled iteration (256 values: a K-quant
+  // super-block).
   auto add = [&](char name, uint32_t bm, uint32_t bn, uint32_t wg) {
     if (std::max(bm, bn) > max_dim || wg > max_threads || wg % subgroup != 0) return;
     const bool fits = std::any_of(shapes.begin(), shapes.end(), [&](const Coopmat2Shape& s) {
       return s.invocations == wg && s.m_gran && s.n_gran && s.k_gran && bm % s.m_gran == 0 &&
-             bn % s.n_gran == 0 && kCoopmatK % s.k_gran == 0;
+             bn % s.n_gran == 0 && kCoopmat2K % s.k_gran == 0;
     });
     if (!fits) return;
     CoopmatTile t;

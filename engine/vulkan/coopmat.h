@@ -161,8 +161,13 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDime
 
 namespace fish::vk {
 
-inline constexpr uint32_t kCoopmatMinTok = 16;      // fewer tokens: the f32 tiled kernel
-inline constexpr uint32_t kCoopmatK = 32;           // K step of every tile (one 32-value block)
+inline constexpr uint32_t kCoopmatMinTok = 16;  // fewer tokens: the f32 tiled kernel
+inline constexpr uint32_t kCoopmatK = 32;       // K step of every KHR tile (one 32-value block)
+// K step of the coopmat2 tiles: 64 values, as the peer engine's workgroup-scope tiles on NVIDIA
+// (half the driver's staging rounds a FLOP of BK 32, whose tiles ran at 37-61 TFLOP/s where the
+// KHR tile k ran 95-128: results/runs/h100-splits-4c61d4e). KU 4 steps an unrolled iteration
+// (256 values: one K-quant super-block).
+inline constexpr uint32_t kCoopmat2K = 64;
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 inline constexpr uint32_t kNamedMinTok =
     64;  // the rule's 128 x 128 named tiles (e, k): n_tok >= this
@@ -202,7 +207,7 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id
   // order.
   std::vector<uint32_t> constants() const {
-    if (cm2) return {wg, bm, bn, kCoopmatK, ku};
+    if (cm2) return {wg, bm, bn, kCoopmat2K, ku};
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
     c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
     c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF

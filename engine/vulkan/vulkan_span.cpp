@@ -264,23 +264,22 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   out->k = uint32_t(expect_in);
   out->x_stride = x_stride;
   out->q8_off = q8;
-  if (mk == MatvecKernel::idot && !out->quant_set) {
-    if (!quant_.pipe) {
-      FISH_ASSIGN_OR_RETURN(quant_, ctx_.pipeline("quant_q8_1"));
+  // The group's input copies, written once before its steps: q8_1 for the idot decode kernels,
+  // f16 rows for the coopmat2 tiles. A typeless module reads the input (X) and writes `to` (Y).
+  auto input_copy = [&](Pipeline& p, const char* module, uint32_t to) -> Result<VkDescriptorSet> {
+    if (!p.pipe) {
+      FISH_ASSIGN_OR_RETURN(p, ctx_.pipeline(module));
     }
-    const BufferRange rq[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
-                               {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
-                               {arena_.buf, uint64_t(q8) * 4, VK_WHOLE_SIZE}};
-    FISH_ASSIGN_OR_RETURN(out->quant_set, pool_.allocate(quant_, rq));
+    const BufferRange r[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
+                              {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
+                              {arena_.buf, uint64_t(to) * 4, VK_WHOLE_SIZE}};
+    return pool_.allocate(p, r);
+  };
+  if (mk == MatvecKernel::idot && !out->quant_set) {
+    FISH_ASSIGN_OR_RETURN(out->quant_set, input_copy(quant_, "quant_q8_1", q8));
   }
   if (ctx_.features().coopmat2 && !out->half_set) {
-    if (!half_.pipe) {
-      FISH_ASSIGN_OR_RETURN(half_, ctx_.pipeline("to_f16"));
-    }
-    const BufferRange rh[3] = {{arena_.buf, 0, VK_WHOLE_SIZE},  // W: not read
-                               {arena_.buf, uint64_t(x_region) * 4, VK_WHOLE_SIZE},
-                               {arena_.buf, uint64_t(off_h_) * 4, VK_WHOLE_SIZE}};
-    FISH_ASSIGN_OR_RETURN(out->half_set, pool_.allocate(half_, rh));
+    FISH_ASSIGN_OR_RETURN(out->half_set, input_copy(half_, "to_f16", off_h_));
   }
   return Status::success();
 }

@@ -288,7 +288,7 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     EXPECT_EQ(x.subgroups(), want[i].wg / 32) << x.label();
     EXPECT_EQ(x.shared_bytes(), 0u) << x.label();  // the driver's staging
     // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU.
-    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 32, 4}))
+    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4}))
         << x.label();
   }
   EXPECT_EQ(t[1].name, 'N');  // FISH_VK_COOPMAT_TILE=nm parses to 'N'
