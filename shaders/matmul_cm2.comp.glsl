@@ -11,7 +11,8 @@
 // a tensor layout whose block is the type's (1 x QK values, BLOCK_BYTES bytes) and a decode
 // function per type that turns (block, coordinate in block) into one f16 value (f16 rows load
 // directly); B (BK x BN f16) straight from the f16 activation rows through the transposed view
-// (no decode: a callback per f32 element ran the f16 weights at 8.6 TFLOP/s on an H100). The driver stages both through shared memory (no shared arrays here).
+// (no decode: a callback per f32 element ran the f16 weights at 8.6 TFLOP/s on an H100). The
+// driver stages both through shared memory (no shared arrays here).
 // Tiles wholly inside n_out x n_tok use unclamped layouts, KU steps per loop iteration; edge tiles
 // clamped ones (rows / tokens past the end read 0). The result is stored through a clamped
 // layout (elements past n_out / n_tok dropped) at y_offset rounded down to 16 bytes (the

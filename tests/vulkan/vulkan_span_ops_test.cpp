@@ -843,8 +843,8 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 2048, cap), 16u);  // 128 keys a split
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 8192, cap), 32u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 9000, cap), 36u);
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 2048, cap), 16u);  // grid: 256 wanted
-  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 4096, cap), 23u);  // 182 keys a split
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 2048, cap), 16u);   // grid: 256 wanted
+  EXPECT_EQ(vk::attention_stream_splits(-1, 32, 1, 4096, cap), 23u);   // 182 keys a split
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 64, 4096, cap), 16u);  // 256 / 64 x 4096 / 256
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, cap), 64u);
   EXPECT_EQ(vk::attention_stream_splits(-1, 32, 8, 100000, 32 * 10), 10u);
