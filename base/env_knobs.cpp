@@ -257,6 +257,10 @@ std::span<const EnvKnob> env_knobs() {
        "decode "
        "token with the splits merged by their last workgroup (no combine dispatch; slower on the "
        "H100), 0 never"},
+      {"FISH_VK_ATTN_STREAM_PIPE", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1: span_attention_stream issues the next pass's K and V loads before this pass's math "
+       "(registers for two passes; A/B, not yet measured on a GPU); 0 (default): load, then use, "
+       "pass by pass"},
       {"FISH_VK_COOPMAT",
        S::gpu,
        E::results,

@@ -28,8 +28,8 @@
 // at ARENA word w_off1 + g, zero before the dispatch and reset by that workgroup) merges the
 // splits' partials into the normalised rows (and their q8_1 copy) itself, as span_attention_combine
 // would in a second dispatch; partials are written and read through a coherent view.
-// Specialised by HD (head_dim = pc.n: 64, 128, 192 or 256) and ROWS (the group) with ROWS HD / 64
-// <= FISH_SPAN_STREAM_ROWS (a lane's queries and sums in registers: 16 floats each a row and
+// Specialised by HD (head_dim = pc.n: 64, 128, 192 or 256), ROWS (the group) and PIPE (the key
+// loop's loads one pass ahead, FISH_VK_ATTN_STREAM_PIPE) with ROWS HD / 64 <= FISH_SPAN_STREAM_ROWS (a lane's queries and sums in registers: 16 floats each a row and
 // chunk); needs subgroups of a multiple of 8 lanes and the KV's words 16-byte aligned (kv_k, kv_v,
 // kv_stride multiples of 4): attention_stream_fits (vulkan_span.h), run_span_ops. CPU reference:
 // rope_ref, then attention_one_query_ref (kernels/ops.h), the KV's f16 rounding.
@@ -50,6 +50,10 @@
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint HD = 128;  // head_dim, a multiple of 64
 layout(constant_id = 1) const uint ROWS = 4;  // query heads a KV head
+// PIPE 1 (FISH_VK_ATTN_STREAM_PIPE): a team issues the next pass's K and V loads before this
+// pass's math (registers for two passes), so the key loop keeps loads in flight throughout
+// instead of waiting a memory round trip each pass; 0: load, then use, pass by pass.
+layout(constant_id = 2) const uint PIPE = 0;
 const uint CH = HD / 64u;                     // 64-dim chunks a key
 const uint U = 4u / CH;                       // keys a team loads before their math (U CH = 4)
 layout(std430, binding = FISH_SPAN_KV) readonly buffer KvBuf4 { uvec4 kv4[]; };
@@ -121,14 +125,25 @@ void main() {
   const uint kend = min(end, pc.pos0);  // keys [first, kend) come from the KV
   const uint head4 = (g * rw) / 4u + lane, stride4 = pc.kv_stride / 4u;
   const uint kb4 = pc.kv_k / 4u + head4, vb4 = pc.kv_v / 4u + head4;
+  // Pass `base`'s K and V words of this lane (keys past kend read as 0, masked below).
+#define LOAD_PASS(kd, vd, b0)                                                                    \
+  [[unroll]] for (uint u = 0u; u < U; ++u) {                                                     \
+    const uint p = (b0) + u * NT + team, at = p * stride4;                                       \
+    [[unroll]] for (uint c = 0u; c < CH; ++c) {                                                  \
+      kd[u * CH + c] = p < kend ? kv4[kb4 + at + c * 8u] : uvec4(0u);                            \
+      vd[u * CH + c] = p < kend ? kv4[vb4 + at + c * 8u] : uvec4(0u);                            \
+    }                                                                                            \
+  }
+  uvec4 kn[4], vn[4];  // PIPE: the next pass's words, loaded while this pass's are used
+  if (PIPE != 0u && first < kend) LOAD_PASS(kn, vn, first)
   for (uint base = first; base < kend; base += NT * U) {  // uniform: every team, every pass
     uvec4 kr[4], vr[4];
-    [[unroll]] for (uint u = 0u; u < U; ++u) {
-      const uint p = base + u * NT + team, at = p * stride4;
-      [[unroll]] for (uint c = 0u; c < CH; ++c) {
-        kr[u * CH + c] = p < kend ? kv4[kb4 + at + c * 8u] : uvec4(0u);
-        vr[u * CH + c] = p < kend ? kv4[vb4 + at + c * 8u] : uvec4(0u);
-      }
+    if (PIPE != 0u) {
+      kr = kn;
+      vr = vn;
+      if (base + NT * U < kend) LOAD_PASS(kn, vn, base + NT * U)
+    } else {
+      LOAD_PASS(kr, vr, base)
     }
     float s[4 * MAX_ROWS];  // key u, row r at u MAX_ROWS + r
     [[unroll]] for (uint u = 0u; u < U; ++u) {

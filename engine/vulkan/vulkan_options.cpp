@@ -77,6 +77,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> stream, env_word("FISH_VK_ATTN_STREAM"));
   if (stream && *stream != "auto")
     o.attn_stream = *stream == "2" ? 2 : is_off_word(*stream) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(o.stream_pipe, env_switch("FISH_VK_ATTN_STREAM_PIPE", false));
   FISH_ASSIGN_OR_RETURN(o.norm_fuse, env_auto_switch("FISH_VK_NORM_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.act_fuse, env_auto_switch("FISH_VK_ACT_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));

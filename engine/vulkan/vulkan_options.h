@@ -133,6 +133,7 @@ struct VulkanOptions {
   int attn_short = -1;         // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
   int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
                                // on, 2 on with the splits merged by their last workgroup
+  bool stream_pipe = false;    // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
   int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off: measured slower), 0 off, 1 on
   int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile

@@ -384,7 +384,8 @@ Status VulkanSpan::load_ops() {
 PipelineSpec VulkanSpan::stream_spec(const char* module) const {
   PipelineSpec spec;
   spec.module = module;
-  spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv)};  // HD, ROWS
+  spec.constants = {uint32_t(p_.head_dim), uint32_t(p_.n_head / p_.n_head_kv),  // HD, ROWS,
+                    ctx_.options().stream_pipe ? 1u : 0u};                      // PIPE
   return spec;
 }
 

@@ -58,7 +58,7 @@ Result<double> run_span_ops(VkContext& ctx, std::span<const SpanDispatch> dispat
         return make_error(
             "span: {} needs 16-byte aligned KV words (kv_k {}, kv_v {}, kv_stride {})", d.name,
             d.pc.kv_k, d.pc.kv_v, d.pc.kv_stride);
-      spec.constants = {d.pc.n, d.pc.group};
+      spec.constants = {d.pc.n, d.pc.group, ctx.options().stream_pipe ? 1u : 0u};
     }
     FISH_ASSIGN_OR_RETURN(pipes.emplace_back(), ctx.pipeline(spec));
   }

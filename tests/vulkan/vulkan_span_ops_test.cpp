@@ -42,6 +42,19 @@ vk::VulkanBackend& backend() {
   return *b;
 }
 
+// The same device with FISH_VK_ATTN_STREAM_PIPE=1: span_attention_stream loads a pass ahead.
+vk::VulkanBackend& pipe_backend() {
+  static vk::VulkanBackend* b = [] {
+    auto o = vk::VulkanOptions::from_env();
+    if (o.ok()) o->stream_pipe = true;
+    auto* nb = new vk::VulkanBackend(std::move(o));
+    const Status s = nb->open();
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return nb;
+  }();
+  return *b;
+}
+
 void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, double tol,
                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
@@ -792,6 +805,16 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
                                    arena.begin() + p.out_off + p.out_floats);
       expect_near_all(out, p.want, 1e-4, what);
       expect_kv_rows(kv, p.pc.kv_v, p.kv_dim, p.cap, c.pos0, 1, p.k_new, p.v_new, p.kv0, what);
+      {  // the key loop with its loads a pass ahead: the same rows and KV
+        std::vector<float> pa = p.arena;
+        std::vector<uint32_t> pkv = p.kv;
+        auto rp = pipe_backend().run_span_ops(ds, 1, pa, p.table, pkv);
+        ASSERT_TRUE(rp.ok()) << what << " (pipe): " << rp.error().message;
+        expect_near_all(
+            std::vector<float>(pa.begin() + p.out_off, pa.begin() + p.out_off + p.out_floats),
+            p.want, 1e-4, what + " (pipe)");
+        EXPECT_EQ(pkv, kv) << what << " (pipe)";
+      }
       vk::SpanPush pc = p.pc;
       pc.q8_off = parts_at + 2 * part_floats;
       if (splits > 1) {

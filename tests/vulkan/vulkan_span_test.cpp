@@ -257,13 +257,15 @@ TEST(VulkanSpan, ChunkedPrefillMatchesPerMatmul) {
 }
 
 std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_decode = 1,
-                                                      int attn_short = -1, int attn_stream = 0) {
+                                                      int attn_short = -1, int attn_stream = 0,
+                                                      bool stream_pipe = false) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (opt.ok()) opt->attn_split = attn_split;        // as FISH_VK_ATTN_SPLIT
   if (opt.ok()) opt->attn_decode = attn_decode;      // as FISH_VK_ATTN_DECODE
   if (opt.ok()) opt->attn_short = attn_short;        // as FISH_VK_ATTN_SHORT
   if (opt.ok()) opt->attn_stream = attn_stream;      // as FISH_VK_ATTN_STREAM
+  if (opt.ok()) opt->stream_pipe = stream_pipe;      // as FISH_VK_ATTN_STREAM_PIPE
   if (opt.ok()) opt->matvec = vk::MatvecMode::fast;  // as open_backend
   auto b = std::make_unique<vk::VulkanBackend>(opt);
   const Status s = b->open();
@@ -277,8 +279,9 @@ std::unique_ptr<vk::VulkanBackend> open_backend_split(int attn_split, int attn_d
 // fused decode kernel (FISH_VK_ATTN_DECODE=0: span_attention_short up to 256 keys, else
 // span_rope_kv then split-K past 64 keys), and span_attention_short forced (FISH_VK_ATTN_SHORT=1:
 // its wide variant past 256 keys), and span_attention_stream (FISH_VK_ATTN_STREAM=1, auto and 5
-// splits; =2, 5 splits merged by the last workgroup; auto, as the defaults run it: past the short
-// kernel's 256 keys; where the heads fit it: head_dim 64, not 72)
+// splits, and 5 with its loads a pass ahead (FISH_VK_ATTN_STREAM_PIPE=1); =2, 5 splits merged by
+// the last workgroup; auto, as the defaults run it: past the short kernel's 256 keys; where the
+// heads fit it: head_dim 64, not 72)
 // against the span with splitting and the fused kernels off (the one-pass kernel; tight) and the
 // CPU engine.
 void check_split_span(std::shared_ptr<const Model> model, const std::string& what,
@@ -291,8 +294,8 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
       vk::attention_stream_fits(uint32_t(model->params().head_dim),
                                 uint32_t(model->params().n_head / model->params().n_head_kv), 8, 8);
   auto span_logits = [&](int attn_split, int attn_decode = 1, int attn_short = -1,
-                         int attn_stream = 0) {
-    auto b = open_backend_split(attn_split, attn_decode, attn_short, attn_stream);
+                         int attn_stream = 0, bool pipe = false) {
+    auto b = open_backend_split(attn_split, attn_decode, attn_short, attn_stream, pipe);
     std::shared_ptr<const GpuPlacement> pl =
         GpuPlacement::place_layers(*model, *b, test::placement_request(-1, small_span(96, n_ctx)));
     EXPECT_TRUE(pl->span()) << pl->summary();
@@ -309,6 +312,7 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
                            automatic = span_logits(-1), unfused = span_logits(-1, 0),
                            shortk = span_logits(-1, 0, 1), stream = span_logits(-1, -1, -1, 1),
                            stream5 = span_logits(5, -1, -1, 1), last5 = span_logits(5, -1, -1, 2),
+                           pipe5 = span_logits(5, -1, -1, 1, true),
                            defaults = span_logits(-1, -1, -1, -1);
   auto cpu = session(model, nullptr, 96, ActMode::f32, n_ctx);
   const std::vector<float> cpu_lg = run(*cpu, tokens, prefill);
@@ -320,6 +324,8 @@ void check_split_span(std::shared_ptr<const Model> model, const std::string& wha
   expect_same(shortk, cpu_lg, n_vocab, 3e-3, what + ": short kernel forced vs CPU");
   expect_same(stream, off, n_vocab, 1e-3, what + ": stream kernel vs one-pass");
   expect_same(stream5, off, n_vocab, 1e-3, what + ": stream kernel, 5 splits vs one-pass");
+  expect_same(pipe5, off, n_vocab, 1e-3,
+              what + ": stream kernel, 5 splits, loads a pass ahead vs one-pass");
   expect_same(last5, off, n_vocab, 1e-3,
               what + ": stream kernel, 5 splits merged in it vs one-pass");
   expect_same(stream, cpu_lg, n_vocab, 3e-3, what + ": stream kernel vs CPU");
