@@ -212,6 +212,18 @@ vk::VulkanBackend* backend() {
   return b;
 }
 
+// The same device with FISH_VK_ATTN_STREAM_PIPE=1 (BM_VulkanDecodeAttention's variant 8).
+vk::VulkanBackend* stream_pipe_backend() {
+  static vk::VulkanBackend* b = [] {
+    auto o = vk::VulkanOptions::from_env();
+    if (o.ok()) o->stream_pipe = true;
+    auto* be = new vk::VulkanBackend(std::move(o));
+    (void)be->open();
+    return be;
+  }();
+  return b;
+}
+
 namespace {
 
 // Args: type id, n_out, n_in, n_tok.
@@ -451,8 +463,9 @@ BENCHMARK(BM_VulkanShaderCopy)
 // span_attention_stream, RoPE and the KV store fused, teams of 8 lanes a key
 // (attention_stream_splits' count, + the combine when > 1; skipped where attention_stream_fits
 // refuses), 7: the same with the splits merged by their last workgroup
-// (span_attention_stream_last, one dispatch). One iteration = 20 passes over every layer
-// (run_span_ops, device timestamps).
+// (span_attention_stream_last, one dispatch), 8: variant 6 with its loads a pass ahead
+// (FISH_VK_ATTN_STREAM_PIPE=1). One iteration = 20 passes over every layer (run_span_ops,
+// device timestamps).
 void BM_VulkanDecodeAttention(benchmark::State& state) {
   struct Heads {
     const char* name;
@@ -464,13 +477,13 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   const uint32_t ctx = uint32_t(state.range(1));
   const int variant = int(state.range(2));
   const bool decode = variant == 2, split = variant == 1 || variant == 3,
-             shortk = variant == 4 || variant == 5, stream = variant == 6 || variant == 7;
+             shortk = variant == 4 || variant == 5, stream = variant >= 6;
   if (shortk && ctx > FISH_SPAN_SHORT_KEYS) {
     state.SkipWithError("span_attention_short takes at most FISH_SPAN_SHORT_KEYS keys");
     return;
   }
   constexpr int kReps = 20;
-  vk::VulkanBackend* b = backend();
+  vk::VulkanBackend* b = variant == 8 ? stream_pipe_backend() : backend();
   const uint32_t kv_dim = sh.n_kv * sh.hd, kv_words = ctx * kv_dim / 2;  // K (or V) of a layer
   const uint64_t layer_bytes = uint64_t(kv_words) * 2 * 4;
   const uint32_t n_layer =
@@ -579,11 +592,12 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
                          "short (RoPE+KV fused, a workgroup a query head)",
                          "short wide (1024 threads a workgroup)",
                          "stream (RoPE+KV fused, 8 lanes a key)",
-                         "stream, splits merged in it"};
+                         "stream, splits merged in it",
+                         "stream, loads a pass ahead"};
   state.SetLabel(fmt::format("{} ctx {} {} {}", sh.name, ctx, names[variant], splits));
 }
 BENCHMARK(BM_VulkanDecodeAttention)
-    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5, 6, 7}})
+    ->ArgsProduct({{0, 1, 2}, {128, 512, 2048, 8192}, {0, 1, 2, 3, 4, 5, 6, 7, 8}})
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
