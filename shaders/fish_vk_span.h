@@ -55,7 +55,7 @@
 // teams of 8 lanes a key, one workgroup of FISH_SPAN_STREAM_WG invocations a KV head x KV split,
 // group x head_dim / 64 <= FISH_SPAN_STREAM_ROWS; auto splits (attention_stream_splits,
 // vulkan_span.h): at least one per FISH_SPAN_STREAM_SPLIT_KEYS keys, and towards
-// FISH_SPAN_ATTN_TARGET_WG workgroups as long as a split keeps max(FISH_SPAN_STREAM_MIN_KEYS,
+// FISH_SPAN_ATTN_TARGET_WG workgroups down to splits of about max(FISH_SPAN_STREAM_MIN_KEYS,
 // sqrt(8 keys)) keys.
 #define FISH_SPAN_STREAM_WG 128
 #define FISH_SPAN_STREAM_ROWS 8

@@ -743,9 +743,9 @@ uint32_t attention_stream_splits(int forced, uint32_t n_head, uint32_t n_kv, uin
   const uint64_t fit =
       std::min<uint64_t>(FISH_SPAN_ATTN_MAX_SPLIT, parts_cap / std::max<uint32_t>(1, n_head));
   auto ceil_div = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
-  // A split's keys for the grid-filling term: FISH_SPAN_STREAM_MIN_KEYS, growing as sqrt(8 len)
-  // past 512 keys (128 at 2048, 256 at 8192): each workgroup's fixed work (the queries' RoPE,
-  // the merge, its partials) wants more keys behind it as the range grows.
+  // The grid-filling term stops at splits of about min_keys keys: FISH_SPAN_STREAM_MIN_KEYS,
+  // growing as sqrt(8 len) past 512 keys (128 at 2048, 256 at 8192): each workgroup's fixed work
+  // (the queries' RoPE, the merge, its partials) wants more keys behind it as the range grows.
   const uint64_t min_keys = std::max<uint64_t>(
       FISH_SPAN_STREAM_MIN_KEYS, uint64_t(std::ceil(std::sqrt(8.0 * double(len_max)))));
   const uint64_t fill = std::min(ceil_div(FISH_SPAN_ATTN_TARGET_WG, std::max<uint32_t>(1, n_kv)),

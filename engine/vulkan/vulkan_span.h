@@ -49,8 +49,9 @@ uint32_t attention_decode_splits(int forced, uint32_t n_head, uint32_t n_tok, ui
 // KV splits of span_attention_stream (one workgroup per KV head x split; one decode token of
 // n_head query heads on n_kv KV heads attending len_max keys), >= 1; 1: no merge. Forced N >= 1
 // (FISH_VK_ATTN_SPLIT; 0: 1); auto: ceil(len_max / FISH_SPAN_STREAM_SPLIT_KEYS), or more, up to
-// the splits that give n_kv x splits = FISH_SPAN_ATTN_TARGET_WG workgroups, as long as a split
-// keeps max(FISH_SPAN_STREAM_MIN_KEYS, sqrt(8 len_max)) keys (8B heads: 2 / 8 / 16 / 32 splits
+// the splits that give n_kv x splits = FISH_SPAN_ATTN_TARGET_WG workgroups, but no more than
+// ceil(len_max / max(FISH_SPAN_STREAM_MIN_KEYS, sqrt(8 len_max))): splits of about that many keys
+// at least where the grid term decides (8B heads: 2 / 8 / 16 / 32 splits
 // at 128 / 512 / 2048 / 8192 keys); both capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch's
 // share parts_cap / n_head. Measured on an H100 (results/runs/h100-splits-4c61d4e, 8B decode
 // tok/s, 4 repetitions, same call): after 2048 positions 16 splits 269.0 [268.2, 269.2], 8 265.4,

@@ -766,6 +766,8 @@ TEST(VulkanSpanOps, DecodeAttentionEpilogueWritesTheWoInputsQ81Copy) {
 // give the CPU's rows in one dispatch, the q8_1 copy, and leave every arrival counter at 0: run
 // twice over the same counters, the second run's partials in a second region that starts as
 // 50.0, so a merge that fires before its splits are written, or reads the first run's, shows.
+// The plain kernel (+ combine) and the _last variants run again with their key loops' loads a
+// pass ahead (FISH_VK_ATTN_STREAM_PIPE=1): the same rows and KV.
 TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, pos0, window, n_rot;
@@ -821,24 +823,27 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
         pc.w_off1 = ctr;
         vk::SpanPush pc2 = pc;
         pc2.b_off = parts_at + part_floats;
-        for (const std::string module :
-             {"span_attention_stream_last", "span_attention_stream_last_q8"}) {
-          std::vector<float> last = p.arena;
-          std::vector<uint32_t> kv_last = p.kv;
-          const std::vector<vk::SpanDispatch> two = {{module, pc, c.n_kv, 1, splits},
-                                                     {module, pc2, c.n_kv, 1, splits}};
-          auto rl = backend().run_span_ops(two, 1, last, p.table, kv_last);
-          ASSERT_TRUE(rl.ok()) << what << " " << module << ": " << rl.error().message;
-          const std::vector<float> got(last.begin() + p.out_off,
-                                       last.begin() + p.out_off + p.out_floats);
-          expect_near_all(got, p.want, 1e-4, what + " " + module);
-          EXPECT_EQ(kv_last, kv) << what << " " << module;
-          EXPECT_EQ(std::vector<float>(last.begin() + ctr, last.end()),
-                    std::vector<float>(c.n_kv, 0.0f))
-              << what << " " << module << ": arrival counters not reset";
-          if (module.ends_with("_q8"))
-            EXPECT_EQ(test::q8_copy_errors(last, pc.q8_off, K, 0, got.data()), 0) << what;
-        }
+        for (const bool pipe : {false, true})  // and with the loads a pass ahead
+          for (const std::string name :
+               {"span_attention_stream_last", "span_attention_stream_last_q8"}) {
+            const std::string module = name + (pipe ? " (pipe)" : "");
+            std::vector<float> last = p.arena;
+            std::vector<uint32_t> kv_last = p.kv;
+            const std::vector<vk::SpanDispatch> two = {{name, pc, c.n_kv, 1, splits},
+                                                       {name, pc2, c.n_kv, 1, splits}};
+            auto rl =
+                (pipe ? pipe_backend() : backend()).run_span_ops(two, 1, last, p.table, kv_last);
+            ASSERT_TRUE(rl.ok()) << what << " " << module << ": " << rl.error().message;
+            const std::vector<float> got(last.begin() + p.out_off,
+                                         last.begin() + p.out_off + p.out_floats);
+            expect_near_all(got, p.want, 1e-4, what + " " + module);
+            EXPECT_EQ(kv_last, kv) << what << " " << module;
+            EXPECT_EQ(std::vector<float>(last.begin() + ctr, last.end()),
+                      std::vector<float>(c.n_kv, 0.0f))
+                << what << " " << module << ": arrival counters not reset";
+            if (name.ends_with("_q8"))
+              EXPECT_EQ(test::q8_copy_errors(last, pc.q8_off, K, 0, got.data()), 0) << what;
+          }
         continue;
       }
       expect_q8_variant("span_attention_stream_q8", pc, c.n_kv, p, out, kv, K, what);
@@ -846,14 +851,13 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
 }
 
 // attention_stream_splits: at least one split per FISH_SPAN_STREAM_SPLIT_KEYS keys, more towards
-// FISH_SPAN_ATTN_TARGET_WG workgroups while a split keeps max(FISH_SPAN_STREAM_MIN_KEYS,
-// sqrt(8 keys)) keys, a forced
-// count as given (0: one), all capped by FISH_SPAN_ATTN_MAX_SPLIT and the scratch;
-// attention_stream_fits: head dims that are multiples of 64 up to FISH_SPAN_MAX_HEAD, group x
-// head_dim / 64 up to FISH_SPAN_STREAM_ROWS, subgroups of multiples of 8 lanes dividing the
-// workgroup; attention_stream_applies: one decode token, under auto past the short kernel and not
-// against FISH_VK_ATTN_DECODE=1. The knob defaults to auto, takes the
-// switch words and 2 (the splits merged in the kernel), and refuses 3.
+// FISH_SPAN_ATTN_TARGET_WG workgroups down to splits of about max(FISH_SPAN_STREAM_MIN_KEYS,
+// sqrt(8 keys)) keys (ceil(keys / that) splits), a forced count as given (0: one), all capped by
+// FISH_SPAN_ATTN_MAX_SPLIT and the scratch; attention_stream_fits: head dims that are multiples of
+// 64 up to FISH_SPAN_MAX_HEAD, group x head_dim / 64 up to FISH_SPAN_STREAM_ROWS, subgroups of
+// multiples of 8 lanes dividing the workgroup; attention_stream_applies: one decode token, under
+// auto past the short kernel and not against FISH_VK_ATTN_DECODE=1. The knob defaults to auto,
+// takes the switch words and 2 (the splits merged in the kernel), and refuses 3.
 TEST(VulkanSpanOps, StreamAttentionRule) {
   static_assert(FISH_SPAN_STREAM_SPLIT_KEYS == 256 && FISH_SPAN_STREAM_MIN_KEYS == 64 &&
                 FISH_SPAN_ATTN_MAX_SPLIT == 64 && FISH_SPAN_ATTN_TARGET_WG == 256);
