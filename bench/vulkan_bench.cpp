@@ -203,12 +203,17 @@ const Resident* resident_or_skip(benchmark::State& state, vk::VulkanBackend* b, 
 
 }  // namespace
 
+namespace {
+// A backend opened once for the process (leaked on purpose, as the registered one).
+vk::VulkanBackend* open_backend(Result<vk::VulkanOptions> o) {
+  auto* be = new vk::VulkanBackend(std::move(o));
+  (void)be->open();
+  return be;
+}
+}  // namespace
+
 vk::VulkanBackend* backend() {
-  static vk::VulkanBackend* b = [] {
-    auto* be = new vk::VulkanBackend(vk::VulkanOptions::from_env());
-    (void)be->open();
-    return be;
-  }();
+  static vk::VulkanBackend* b = open_backend(vk::VulkanOptions::from_env());
   return b;
 }
 
@@ -217,9 +222,7 @@ vk::VulkanBackend* stream_pipe_backend() {
   static vk::VulkanBackend* b = [] {
     auto o = vk::VulkanOptions::from_env();
     if (o.ok()) o->stream_pipe = true;
-    auto* be = new vk::VulkanBackend(std::move(o));
-    (void)be->open();
-    return be;
+    return open_backend(std::move(o));
   }();
   return b;
 }

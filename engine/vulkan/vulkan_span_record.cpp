@@ -87,8 +87,9 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   auto tile = [&](const MatmulStep& st) {
     return vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
   };
-  // The group's input as f16 rows (K apart) for its coopmat2 steps, once.
-  if (group.half_set && std::any_of(group.steps.begin(), group.steps.end(), [&](const auto& st) {
+  // The group's input as f16 rows (K apart) for its coopmat2 steps, once (prefill chunks only).
+  if (!vec && !wide && group.half_set &&
+      std::any_of(group.steps.begin(), group.steps.end(), [&](const auto& st) {
         const CoopmatTile* cm = tile(st);
         return cm && cm->cm2;
       })) {

@@ -32,13 +32,16 @@ std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
   return v;
 }
 
+// A backend opened once for the test binary.
+vk::VulkanBackend* open_static(Result<vk::VulkanOptions> o) {
+  auto* nb = new vk::VulkanBackend(std::move(o));
+  const Status s = nb->open();
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return nb;
+}
+
 vk::VulkanBackend& backend() {
-  static vk::VulkanBackend* b = [] {
-    auto* nb = new vk::VulkanBackend(vk::VulkanOptions::from_env());
-    const Status s = nb->open();
-    EXPECT_TRUE(s.ok()) << s.error().message;
-    return nb;
-  }();
+  static vk::VulkanBackend* b = open_static(vk::VulkanOptions::from_env());
   return *b;
 }
 
@@ -47,10 +50,7 @@ vk::VulkanBackend& pipe_backend() {
   static vk::VulkanBackend* b = [] {
     auto o = vk::VulkanOptions::from_env();
     if (o.ok()) o->stream_pipe = true;
-    auto* nb = new vk::VulkanBackend(std::move(o));
-    const Status s = nb->open();
-    EXPECT_TRUE(s.ok()) << s.error().message;
-    return nb;
+    return open_static(std::move(o));
   }();
   return *b;
 }
@@ -841,8 +841,9 @@ TEST(VulkanSpanOps, StreamAttentionWithRopeAndKvStoreMatchesCpu) {
             EXPECT_EQ(std::vector<float>(last.begin() + ctr, last.end()),
                       std::vector<float>(c.n_kv, 0.0f))
                 << what << " " << module << ": arrival counters not reset";
-            if (name.ends_with("_q8"))
+            if (name.ends_with("_q8")) {
               EXPECT_EQ(test::q8_copy_errors(last, pc.q8_off, K, 0, got.data()), 0) << what;
+            }
           }
         continue;
       }
