@@ -78,11 +78,14 @@ export PATH=$PATH:/usr/local/cuda/bin
 export FISH_CACHE=$P/cache
 mkdir -p $P $FISH_CACHE
 
+# The builds run at nice 19: the tests, benchmarks and fish runs of the same call come first (at
+# the default priority the three builds starved the tests' pipeline compiles and CPU references,
+# and a 60 s test run ended before its second test).
 start_build() {  # start_build BACKEND JOBS [VAR=VALUE...]: setsid build_llama_cpp.sh in the background
   local b=$1 j=$2
   shift 2
   rm -f $P/build-$b.rc
-  setsid env "$@" FISH_JOBS=$j bash -c "'$root/scripts/peer/build_llama_cpp.sh' $b --src $D/peer/llama-src.tar.xz > $P/build-$b.log 2>&1; echo \$? > $P/build-$b.rc" \
+  setsid nice -n 19 env "$@" FISH_JOBS=$j bash -c "'$root/scripts/peer/build_llama_cpp.sh' $b --src $D/peer/llama-src.tar.xz > $P/build-$b.log 2>&1; echo \$? > $P/build-$b.rc" \
     < /dev/null > /dev/null 2>&1 &
   say "started the $b build ($j jobs): $P/build-$b.log"
 }
