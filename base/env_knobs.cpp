@@ -259,8 +259,8 @@ std::span<const EnvKnob> env_knobs() {
        "H100), 0 never"},
       {"FISH_VK_ATTN_STREAM_PIPE", S::gpu, E::results, switch_words(), 0, -1, vk_options,
        "1: span_attention_stream issues the next pass's K and V loads before this pass's math "
-       "(registers for two passes; A/B, not yet measured on a GPU); 0 (default): load, then use, "
-       "pass by pass"},
+       "(registers for two passes; A/B: no gain on an H100, the 1B 4% slower after 512 "
+       "positions); 0 (default): load, then use, pass by pass"},
       {"FISH_VK_COOPMAT",
        S::gpu,
        E::results,
@@ -280,6 +280,17 @@ std::span<const EnvKnob> env_knobs() {
        "VK_NV_cooperative_matrix2 for the workgroup-scope tiles n, nm, o: auto (enabled where the "
        "device has it; the tiles run when FISH_VK_COOPMAT_TILE forces one), 0 never enabled, 1 "
        "required"},
+      {"FISH_VK_COOPMAT2_ACC",
+       S::gpu,
+       E::results,
+       {"f32", "fold", "f16"},
+       0,
+       -1,
+       vk_options,
+       "the coopmat2 tiles' accumulation: f32 (default); fold: f16 sums of each 256-value K "
+       "iteration added into the f32 accumulator; f16: f16 throughout (llama.cpp's coopmat2 "
+       "default): the A/B of accumulator width, at f16's precision (~2^-11 a step, inf past "
+       "65504)"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,

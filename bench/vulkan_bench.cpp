@@ -217,6 +217,19 @@ vk::VulkanBackend* backend() {
   return b;
 }
 
+// The same device with FISH_VK_COOPMAT2_ACC=fold / f16 (BM_VulkanPrefillMatmul's variants 26-29).
+vk::VulkanBackend* cm2_acc_backend(uint32_t acc) {
+  static vk::VulkanBackend* fold = nullptr;
+  static vk::VulkanBackend* f16 = nullptr;
+  vk::VulkanBackend*& b = acc == vk::kCoopmat2AccFold ? fold : f16;
+  if (!b) {
+    auto o = vk::VulkanOptions::from_env();
+    if (o.ok()) o->coopmat2_acc = acc;
+    b = open_backend(std::move(o));
+  }
+  return b;
+}
+
 // The same device with FISH_VK_ATTN_STREAM_PIPE=1 (BM_VulkanDecodeAttention's variant 8).
 vk::VulkanBackend* stream_pipe_backend() {
   static vk::VulkanBackend* b = [] {
@@ -652,21 +665,27 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 
 // Args: type id, n_out, n_in, n_tok, kernel (0 tiled f32, 1 the rule, 2 l, 3 m, 4 s, 5 lp, 6 mp,
 // 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k,
-// 23 n, 24 nm, 25 o: coopmat.h's tiles forced).
+// 23 n, 24 nm, 25 o: coopmat.h's tiles forced; 26 n, 27 o with f16 sums folded into f32 every 256
+// values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
+// accumulator width).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g',
-                               'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n', 'N', 'o'};
-  constexpr const char* kNames[] = {"tiled", "",  "l",  "m", "s", "lp", "mp", "b", "h",
-                                    "w",     "c", "bn", "g", "r", "u",  "v",  "x", "y",
-                                    "z",     "d", "e",  "f", "k", "n",  "nm", "o"};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
+                               'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd',
+                               'e', 'f', 'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o'};
+  constexpr const char* kNames[] = {"tiled", "",  "l",      "m",      "s",     "lp",   "mp", "b",
+                                    "h",     "w", "c",      "bn",     "g",     "r",    "u",  "v",
+                                    "x",     "y", "z",      "d",      "e",     "f",    "k",  "n",
+                                    "nm",    "o", "n fold", "o fold", "n f16", "o f16"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = backend();
+  vk::VulkanBackend* b = variant >= 28   ? cm2_acc_backend(vk::kCoopmat2AccF16)
+                         : variant >= 26 ? cm2_acc_backend(vk::kCoopmat2AccFold)
+                                         : backend();
   if (!b->supports(t)) {
     state.SkipWithError(("no Vulkan backend or type: " + b->status()).c_str());
     return;
@@ -747,9 +766,10 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
       for (int64_t variant = 0; variant < kFirstCoopmat2Variant; ++variant)
         if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
-      // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16.
+      // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16,
+      // then n and o with f16 sums (folded, throughout).
       if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16)
-        for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 3;
+        for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 7;
              ++variant)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }

@@ -37,6 +37,11 @@ layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 64;  // kCoopmat2K
 layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of interior tiles
+// ACC (FISH_VK_COOPMAT2_ACC): 0 f32 accumulator; 1 f16 partial sums of each unrolled iteration
+// (KU BK values: 256) added into the f32 one; 2 f16 throughout, converted to f32 for the store
+// (llama.cpp's default f16acc pipelines). f16 sums carry about 2^-11 relative rounding a step
+// and overflow past 65504 to inf.
+layout(constant_id = 5) const uint ACC = 0;
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { float16_t xh[]; };
@@ -219,14 +224,16 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 #define LOAD_A(mat, la, k0) \
   coopMatLoadTensorNV(mat, w, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK), DECODE_W)
 #endif
-#define K_STEP(la, lb, k0)                                                                       \
+#define K_STEP_INTO(sum, la, lb, k0)                                                             \
   {                                                                                              \
     coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                              \
     coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bm;                             \
     LOAD_A(a, la, k0);                                                                           \
     coopMatLoadTensorNV(bm, xh, 0, sliceTensorLayoutNV(lb, tok0, BN, k0, BK), transposed);      \
-    acc = coopMatMulAdd(a, bm, acc);                                                             \
+    sum = coopMatMulAdd(a, bm, sum);                                                             \
   }
+#define K_STEP(la, lb, k0) K_STEP_INTO(acc, la, lb, k0)
+#define K_STEP16(la, lb, k0) K_STEP_INTO(acc16, la, lb, k0)
 
 uint g_row0, g_tok0;  // this workgroup's tile, for store_element
 
@@ -265,13 +272,39 @@ void main() {
 
   coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
       coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-  if (row0 + BM <= pc.n_out && tok0 + BN <= pc.n_tok && pc.n_in % BK == 0u) {
+  const bool interior = row0 + BM <= pc.n_out && tok0 + BN <= pc.n_tok && pc.n_in % BK == 0u;
+  if (ACC == 0u) {
+    if (interior) {
+      uint k0 = 0u;
+      for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK)
+        [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP(la, lb, k0 + u * BK)
+      for (; k0 < pc.n_in; k0 += BK) K_STEP(la, lb, k0)
+    } else {
+      for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) K_STEP(la_edge, lb_edge, k0)
+    }
+  } else {  // f16 sums: folded into acc every KU steps (ACC 1) or once at the end (ACC 2)
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc16 =
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
     uint k0 = 0u;
-    for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK)
-      [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP(la, lb, k0 + u * BK)
-    for (; k0 < pc.n_in; k0 += BK) K_STEP(la, lb, k0)
-  } else {
-    for (uint k0 = 0u; k0 < pc.n_in; k0 += BK) K_STEP(la_edge, lb_edge, k0)
+    if (interior) {
+      for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
+        [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16(la, lb, k0 + u * BK)
+        if (ACC == 1u) {
+          acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
+          acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+        }
+      }
+      for (; k0 < pc.n_in; k0 += BK) K_STEP16(la, lb, k0)
+    } else {
+      for (uint u = 1u; k0 < pc.n_in; k0 += BK, ++u) {
+        K_STEP16(la_edge, lb_edge, k0)
+        if (ACC == 1u && u % KU == 0u) {
+          acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
+          acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+        }
+      }
+    }
+    acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
   }
 
   // y[y_offset + t y_stride + r]: base y_offset & ~3 (16-byte aligned), the rest a row offset.

@@ -163,8 +163,12 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
   return pick;
 }
 
+const char* coopmat2_acc_name(uint32_t acc) {
+  return acc == kCoopmat2AccFold ? "fold" : acc == kCoopmat2AccF16 ? "f16" : "f32";
+}
+
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
-                                        uint32_t max_threads, uint32_t subgroup) {
+                                        uint32_t max_threads, uint32_t subgroup, uint32_t acc) {
   std::vector<CoopmatTile> out;
   if (subgroup == 0) return out;
   // KU 4: four kCoopmat2K-value K steps per unrolled iteration (256 values: a K-quant
@@ -183,6 +187,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
     t.bn = bn;
     t.wg = wg;
     t.ku = 4;
+    t.acc = acc;
     t.subgroup = subgroup;
     out.push_back(t);
   };

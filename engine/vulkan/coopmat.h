@@ -168,6 +168,14 @@ inline constexpr uint32_t kCoopmatK = 32;       // K step of every KHR tile (one
 // KHR tile k ran 95-128: results/runs/h100-splits-4c61d4e). KU 4 steps an unrolled iteration
 // (256 values: one K-quant super-block).
 inline constexpr uint32_t kCoopmat2K = 64;
+// The coopmat2 tiles' accumulation (matmul_cm2.comp.glsl's ACC, FISH_VK_COOPMAT2_ACC): an f32
+// accumulator (the default, the tests' f32 bound); f16 partial sums of each unrolled iteration
+// (KU steps: 256 values) added into it; f16 throughout, as llama.cpp's default f16acc pipelines
+// on NVIDIA (which its coopmat2 prefill uses at GGML_PREC_DEFAULT).
+inline constexpr uint32_t kCoopmat2AccF32 = 0;
+inline constexpr uint32_t kCoopmat2AccFold = 1;
+inline constexpr uint32_t kCoopmat2AccF16 = 2;
+const char* coopmat2_acc_name(uint32_t acc);        // "f32", "fold", "f16"
 inline constexpr uint32_t kPrefetchMaxRows = 8192;  // the rule's prefetch variants: n_out <= this
 inline constexpr uint32_t kNamedMinTok =
     64;  // the rule's 128 x 128 named tiles (e, k): n_tok >= this
@@ -180,6 +188,7 @@ struct CoopmatTile {
   bool unavailable = false;  // cm2: the driver rejected its pipeline; never picked
   uint32_t wg = 0;           // cm2: threads of the workgroup
   uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
+  uint32_t acc = 0;          // cm2: kCoopmat2Acc* (FISH_VK_COOPMAT2_ACC)
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
@@ -207,7 +216,7 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id
   // order.
   std::vector<uint32_t> constants() const {
-    if (cm2) return {wg, bm, bn, kCoopmat2K, ku};
+    if (cm2) return {wg, bm, bn, kCoopmat2K, ku, acc};
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
     c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
     c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
@@ -246,9 +255,11 @@ struct Coopmat2Shape {
 };
 
 // The workgroup-scope tiles n, nm, o (above) that one of `shapes` admits, with no dimension past
-// max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()).
+// max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
+// their accumulation (kCoopmat2Acc*).
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
-                                        uint32_t max_threads, uint32_t subgroup);
+                                        uint32_t max_threads, uint32_t subgroup,
+                                        uint32_t acc = kCoopmat2AccF32);
 
 // Whether pick_coopmat_tile(tiles, ..., forced, type) can return t for some shape: the forced
 // tile where it exists (and is not unavailable), else the rule's candidates for that type. Spans

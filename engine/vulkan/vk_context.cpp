@@ -92,7 +92,7 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
     for (const CoopmatTile& t : vk::coopmat2_tiles(
              f.coopmat2_shapes, f.coopmat2_max_dim,
              std::min(f.coopmat2_max_threads, c->limits().maxComputeWorkGroupInvocations),
-             f.subgroup_size))
+             f.subgroup_size, opt.coopmat2_acc))
       c->cm_tiles_.push_back(t);
   if (opt.coopmat == 1 && c->cm_tiles_.empty())
     return make_error("vulkan: FISH_VK_COOPMAT=1 but no cooperative-matrix tile fits {} ({})",

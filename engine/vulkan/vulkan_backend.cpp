@@ -215,7 +215,10 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
   const CoopmatTile* t = impl_->ctx->coopmat_tile(type, uint32_t(n_out), uint32_t(n_tok));
   if (!t) return "tiled f32";
-  if (t->cm2) return fmt::format("coopmat2 workgroup tile {} {}x{}", t->label(), t->bm, t->bn);
+  if (t->cm2)
+    return fmt::format(
+        "coopmat2 workgroup tile {} {}x{}{}", t->label(), t->bm, t->bn,
+        t->acc == kCoopmat2AccF32 ? "" : fmt::format(", {} sums", coopmat2_acc_name(t->acc)));
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
                      t->bn);
 }

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "base/env_knobs.h"
+#include "engine/vulkan/coopmat.h"
 #include "fish_vk_layout.h"
 #include "fish_vk_span.h"
 #include "kernels/requant.h"
@@ -85,6 +86,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (spin) o.fence_spin_us = uint32_t(*spin);  // the row's range: 0..10000
   FISH_ASSIGN_OR_RETURN(o.coopmat, env_auto_switch("FISH_VK_COOPMAT"));
   FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> acc, env_word("FISH_VK_COOPMAT2_ACC"));
+  if (acc) o.coopmat2_acc = *acc == "fold" ? kCoopmat2AccFold : *acc == "f16" ? kCoopmat2AccF16 : 0;
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
   if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;  // 1, on...
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));

@@ -79,6 +79,10 @@
 //                             (coopmat.h, matmul_cm2.comp.glsl): auto (default) enabled where the
 //                             device has it (the tiles run only when forced), 0 never enabled, 1
 //                             required (opening fails on a device without)
+//   FISH_VK_COOPMAT2_ACC=f32|fold|f16  those tiles' accumulation: f32 (default); fold, f16 sums
+//                             of each 256-value unrolled iteration added into the f32 one; f16,
+//                             f16 throughout (llama.cpp's coopmat2 default, f16acc): the A/B of
+//                             accumulator width against the peer's rate, at its precision
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -140,6 +144,7 @@ struct VulkanOptions {
   uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
   int coopmat = -1;            // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
+  uint32_t coopmat2_acc = 0;   // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
   uint32_t flash_cm = 2;       // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;       // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;             // FISH_GPU_REQUANT: re-quantisation mode at upload

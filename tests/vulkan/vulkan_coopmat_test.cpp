@@ -287,10 +287,17 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     EXPECT_EQ(x.threads(), want[i].wg) << x.label();
     EXPECT_EQ(x.subgroups(), want[i].wg / 32) << x.label();
     EXPECT_EQ(x.shared_bytes(), 0u) << x.label();  // the driver's staging
-    // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU.
-    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4}))
+    // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU, ACC.
+    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4, 0}))
         << x.label();
   }
+  // FISH_VK_COOPMAT2_ACC's accumulation travels as ACC, the last constant.
+  for (uint32_t acc : {vk::kCoopmat2AccFold, vk::kCoopmat2AccF16})
+    for (const vk::CoopmatTile& x : vk::coopmat2_tiles(h200, 256, 1024, 32, acc))
+      EXPECT_EQ(x.constants().back(), acc) << x.label();
+  EXPECT_STREQ(vk::coopmat2_acc_name(vk::kCoopmat2AccF32), "f32");
+  EXPECT_STREQ(vk::coopmat2_acc_name(vk::kCoopmat2AccFold), "fold");
+  EXPECT_STREQ(vk::coopmat2_acc_name(vk::kCoopmat2AccF16), "f16");
   EXPECT_EQ(t[1].name, 'N');  // FISH_VK_COOPMAT_TILE=nm parses to 'N'
   // Limits: no 128-thread shape drops nm; a 128 maximum dimension drops o; a granularity that
   // does not divide 64 drops nm; a 128-thread workgroup limit keeps nm only; no shapes, no tiles.
@@ -328,12 +335,14 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
 
-// Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule); null when it has no tiles.
-std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile) {
+// Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule) and FISH_VK_COOPMAT2_ACC = acc;
+// null when it has no tiles.
+std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile, uint32_t acc = vk::kCoopmat2AccF32) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (!opt.ok()) return nullptr;
   opt->coopmat_tile = tile;
+  opt->coopmat2_acc = acc;
   // Token counts up to FISH_MATVEC_MAX_TOK run the decode kernels: the f32 ones, whatever
   // FISH_VK_MATVEC or the device's auto rule says, because the bound here is f32 arithmetic's
   // (the integer-dot kernels round x to q8_1 and have their own: vulkan_matvec_idot_test.cpp).
@@ -391,14 +400,17 @@ MatrixView view(const std::vector<uint8_t>& data, GgmlType t, int64_t n_out, int
 
 // One matmul of n_tok random tokens by v (uploaded as h) against the CPU f32 reference; `kernel`
 // names it in a failure.
+// bound_scale widens the seed's f32 bound (1e-3 sum |w x| / n_out) for f16 accumulation.
 void expect_matmul_matches(vk::VulkanBackend& b, WeightHandle h, const MatrixView& v, int64_t n_tok,
-                           const std::string& kernel, std::mt19937& rng) {
+                           const std::string& kernel, std::mt19937& rng, double bound_scale = 1) {
   const std::vector<float> x = test::random_input(n_tok * v.n_in, rng);
   std::vector<float> y(size_t(n_tok * v.n_out), -1.0f);
   const Status s = b.matmul(h, x.data(), n_tok, y.data());
   ASSERT_TRUE(s.ok()) << s.error().message;
+  test::Reference ref = test::reference_matmul(v, x.data(), n_tok);
+  for (double& bound : ref.bound) bound *= bound_scale;
   test::expect_close(
-      test::reference_matmul(v, x.data(), n_tok), y, v.n_out,
+      ref, y, v.n_out,
       fmt::format("{} {} x {} n_tok {} ({})", v.name, v.n_out, v.n_in, n_tok, kernel));
 }
 
@@ -447,13 +459,25 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
 // Every token count `tile` (0: the rule) meets in spans and chunks, 1 .. 600, on rows fewer than
 // one tile (7) and not a multiple of any (133): partial tiles on both sides, grids of one
 // workgroup and of many, for the types of the 8B Q4_K_M file and q8_0, f16.
-void check_token_counts(char tile, std::mt19937& rng) {
+// f16 accumulation (FISH_VK_COOPMAT2_ACC=fold|f16) rounds its sums to f16 (unit roundoff 2^-11)
+// at least once an MMA step; taking a step as 8 values, the 256-value runs of these shapes round
+// at most 32 times, each within 2^-11 of sum |w x|: 32 x 2^-11 = 0.0156 against the f32 bound's
+// 1e-3, so 16x that bound. It still fails a wrong tile, block or missing fold by far (errors of
+// the order of |y| itself, ~6x this bound at K 256).
+constexpr double kF16AccBoundScale = 16;
+
+void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopmat2AccF32) {
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
-  auto b = coopmat_backend(tile);
+  auto b = coopmat_backend(tile, acc);
   ASSERT_TRUE(b);
+  const double bound_scale = acc == vk::kCoopmat2AccF32 ? 1 : kF16AccBoundScale;
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
     const TypeInfo& ti = type_info(t);
-    const int64_t n_in = ti.block_elems == 256 ? 256 : 32 * 5;
+    // 32-value blocks: 5 K steps (160 values for the KHR tiles' 32; 320 for the coopmat2 tiles'
+    // 64, kCoopmat2K, where 160 ran the clamped loop alone), so the interior tiles run one
+    // unrolled iteration and a step after it.
+    const bool cm2 = tile == 'n' || tile == 'N' || tile == 'o';
+    const int64_t n_in = ti.block_elems == 256 ? 256 : (cm2 ? vk::kCoopmat2K : 32) * 5;
     for (const int64_t n_out : {int64_t(7), int64_t(133)}) {
       const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
       const MatrixView v = view(w, t, n_out, n_in, fmt::format("tokens {}", ti.name));
@@ -467,7 +491,7 @@ void check_token_counts(char tile, std::mt19937& rng) {
                     std::string::npos)
               << kernel;
         }
-        expect_matmul_matches(*b, h.value(), v, n_tok, kernel, rng);
+        expect_matmul_matches(*b, h.value(), v, n_tok, kernel, rng, bound_scale);
         if (::testing::Test::HasFatalFailure()) return;
       }
       b->release(h.value());
@@ -490,7 +514,9 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
 }
 
 // The workgroup-scope tiles n, nm, o forced: clamped edge tiles (7 rows: less than one tile),
-// the interior tiles' unrolled K loop (256 values: two iterations of 4 steps), grids of many.
+// the interior tiles' unrolled K loop (256 values: one iteration of 4 steps of 64; 320 values of
+// the 32-value types: one and a step), grids of many; then n with f16 sums (FISH_VK_COOPMAT2_ACC
+// fold and f16) within kF16AccBoundScale times the bound.
 TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT2(probe);
@@ -501,6 +527,12 @@ TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   std::mt19937 rng(13);
   for (const char tile : tiles) {
     check_token_counts(tile, rng);
+    if (HasFatalFailure()) return;
+  }
+  if (std::find(tiles.begin(), tiles.end(), 'n') == tiles.end()) return;
+  for (uint32_t acc : {vk::kCoopmat2AccFold, vk::kCoopmat2AccF16}) {
+    SCOPED_TRACE(vk::coopmat2_acc_name(acc));
+    check_token_counts('n', rng, acc);
     if (HasFatalFailure()) return;
   }
 }
