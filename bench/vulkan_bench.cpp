@@ -66,6 +66,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -219,6 +220,7 @@ vk::VulkanBackend* backend() {
 
 // The same device with FISH_VK_COOPMAT2_ACC=fold / f16 (BM_VulkanPrefillMatmul's variants 26-29).
 vk::VulkanBackend* cm2_acc_backend(uint32_t acc) {
+  assert(acc == vk::kCoopmat2AccFold || acc == vk::kCoopmat2AccF16);
   static vk::VulkanBackend* fold = nullptr;
   static vk::VulkanBackend* f16 = nullptr;
   vk::VulkanBackend*& b = acc == vk::kCoopmat2AccFold ? fold : f16;

@@ -6,8 +6,8 @@
 // x_stride values apart, written by to_f16 (to_f16.comp.glsl) once per matmul input.
 //
 // One workgroup (WG threads, specialisation constant 0) = a BM-row x BN-token tile of y in one
-// f32 accumulator coopmat<float, gl_ScopeWorkgroup, BM, BN>; the grid is ceil(n_out / BM) x
-// ceil(n_tok / BN). K advances by BK per step: A (BM x BK f16) comes from the weight rows through
+// f32 accumulator coopmat<float, gl_ScopeWorkgroup, BM, BN> (or f16 sums: ACC below); the grid
+// is ceil(n_out / BM) x ceil(n_tok / BN). K advances by BK per step: A (BM x BK f16) comes from the weight rows through
 // a tensor layout whose block is the type's (1 x QK values, BLOCK_BYTES bytes) and a decode
 // function per type that turns (block, coordinate in block) into one f16 value (f16 rows load
 // directly); B (BK x BN f16) straight from the f16 activation rows through the transposed view
@@ -304,7 +304,10 @@ void main() {
         }
       }
     }
-    acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
+    if (ACC == 2u)  // no f32 tile held through the loop, as the peer's f16acc kernels
+      acc = coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
+    else  // the steps after the last fold (the remainder, a clamped tile's last < KU steps)
+      acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
   }
 
   // y[y_offset + t y_stride + r]: base y_offset & ~3 (16-byte aligned), the rest a row offset.

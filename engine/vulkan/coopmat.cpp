@@ -175,11 +175,13 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
   // super-block).
   auto add = [&](char name, uint32_t bm, uint32_t bn, uint32_t wg) {
     if (std::max(bm, bn) > max_dim || wg > max_threads || wg % subgroup != 0) return;
-    const bool fits = std::any_of(shapes.begin(), shapes.end(), [&](const Coopmat2Shape& s) {
-      return s.invocations == wg && s.m_gran && s.n_gran && s.k_gran && bm % s.m_gran == 0 &&
-             bn % s.n_gran == 0 && kCoopmat2K % s.k_gran == 0;
-    });
-    if (!fits) return;
+    auto fits = [&](bool f16_acc) {
+      return std::any_of(shapes.begin(), shapes.end(), [&](const Coopmat2Shape& s) {
+        return s.f16_acc == f16_acc && s.invocations == wg && s.m_gran && s.n_gran && s.k_gran &&
+               bm % s.m_gran == 0 && bn % s.n_gran == 0 && kCoopmat2K % s.k_gran == 0;
+      });
+    };
+    if (!fits(false) || (acc != kCoopmat2AccF32 && !fits(true))) return;
     CoopmatTile t;
     t.name = name;
     t.cm2 = true;

@@ -252,11 +252,13 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
 struct Coopmat2Shape {
   uint32_t m_gran = 0, n_gran = 0, k_gran = 0;
   uint32_t invocations = 0;
+  bool f16_acc = false;  // f16 x f16 -> f16 (C and result f16): the f16 sums' shape
 };
 
 // The workgroup-scope tiles n, nm, o (above) that one of `shapes` admits, with no dimension past
 // max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
-// their accumulation (kCoopmat2Acc*).
+// their accumulation (kCoopmat2Acc*): an f32 shape for every tile, and for fold / f16 an f16_acc
+// shape of the same thread count too (the f16 sums), else no tiles.
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup,
                                         uint32_t acc = kCoopmat2AccF32);

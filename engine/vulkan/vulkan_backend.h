@@ -137,8 +137,9 @@ class VulkanBackend final : public ComputeBackend {
   // fits, or not open.
   std::optional<FlashCmTile> flash_cm_tile(uint32_t head_dim, uint32_t variant);
   // The kernel a matmul of n_out rows x n_tok tokens of `type` weights runs on: "matvec",
-  // "tiled f32", or "coopmat 16x16x16 tile z 32x32", "coopmat2 workgroup tile n 128x128"
-  // (coopmat.h; FISH_VK_COOPMAT, FISH_VK_COOPMAT2, FISH_VK_COOPMAT_TILE). Opens the device if
+  // "tiled f32", or "coopmat 16x16x16 tile z 32x32", "coopmat2 workgroup tile n 128x128" (+ ",
+  // fold sums" / ", f16 sums" under FISH_VK_COOPMAT2_ACC) (coopmat.h; FISH_VK_COOPMAT,
+  // FISH_VK_COOPMAT2, FISH_VK_COOPMAT_TILE). Opens the device if
   // not yet; "off" when it cannot be opened.
   std::string prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType type);
   // Cooperative-matrix tiles of the opened device (empty: none, FISH_VK_COOPMAT=0, not open).

@@ -291,20 +291,25 @@ struct FeatureChain {
                VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV});
     if (flex(pd, &n, list.data()) < 0) return;
     list.resize(n);
-    for (const VkCooperativeMatrixFlexibleDimensionsPropertiesNV& p : list)
-      if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-          p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-          p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.scope == VK_SCOPE_WORKGROUP_KHR &&
-          !p.saturatingAccumulation)
-        out->coopmat2_shapes.push_back(
-            {p.MGranularity, p.NGranularity, p.KGranularity, p.workgroupInvocations});
+    // f16 x f16 -> f32 shapes (every tile), and f16 x f16 -> f16 ones (FISH_VK_COOPMAT2_ACC's
+    // f16 sums).
+    for (const VkCooperativeMatrixFlexibleDimensionsPropertiesNV& p : list) {
+      if (p.AType != VK_COMPONENT_TYPE_FLOAT16_KHR || p.BType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+          p.CType != p.ResultType || p.scope != VK_SCOPE_WORKGROUP_KHR || p.saturatingAccumulation)
+        continue;
+      if (p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR || p.CType == VK_COMPONENT_TYPE_FLOAT16_KHR)
+        out->coopmat2_shapes.push_back({p.MGranularity, p.NGranularity, p.KGranularity,
+                                        p.workgroupInvocations,
+                                        p.CType == VK_COMPONENT_TYPE_FLOAT16_KHR});
+    }
     VkPhysicalDeviceCooperativeMatrix2PropertiesNV cp{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &cp};
     vkGetPhysicalDeviceProperties2(pd, &p2);
     out->coopmat2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
     out->coopmat2_max_threads = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
-    out->coopmat2 = !out->coopmat2_shapes.empty();
+    out->coopmat2 = std::any_of(out->coopmat2_shapes.begin(), out->coopmat2_shapes.end(),
+                                [](const Coopmat2Shape& s) { return !s.f16_acc; });
   }
 };
 
@@ -400,10 +405,14 @@ std::string DeviceFeatures::describe() const {
                      coopmat_shapes);
   else if (coopmat_khr_listed)
     s += ", coopmat KHR listed (not enabled)";
-  if (coopmat2)
-    s += fmt::format(", coopmat2 ({} workgroup shapes, max {} threads, dimension {})",
-                     coopmat2_shapes.size(), coopmat2_max_threads, coopmat2_max_dim);
-  else if (coopmat2_nv_listed)
+  if (coopmat2) {
+    const auto f16 = std::count_if(coopmat2_shapes.begin(), coopmat2_shapes.end(),
+                                   [](const Coopmat2Shape& x) { return x.f16_acc; });
+    s += fmt::format(", coopmat2 ({} workgroup shapes{}, max {} threads, dimension {})",
+                     coopmat2_shapes.size() - size_t(f16),
+                     f16 ? fmt::format(" + {} f16-sum", f16) : "", coopmat2_max_threads,
+                     coopmat2_max_dim);
+  } else if (coopmat2_nv_listed)
     s += ", coopmat2 NV listed (not enabled)";
   if (sm_count) s += fmt::format(", {} SMs", sm_count);
   s += timestamp_bits ? fmt::format(", timestamps {} bits", timestamp_bits) : ", no timestamps";

@@ -61,7 +61,7 @@ struct DeviceFeatures {
   uint32_t sm_count = 0;            // VK_NV_shader_sm_builtins' shaderSMCount (0: unknown)
   bool coopmat2_nv_listed = false;  // VK_NV_cooperative_matrix2 offered
   bool coopmat2 = false;            // ... and enabled: matmul_cm2_<type> can run
-  std::vector<Coopmat2Shape> coopmat2_shapes;  // its f16 x f16 -> f32 workgroup shapes
+  std::vector<Coopmat2Shape> coopmat2_shapes;  // its f16 x f16 -> f32 (and -> f16) workgroup shapes
   uint32_t coopmat2_max_dim = 0;               // cooperativeMatrixFlexibleDimensionsMaxDimension
   uint32_t coopmat2_max_threads = 0;           // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
   uint32_t timestamp_bits = 0;                 // of the compute queue family (0: no timestamps)
