@@ -115,8 +115,9 @@ MatmulPush half_push(uint32_t k, uint32_t n_tok, uint32_t x_stride, uint32_t h_s
   return pc;
 }
 
-uint32_t half_groups(uint32_t h_stride, uint32_t n_tok) {
-  return (n_tok * (h_stride / 8) + 255) / 256;  // 8 values a thread
+uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups) {
+  const uint64_t need = (uint64_t(n_tok) * (h_stride / 8) + 255) / 256;  // 8 values a thread
+  return uint32_t(std::min<uint64_t>(need, std::max<uint32_t>(max_groups, 1)));
 }
 
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,

@@ -96,9 +96,11 @@ uint64_t q8_bytes(uint32_t k);
 MatmulPush quant_push(uint32_t k, uint32_t n_tok, uint32_t x_stride);
 uint32_t quant_groups(uint32_t k, uint32_t n_tok);
 // to_f16 (the f16 B rows of matmul_cm2_<type>): K values of n_tok rows x_stride f32 apart into
-// rows h_stride f16 apart (a multiple of 8), and its grid of 256-thread workgroups.
+// rows h_stride f16 apart (a multiple of 8), and its 1-D grid of 256-thread workgroups: one
+// thread per 8 values, at most max_groups (the device's maxComputeWorkGroupCount[0]; the shader
+// strides over the rest).
 MatmulPush half_push(uint32_t k, uint32_t n_tok, uint32_t x_stride, uint32_t h_stride);
-uint32_t half_groups(uint32_t h_stride, uint32_t n_tok);
+uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups);
 
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
 // apart with the part's row 0 at y_offset (floats from the Y binding's start). With a

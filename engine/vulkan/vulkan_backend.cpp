@@ -556,7 +556,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                             VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, "matmul input f16",
                             tightest_budget(ws)));
     FISH_TRY(convert("to_f16", xh_dev, half_push(k, uint32_t(n_tok), k, k),
-                     half_groups(k, uint32_t(n_tok))));
+                     half_groups(k, uint32_t(n_tok), ctx->limits().maxComputeWorkGroupCount[0])));
   }
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];

@@ -96,7 +96,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     const MatmulPush pc = half_push(group.k, n_tok, group.x_stride, group.k);
     cmds_.bind(half_, group.half_set);
     cmds_.push(half_, &pc, sizeof pc);
-    cmds_.dispatch(half_groups(group.k, n_tok), 1);
+    cmds_.dispatch(half_groups(group.k, n_tok, ctx_.limits().maxComputeWorkGroupCount[0]), 1);
     barrier();
   }
   for (const MatmulStep& st : group.steps) {

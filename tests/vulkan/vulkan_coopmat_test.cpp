@@ -21,6 +21,7 @@
 #include "engine/gpu_placement.h"
 #include "engine/session.h"
 #include "engine/vulkan/coopmat.h"
+#include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "engine/vulkan/vulkan_device.h"
 #include "shaders/fish_vk_layout.h"
@@ -271,6 +272,18 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
 // The workgroup-scope tiles follow the device's flexible shapes (the H200 lists, as llama.cpp's
 // check expects, 128 threads with granularity 32 x 16 x 16 and 256 with 32 x 32 x 16), are forced
 // only, and an unavailable one (its pipeline rejected) is never picked.
+// to_f16's grid (coopmat2's f16 B rows): one thread per 8 values in workgroups of 256, at most the
+// device's limit (the shader strides over the rest): a 28,672-wide input of 8,192 tokens needs
+// 114,688 workgroups, past NVIDIA's 65,535.
+TEST(CoopmatTiles, HalfRowsGridStaysWithinTheDeviceLimit) {
+  EXPECT_EQ(vk::half_groups(4096, 512, 65535), 1024u);
+  EXPECT_EQ(vk::half_groups(4096, 1, 65535), 2u);  // 512 threads
+  EXPECT_EQ(vk::half_groups(8, 1, 65535), 1u);
+  EXPECT_EQ(vk::half_groups(14336, 8192, 65535), 57344u);
+  EXPECT_EQ(vk::half_groups(28672, 8192, 65535), 65535u);
+  EXPECT_EQ(vk::half_groups(28672, 8192, 0), 1u);  // a limit of 0 still dispatches
+}
+
 TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   const vk::Coopmat2Shape h200[] = {{32, 16, 16, 128}, {32, 32, 16, 256}};
   std::vector<vk::CoopmatTile> t = vk::coopmat2_tiles(h200, 256, 1024, 32);

@@ -130,7 +130,9 @@ class VulkanMatvecIdot : public ::testing::Test {
     }
   }
   void TearDown() override {
-    if (backend_) EXPECT_EQ(backend_->bytes_resident(), 0u) << "a test leaked a weight";
+    if (backend_) {
+      EXPECT_EQ(backend_->bytes_resident(), 0u) << "a test leaked a weight";
+    }
   }
   static vk::VulkanBackend* backend_;
   static std::string skip_;
@@ -766,8 +768,9 @@ TEST_F(VulkanMatvecIdot, SpanStreamAttentionWritesTheWoQ81Input) {
     ASSERT_TRUE(lg.ok()) << lg.error().message;
     EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
     const std::string profile = pl->span()->profile();
-    if (profile.find("no timestamp support") == std::string::npos)
+    if (profile.find("no timestamp support") == std::string::npos) {
       EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+    }
   }
   float max_abs = 0;
   for (float v : logits[0]) max_abs = std::max(max_abs, std::abs(v));

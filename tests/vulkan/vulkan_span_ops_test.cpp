@@ -469,7 +469,7 @@ TEST_P(FlashCoopmat, MatchesCpuCausalWindowAndGqa) {
 }
 
 INSTANTIATE_TEST_SUITE_P(VulkanSpanOps, FlashCoopmat, ::testing::Values(1u, 2u),
-                         [](const auto& info) { return fmt::format("Variant{}", info.param); });
+                         [](const auto& p) { return fmt::format("Variant{}", p.param); });
 
 // Split-K (span_attention_split, grid z = splits, then span_attention_combine) against the CPU
 // reference: head_dim 38 (an odd number of KV words; odd head_dim itself is refused by the span,
@@ -905,7 +905,9 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
     test::ScopedEnv e("FISH_VK_ATTN_STREAM", word);
     auto o = vk::VulkanOptions::from_env();
     ASSERT_EQ(o.ok(), ok) << word;
-    if (ok) EXPECT_EQ(o->attn_stream, 2);
+    if (ok) {
+      EXPECT_EQ(o->attn_stream, 2);
+    }
   }
 }
 
