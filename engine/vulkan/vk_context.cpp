@@ -88,12 +88,22 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
     c->cm_tiles_ =
         vk::coopmat_tiles(f.coopmat_m, f.coopmat_n, f.coopmat_k, f.subgroup_size,
                           f.max_shared_bytes, c->limits().maxComputeWorkGroupInvocations);
-  if (f.coopmat && f.coopmat2)  // after the KHR tiles: a span indexes its pipelines by position
+  if (f.coopmat && f.coopmat2) {  // after the KHR tiles: a span indexes its pipelines by position
+    const size_t n_khr = c->cm_tiles_.size();
     for (const CoopmatTile& t : vk::coopmat2_tiles(
              f.coopmat2_shapes, f.coopmat2_max_dim,
              std::min(f.coopmat2_max_threads, c->limits().maxComputeWorkGroupInvocations),
              f.subgroup_size, opt.coopmat2_acc))
       c->cm_tiles_.push_back(t);
+    // f16 sums asked for on a device that lists no f16 x f16 -> f16 workgroup shape: said once,
+    // whatever the verbosity (a forced coopmat2 tile would otherwise run the rule's kernel under
+    // a row that records FISH_VK_COOPMAT2_ACC).
+    if (opt.coopmat2_acc != kCoopmat2AccF32 && c->cm_tiles_.size() == n_khr)
+      std::fprintf(stderr,
+                   "fish: vulkan: FISH_VK_COOPMAT2_ACC=%s: %s lists no f16 x f16 -> f16 "
+                   "workgroup shape for the coopmat2 tiles; none is offered\n",
+                   coopmat2_acc_name(opt.coopmat2_acc), c->dev_->props.deviceName);
+  }
   if (opt.coopmat == 1 && c->cm_tiles_.empty())
     return make_error("vulkan: FISH_VK_COOPMAT=1 but no cooperative-matrix tile fits {} ({})",
                       c->dev_->props.deviceName, f.describe());
