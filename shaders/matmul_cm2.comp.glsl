@@ -7,12 +7,12 @@
 //
 // One workgroup (WG threads, specialisation constant 0) = a BM-row x BN-token tile of y in one
 // f32 accumulator coopmat<float, gl_ScopeWorkgroup, BM, BN> (or f16 sums: ACC below); the grid
-// is ceil(n_out / BM) x ceil(n_tok / BN). K advances by BK per step: A (BM x BK f16) comes from the weight rows through
-// a tensor layout whose block is the type's (1 x QK values, BLOCK_BYTES bytes) and a decode
-// function per type that turns (block, coordinate in block) into one f16 value (f16 rows load
-// directly); B (BK x BN f16) straight from the f16 activation rows through the transposed view
-// (no decode: a callback per f32 element ran the f16 weights at 8.6 TFLOP/s on an H100). The
-// driver stages both through shared memory (no shared arrays here).
+// is ceil(n_out / BM) x ceil(n_tok / BN). K advances by BK per step: A (BM x BK f16) comes from
+// the weight rows through a tensor layout whose block is the type's (1 x QK values, BLOCK_BYTES
+// bytes) and a decode function per type that turns (block, coordinate in block) into one f16
+// value (f16 rows load directly); B (BK x BN f16) straight from the f16 activation rows through
+// the transposed view (no decode: a callback per f32 element ran the f16 weights at 8.6 TFLOP/s
+// on an H100). The driver stages both through shared memory (no shared arrays here).
 // Tiles wholly inside n_out x n_tok use unclamped layouts, KU steps per loop iteration; edge tiles
 // clamped ones (rows / tokens past the end read 0). The result is stored through a clamped
 // layout (elements past n_out / n_tok dropped) at y_offset rounded down to 16 bytes (the
@@ -234,6 +234,12 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
   }
 #define K_STEP(la, lb, k0) K_STEP_INTO(acc, la, lb, k0)
 #define K_STEP16(la, lb, k0) K_STEP_INTO(acc16, la, lb, k0)
+// ACC 1: the f16 sums so far into the f32 accumulator, then from zero again.
+#define FOLD_F16()                                                                         \
+  {                                                                                        \
+    acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16); \
+    acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);   \
+  }
 
 uint g_row0, g_tok0;  // this workgroup's tile, for store_element
 
@@ -290,8 +296,7 @@ void main() {
       for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
         [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16(la, lb, k0 + u * BK)
         if (ACC == 1u) {
-          acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
-          acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+          FOLD_F16()
         }
       }
       for (; k0 < pc.n_in; k0 += BK) K_STEP16(la, lb, k0)
@@ -299,8 +304,7 @@ void main() {
       for (uint u = 1u; k0 < pc.n_in; k0 += BK, ++u) {
         K_STEP16(la_edge, lb_edge, k0)
         if (ACC == 1u && u % KU == 0u) {
-          acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16);
-          acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+          FOLD_F16()
         }
       }
     }
