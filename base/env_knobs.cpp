@@ -392,6 +392,16 @@ std::span<const EnvKnob> env_knobs() {
        "block's share of the next rmsnorm (matvec_idot_res_<type>; q/k/v and gate / up scale by "
        "its 1 / rms); auto (default) and 0: a separate norm dispatch (slower fused on the H100: "
        "8B 281.8 vs 300.0 tok/s)"},
+      {"FISH_VK_PREFETCH_MB",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       256,
+       vk_options,
+       "MiB of the coming decode matvecs' weights a span reads into the L2 cache beside each "
+       "latency-bound decode step (attention, norms, q8_1 rounding): 0 (default) none (A/B "
+       "while unmeasured)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

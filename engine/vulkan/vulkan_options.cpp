@@ -84,6 +84,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> spin, env_int("FISH_VK_FENCE_SPIN_US"));
   if (spin) o.fence_spin_us = uint32_t(*spin);  // the row's range: 0..10000
+  FISH_ASSIGN_OR_RETURN(std::optional<int64_t> prefetch, env_int("FISH_VK_PREFETCH_MB"));
+  if (prefetch) o.prefetch_mb = uint32_t(*prefetch);  // the row's range: 0..256
   FISH_ASSIGN_OR_RETURN(o.coopmat, env_auto_switch("FISH_VK_COOPMAT"));
   FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> acc, env_word("FISH_VK_COOPMAT2_ACC"));

@@ -65,6 +65,9 @@
 //                             many microseconds before the blocking vkWaitForFences: 0 (default)
 //                             blocks at once; a decode step's few-ms wait may end sooner polled
 //                             (llama.cpp's Vulkan backend spins its last fence; A/B, unmeasured)
+//   FISH_VK_PREFETCH_MB=0..256  a decode forward of a span reads this many MiB of its coming
+//                             matvecs' weights into L2 beside each latency-bound step (attention,
+//                             norms, q8_1 rounding; prefetch.h): 0 (default) none (A/B)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
@@ -142,6 +145,7 @@ struct VulkanOptions {
   int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
+  uint32_t prefetch_mb = 0;    // FISH_VK_PREFETCH_MB: weights read ahead a latency-bound step
   int coopmat = -1;            // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
   uint32_t coopmat2_acc = 0;   // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)

@@ -96,6 +96,7 @@ void VulkanSpan::layout_arena() {
   off_ctr_ = region(n_ctr_);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));
+  off_sink_ = region(FISH_COPY_WG);
   if (has_head_) {
     off_logits_ = region(uint64_t(p_.n_vocab) * kHeadRows);
     off_tok_ = region(kHeadRows);
@@ -451,6 +452,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(upload_params(prm));
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
+  FISH_TRY(build_prefetch());
   // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded).
   if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));

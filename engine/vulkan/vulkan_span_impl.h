@@ -12,6 +12,7 @@
 #include "engine/layer_span.h"
 #include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/flash_cm.h"
+#include "engine/vulkan/prefetch.h"
 #include "engine/vulkan/vk_context.h"
 #include "fish_vk_layout.h"
 #include "fish_vk_span.h"
@@ -65,6 +66,7 @@ struct MatmulStep {
   VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
+  uint32_t stream = 0;  // its part's range in the span's prefetch stream (build_prefetch)
 };
 
 // The matmuls of one input (q/k/v, gate/up, wo, down) and, when one of them decodes with
@@ -116,6 +118,8 @@ struct SpanOps {
   // (FISH_VK_ATTN_STREAM=2; arrival counters after the matvec epilogues' at off_ctr_).
   Pipeline attention_stream_last, attention_stream_last_q8;
   Pipeline argmax;  // span_argmax: the output head's greedy token (loaded with the head)
+  // prefetch: weights read into L2 beside a latency-bound decode step (FISH_VK_PREFETCH_MB > 0).
+  Pipeline prefetch;
   // span_rmsnorm_q8 / span_add_rmsnorm_q8: the norm also writes its row as q8_1 for the idot
   // matvecs of q/k/v and gate/up (loaded when one decodes with idot and subgroups have >= 8 lanes).
   Pipeline rmsnorm_q8, add_rmsnorm_q8;
@@ -251,7 +255,17 @@ class VulkanSpan final : public LayerSpan {
   void quantize(const MatmulGroup& g, uint32_t n_tok);
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
   bool fuse_q8(const MatmulGroup& g, uint32_t n, SpanPush* pc) const;
+  // The compute barrier closing a step; in a decode forward with FISH_VK_PREFETCH_MB, a step
+  // that is no matvec first gets its prefetch dispatch beside it (prefetch.h).
   void barrier();
+  // The stream of decode weight parts in reading order (pf_vecs_, pf_sets_, MatmulStep::stream)
+  // and the prefetch pipeline, where FISH_VK_PREFETCH_MB asks for them.
+  Status build_prefetch();
+  // Prefetch dispatches over the next FISH_VK_PREFETCH_MB MiB of the stream from pf_; ops' set
+  // bound again after them.
+  void prefetch();
+  // A matvec over step st is recorded (matvec_step_; the prefetch cursor moves past its part).
+  void matvec_recorded(const MatmulStep& st);
   // A timestamp closing stage s; `group`: the matmul group that step ran over n_tok tokens (the
   // profile's breakdown by group).
   void stage_done(Stage s, const MatmulGroup* group = nullptr, uint32_t n_tok = 0);
@@ -287,6 +301,7 @@ class VulkanSpan final : public LayerSpan {
   // n_ff / 32 of matvec_idot_swiglu_.
   uint32_t off_ctr_ = 0;
   uint32_t n_ctr_ = 0;
+  uint32_t off_sink_ = 0;    // prefetch's stores (FISH_COPY_WG words nothing reads)
   uint32_t off_parts_ = 0;   // split-K attention partials: parts_cap_ x (head_dim + 2)
   uint32_t parts_cap_ = 0;   // n_head x FISH_SPAN_ATTN_SPLIT_TOK x FISH_SPAN_ATTN_MAX_SPLIT
   uint32_t qkv_stride_ = 0;  // q_dim + 2 kv_dim
@@ -297,6 +312,13 @@ class VulkanSpan final : public LayerSpan {
   bool next_qkv_q8_ = false;      // recording: the coming q/k/v input's q8_1 copy is written
   bool next_qkv_scaled_ = false;  // ... by residual_norm (q/k/v then run scaled)
   bool wo_q8_ = false;            // recording: attention wrote the wo input's q8_1 copy
+  // Decode weight prefetch (prefetch.h): each stream range's 16-byte vectors and its set (W the
+  // part); while recording, the cursor, whether this chunk prefetches, whether the step being
+  // closed is a matvec.
+  std::vector<uint64_t> pf_vecs_;
+  std::vector<VkDescriptorSet> pf_sets_;
+  PrefetchCursor pf_;
+  bool pf_on_ = false, matvec_step_ = false;
   Pipeline quant_;                // quant_q8_1 (loaded when a step decodes with idot)
   Pipeline half_;                 // to_f16 (loaded where the device has a coopmat2 tile)
   Commands cmds_;

@@ -9,7 +9,9 @@
 // idot and no post norms, wo and down add into x and write each 32-row block's share of the norm
 // after them (residual_norm, FISH_VK_NORM_FUSE; q/k/v and gate / up then scale by its 1 / rms),
 // and gate / up compute act*mul per 32-row block (gate_up_act, FISH_VK_ACT_FUSE): 5 dependent
-// steps a layer instead of 8.
+// steps a layer instead of 8. With FISH_VK_PREFETCH_MB a decode chunk's steps that are no matvec
+// get a dispatch beside them (before their barrier) that reads the next matvecs' weights into L2
+// (prefetch.h).
 #include <algorithm>
 #include <cassert>
 
@@ -26,7 +28,48 @@ uint32_t groups(uint64_t v) {
 }  // namespace
 
 void VulkanSpan::barrier() {
+  if (pf_on_ && !matvec_step_) prefetch();
+  matvec_step_ = false;
   cmds_.barrier(Sync::compute, Sync::compute);
+}
+
+Status VulkanSpan::build_prefetch() {
+  if (ctx_.options().prefetch_mb == 0) return Status::success();
+  FISH_ASSIGN_OR_RETURN(ops_.prefetch, ctx_.pipeline("prefetch"));
+  auto add = [&](MatmulGroup& g) {
+    for (MatmulStep& st : g.steps) {
+      st.stream = uint32_t(pf_vecs_.size());
+      pf_vecs_.push_back(uint64_t(st.part->n_rows) * st.w->row_bytes / 16);
+      pf_sets_.push_back(st.set);  // W: the part; Y: ARENA from 0 (the sink at off_sink_)
+    }
+  };
+  for (LayerState& L : layers_)
+    for (MatmulGroup* g : {&L.qkv, &L.wo, &L.gate_up, &L.down}) add(*g);
+  if (has_head_) add(head_);
+  return Status::success();
+}
+
+void VulkanSpan::prefetch() {
+  const uint64_t budget = (uint64_t(ctx_.options().prefetch_mb) << 20) / 16;
+  const std::vector<PrefetchPiece> pieces = plan_prefetch(pf_vecs_, &pf_, budget);
+  if (pieces.empty()) return;
+  constexpr uint64_t kVecsPerGroup = FISH_COPY_WG * 4;  // FISH_PREFETCH_VECS a thread
+  for (const PrefetchPiece& p : pieces) {
+    MatmulPush pc{};
+    pc.n_in = uint32_t(p.first);  // a part's vectors: < 2^28 (the storage-buffer range)
+    pc.n_out = uint32_t(p.count);
+    pc.y_offset = off_sink_;
+    cmds_.bind(ops_.prefetch, pf_sets_[p.range]);
+    cmds_.push(ops_.prefetch, &pc, sizeof pc);
+    cmds_.dispatch(uint32_t(std::min<uint64_t>((p.count + kVecsPerGroup - 1) / kVecsPerGroup,
+                                               ctx_.limits().maxComputeWorkGroupCount[0])));
+  }
+  bind_ops();
+}
+
+void VulkanSpan::matvec_recorded(const MatmulStep& st) {
+  matvec_step_ = true;
+  if (pf_on_) prefetch_consumed(&pf_, st.stream);
 }
 
 void VulkanSpan::stage_done(Stage s, const MatmulGroup* group, uint32_t n_tok) {
@@ -114,6 +157,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
       cmds_.bind(st.scaled, st.vec_set);
       cmds_.push(st.scaled, &pc, sizeof pc);
       cmds_.dispatch(g.gx, g.gy);
+      matvec_recorded(st);
       continue;
     }
     const Pipeline& p = vec    ? st.vec
@@ -123,6 +167,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     cmds_.bind(p, vec ? st.vec_set : half ? st.half_set : st.set);
     cmds_.push(p, &g.pc, sizeof g.pc);
     cmds_.dispatch(g.gx, g.gy);
+    matvec_recorded(st);
   }
 }
 
@@ -151,6 +196,7 @@ bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized,
   cmds_.bind(st.res, st.res_set);
   cmds_.push(st.res, &pc, sizeof pc);
   cmds_.dispatch(gr.gx, gr.gy);
+  matvec_recorded(st);
   barrier();
   stage_done(kMatvec, &g, n);
   return true;
@@ -181,6 +227,7 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
     cmds_.bind(p, st.vec_set);
     cmds_.push(p, &pc, sizeof pc);
     cmds_.dispatch(gr.gx, gr.gy);
+    matvec_recorded(st);
   }
   barrier();
   stage_done(kMatvec, &g, n);
@@ -444,6 +491,10 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   const uint32_t E = uint32_t(p_.n_embd);
   const uint32_t n = uint32_t(nc);
   const uint32_t x_off = off_x_ + uint32_t(t0) * E;
+  // Decode and verify chunks (the matvec kernels) read the weights beside their latency-bound
+  // steps (FISH_VK_PREFETCH_MB), from the stream's start.
+  pf_ = {};
+  pf_on_ = ops_.prefetch.pipe != VK_NULL_HANDLE && n <= FISH_MATVEC_MAX_TOK;
   for (const LayerState& L : layers_) {
     bind_ops();
     if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add

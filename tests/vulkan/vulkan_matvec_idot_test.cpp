@@ -784,6 +784,65 @@ TEST_F(VulkanMatvecIdot, SpanStreamAttentionWritesTheWoQ81Input) {
   }
 }
 
+// FISH_VK_PREFETCH_MB reads weights and writes only its sink: the span's greedy ids and logits
+// are bitwise those without it, with 1 MiB a step (the 3-layer model's ~5 MB stream in pieces
+// that cross parts and layers) and 256 (all of it at the first step), on the short attention and
+// on split streamed attention (a prefetch between the split kernel and its combine, after which
+// the ops' set must be bound again), the head and its two-pass argmax included.
+TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  constexpr int kSteps = 5;
+  for (int stream : {-1, 1}) {
+    std::vector<int32_t> ids[3];
+    std::vector<float> logits[3];
+    const uint32_t mbs[3] = {0, 1, 256};
+    for (int i = 0; i < 3; ++i) {
+      SCOPED_TRACE(fmt::format("FISH_VK_PREFETCH_MB={} FISH_VK_ATTN_STREAM={}", mbs[i], stream));
+      auto opt = vk::VulkanOptions::from_env();
+      ASSERT_TRUE(opt.ok());
+      opt->matvec = vk::MatvecMode::idot;
+      opt->head = true;
+      opt->prefetch_mb = mbs[i];
+      opt->attn_stream = stream;
+      if (stream == 1) opt->attn_split = 3;
+      vk::VulkanBackend b(opt);
+      ASSERT_TRUE(b.open().ok());
+      auto pl = GpuPlacement::place_layers(*model, b,
+                                           test::placement_request(-1, SpanRequest{64, 64, 8}));
+      ASSERT_TRUE(pl->span()) << pl->summary();
+      ASSERT_TRUE(pl->span()->has_head());
+      SessionOptions so;
+      so.n_ctx = 64;
+      so.n_batch = 64;
+      so.act = ActMode::f32;
+      so.gpu = pl;
+      auto s = Session::create(model, so);
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      ASSERT_TRUE(s.value()->span_active());
+      const std::vector<int32_t> prompt = {7, 48};
+      auto id = s.value()->forward_greedy(prompt, 0);  // the head's argmax on the device
+      for (int k = 0; id.ok() && k < kSteps; ++k) {
+        ids[i].push_back(id.value());
+        id = s.value()->append_greedy(std::span<const int32_t>(&ids[i].back(), 1));
+      }
+      ASSERT_TRUE(id.ok()) << id.error().message;
+      auto lg = s.value()->forward(prompt, 0);
+      for (int k = 0; lg.ok() && k < kSteps; ++k) {
+        logits[i].insert(logits[i].end(), lg.value().begin(), lg.value().end());
+        lg = s.value()->append(std::span<const int32_t>(&ids[i][size_t(k)], 1));
+      }
+      ASSERT_TRUE(lg.ok()) << lg.error().message;
+      EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+    }
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_EQ(ids[i], ids[0]) << "prefetch " << mbs[i] << " MiB, stream " << stream;
+      EXPECT_EQ(logits[i], logits[0]) << "prefetch " << mbs[i] << " MiB, stream " << stream;
+    }
+  }
+}
+
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
 // 2%) and top-1 against the CPU engine (f32 activations; a different pick only where the CPU's
 // own logits of the two tokens are within that 2%, a near tie the q8_1 rounding may flip), on a
