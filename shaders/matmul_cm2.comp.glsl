@@ -254,6 +254,16 @@ void main() {
   const uint row0 = gl_WorkGroupID.x * BM, tok0 = gl_WorkGroupID.y * BN;
   g_row0 = row0;
   g_tok0 = tok0;
+  // Row strides of f16 values are multiples of 8 (16 bytes: half_push asserts it for the
+  // activations, FISH_K_ALIGN pads f16 weight rows to 32 values). The & ~7 says so to the
+  // compiler, as llama.cpp's ALIGNED pipelines do, so the driver may load 16 bytes at a time
+  // rather than element by element. Block strides of the other types need no such hint.
+  const uint xs = pc.x_stride & ~7u;
+#if defined(DIRECT_F16)
+  const uint ws = (pc.row_bytes / BLOCK_BYTES) & ~7u;
+#else
+  const uint ws = pc.row_bytes / BLOCK_BYTES;
+#endif
   // Weights: n_out x n_in values in blocks of 1 x QK, rows row_bytes / BLOCK_BYTES blocks apart
   // (rows are whole blocks: engine/vulkan/device_weight.h).
   tensorLayoutNV<2> la = createTensorLayoutNV(2);
@@ -263,16 +273,16 @@ void main() {
   la_edge = setTensorLayoutBlockSizeNV(la_edge, 1, QK);
   la = setTensorLayoutDimensionNV(la, pc.n_out, pc.n_in);
   la_edge = setTensorLayoutDimensionNV(la_edge, pc.n_out, pc.n_in);
-  la = setTensorLayoutStrideNV(la, pc.row_bytes / BLOCK_BYTES, 1);
-  la_edge = setTensorLayoutStrideNV(la_edge, pc.row_bytes / BLOCK_BYTES, 1);
+  la = setTensorLayoutStrideNV(la, ws, 1);
+  la_edge = setTensorLayoutStrideNV(la_edge, ws, 1);
   // Activations: n_tok x n_in f16, rows x_stride values apart (a multiple of 8: 16 bytes).
   tensorLayoutNV<2> lb = createTensorLayoutNV(2);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb_edge =
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lb = setTensorLayoutDimensionNV(lb, pc.n_tok, pc.n_in);
   lb_edge = setTensorLayoutDimensionNV(lb_edge, pc.n_tok, pc.n_in);
-  lb = setTensorLayoutStrideNV(lb, pc.x_stride, 1);
-  lb_edge = setTensorLayoutStrideNV(lb_edge, pc.x_stride, 1);
+  lb = setTensorLayoutStrideNV(lb, xs, 1);
+  lb_edge = setTensorLayoutStrideNV(lb_edge, xs, 1);
   // B's element (k, t) is x[t][k]: the layout's dimensions swapped.
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
