@@ -121,6 +121,23 @@ const CoopmatTile* find_rule_tile(std::span<const CoopmatTile> tiles, char name)
 
 }  // namespace
 
+const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
+                                      uint32_t n_tok, uint32_t target_groups) {
+  const CoopmatTile* most = nullptr;  // no tile fills the grid: the one of most workgroups
+  uint64_t most_groups = 0;
+  for (char name : {'o', 'n', 'N'}) {  // largest first
+    const CoopmatTile* t = find_rule_tile(tiles, name);
+    if (!t || !t->cm2) continue;
+    const uint64_t grid = uint64_t((n_out + t->bm - 1) / t->bm) * ((n_tok + t->bn - 1) / t->bn);
+    if (grid >= target_groups && t->bn <= n_tok) return t;
+    if (grid > most_groups) {
+      most = t;
+      most_groups = grid;
+    }
+  }
+  return most;
+}
+
 const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
                                      uint32_t n_tok, uint32_t target_groups, char forced,
                                      GgmlType type) {
@@ -129,6 +146,8 @@ const CoopmatTile* pick_coopmat_tile(std::span<const CoopmatTile> tiles, uint32_
     for (const CoopmatTile& t : tiles)
       if (t.name == forced && !t.unavailable) return &t;
   const bool vec = coopmat_vec_rule(type);
+  if (n_tok >= kNamedMinTok)
+    if (const CoopmatTile* t = pick_coopmat2_tile(tiles, n_out, n_tok, target_groups)) return t;
   if (coopmat_named_rule(type) && n_tok >= kNamedMinTok) {
     // k (8 subgroups) where its grid is under 8/3 target_groups (about twice the SM count: a
     // 4096-row matrix at 512 tokens is 128 workgroups), e (4 subgroups of 64 x 64) above.
@@ -185,6 +204,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
     CoopmatTile t;
     t.name = name;
     t.cm2 = true;
+    t.rule = true;  // pick_coopmat2_tile's
     t.bm = bm;
     t.bn = bn;
     t.wg = wg;
@@ -207,6 +227,7 @@ bool coopmat_tile_reachable(std::span<const CoopmatTile> tiles, const CoopmatTil
         return x.name == forced && !x.unavailable;
       }))
     return t.name == forced;
+  if (t.cm2) return t.rule;  // any type, from kNamedMinTok tokens on
   if (t.named) return t.rule && coopmat_named_rule(type);
   if (rule_candidate(tiles, t, vec)) return true;
   // The prefetch twin of a candidate (pick_coopmat_tile swaps it in for small n_out).

@@ -53,7 +53,13 @@
 //   n   128 x 128, 256 threads
 //   nm  64 x 64, 128 threads   (small grids)
 //   o   128 rows x 256 tokens, 256 threads
-// Forced only (FISH_VK_COOPMAT_TILE=n|nm|o): the rule never picks them until they are measured.
+// Where the device has them (FISH_VK_COOPMAT2 not 0) they are the rule's for every type from
+// kNamedMinTok tokens on (pick_coopmat2_tile): the first of o, n, nm whose grid has at least
+// target workgroups and whose token tile is no wider than n_tok, else the one of most
+// workgroups. Measured on an H200 (binary c75a0f7, results/runs/h200-cm2-c75a0f7, 512 tokens,
+// TFLOP/s): q4_k 4096 x 4096 n 136.2 (o 89.8: a 64-workgroup grid) against the KHR rule's k
+// 129.9, 14336 x 4096 o 149.5 / n 117.5 against e / k ~94; f16 n 220.1 / 199.1 against 101.8 /
+// 91.6. FISH_VK_COOPMAT_TILE=n|nm|o forces one.
 // A tile whose pipeline the driver rejects is marked unavailable and the rule takes over.
 #pragma once
 
@@ -238,7 +244,12 @@ bool coopmat_vec_rule(GgmlType type);
 // weights of this type (all but f16 and f32, where z measured faster).
 bool coopmat_named_rule(GgmlType type);
 
-// The tile for n_out rows x n_tok tokens of `type` weights (the rule above): e or k for
+// The coopmat2 tile of the rule for n_out x n_tok (above; null where `tiles` has none).
+const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
+                                      uint32_t n_tok, uint32_t target_groups);
+
+// The tile for n_out rows x n_tok tokens of `type` weights (the rule above): a coopmat2 tile
+// (pick_coopmat2_tile) from kNamedMinTok tokens on where any exists, else e or k for
 // coopmat_named_rule types at kNamedMinTok tokens or more (k while the 128 x 128 grid is under
 // 8/3 target_groups, e above), else among the small tiles those with 16-value weight units
 // (coopmat_vec_rule) where any is one, else those without. `forced` (a CoopmatTile::name; 0: the

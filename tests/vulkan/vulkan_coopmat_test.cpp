@@ -270,8 +270,9 @@ TEST(CoopmatTiles, RuleFillsTheGridWithTheLargestTile) {
 }
 
 // The workgroup-scope tiles follow the device's flexible shapes (the H200 lists, as llama.cpp's
-// check expects, 128 threads with granularity 32 x 16 x 16 and 256 with 32 x 32 x 16), are forced
-// only, and an unavailable one (its pipeline rejected) is never picked.
+// check expects, 128 threads with granularity 32 x 16 x 16 and 256 with 32 x 32 x 16), are the
+// rule's from kNamedMinTok tokens on (the largest that fills the grid without a token tile wider
+// than the matmul), and an unavailable one (its pipeline rejected) is never picked.
 // to_f16's grid (coopmat2's f16 B rows): one thread per 8 values in workgroups of 256, at most the
 // device's limit (the shader strides over the rest): a 28,672-wide input of 8,192 tokens needs
 // 114,688 workgroups, past NVIDIA's 65,535.
@@ -294,7 +295,7 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   const struct { uint32_t bm, bn, wg; } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}};
   for (size_t i = 0; i < t.size(); ++i) {
     const vk::CoopmatTile& x = t[i];
-    EXPECT_TRUE(x.cm2 && !x.rule && !x.unavailable) << x.label();
+    EXPECT_TRUE(x.cm2 && x.rule && !x.unavailable) << x.label();
     EXPECT_EQ(x.bm, want[i].bm) << x.label();
     EXPECT_EQ(x.bn, want[i].bn) << x.label();
     EXPECT_EQ(x.threads(), want[i].wg) << x.label();
@@ -341,12 +342,25 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   ASSERT_EQ(vk::coopmat2_tiles(h200, 256, 128, 32).size(), 1u);
   EXPECT_EQ(vk::coopmat2_tiles(h200, 256, 128, 32)[0].label(), "nm");
   EXPECT_TRUE(vk::coopmat2_tiles({}, 256, 1024, 32).empty());
-  // Beside the KHR tiles: the rule never picks them; forced, they are the only reachable tile; an
-  // unavailable one is skipped by both (the rule's tile instead).
+  // Beside the KHR tiles, on 132 SMs (target 99 workgroups): o where its 128 x 256 grid fills
+  // the target (the 8B's 14336-row matrices at 512 tokens: 224), else n (4096 rows: o has 64, n
+  // 128), else nm (1024 rows: 128; or fewer than 128 tokens); none filling it, the one of most
+  // workgroups; below kNamedMinTok tokens the KHR rule (s for f32 weights); forced, a tile is the
+  // only reachable one; an unavailable one is skipped by both (the rule's tile instead).
   std::vector<vk::CoopmatTile> all = vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024);
   all.insert(all.end(), t.begin(), t.end());
   const uint32_t target = vk::coopmat_target_groups(132);
-  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 0)->label(), "s");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 0)->label(), "n");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 14336, 512, target, 0, GgmlType::q4_k)->label(), "o");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 1024, 512, target, 0, GgmlType::q6_k)->label(), "nm");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 14336, 200, target, 0)->label(), "n");  // o: 256 > 200
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 100, target, 0)->label(), "nm");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 2048, 64, target, 0)->label(), "nm");  // 32 < 99: most
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, vk::kNamedMinTok - 1, target, 0)->label(), "s");
+  EXPECT_EQ(vk::pick_coopmat2_tile(t, 4096, 512, target)->label(), "n");
+  EXPECT_EQ(vk::pick_coopmat2_tile(vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024), 4096, 512,
+                                   target),
+            nullptr);
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "n");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'N')->label(), "nm");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'o')->label(), "o");
@@ -355,11 +369,11 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     if (vk::coopmat_tile_reachable(all, x, 'n')) reach += x.label() + " ";
   EXPECT_EQ(reach, "n ");
   for (vk::CoopmatTile& x : all) x.unavailable = x.name == 'n';
-  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "s");
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "nm");
   reach.clear();
   for (const vk::CoopmatTile& x : all)
     if (vk::coopmat_tile_reachable(all, x, 'n')) reach += x.label() + " ";
-  EXPECT_EQ(reach, "s ");
+  EXPECT_EQ(reach, "s nm o ");  // the rule's: s for f32 below kNamedMinTok, nm and o above
 }
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
