@@ -67,7 +67,8 @@
 //                             (llama.cpp's Vulkan backend spins its last fence; A/B, unmeasured)
 //   FISH_VK_PREFETCH_MB=0..256  a decode forward of a span reads this many MiB of its coming
 //                             matvecs' weights into L2 beside each latency-bound step (attention,
-//                             norms, q8_1 rounding; prefetch.h): 0 (default) none (A/B)
+//                             norms, q8_1 rounding; prefetch.h): 0 (default) none (A/B: slower
+//                             on an H200 at 8..64 MiB, docs/gpu.md)
 //   FISH_VK_RECORD_AHEAD=1|0  a span records its likely next forward (one token on, the same
 //                             outputs) between this forward's submit and its fence, so decode
 //                             steps pay no recording time: 1 (default); 0 records each forward
