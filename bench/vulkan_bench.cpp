@@ -218,6 +218,16 @@ vk::VulkanBackend* backend() {
   return b;
 }
 
+// The same device with FISH_VK_COOPMAT2_SCALES=1 (BM_VulkanPrefillMatmul's variants 30, 31).
+vk::VulkanBackend* cm2_scales_backend() {
+  static vk::VulkanBackend* b = [] {
+    auto o = vk::VulkanOptions::from_env();
+    if (o.ok()) o->coopmat2_scales = true;
+    return open_backend(std::move(o));
+  }();
+  return b;
+}
+
 // The same device with FISH_VK_COOPMAT2_ACC=fold / f16 (BM_VulkanPrefillMatmul's variants 26-29).
 vk::VulkanBackend* cm2_acc_backend(uint32_t acc) {
   assert(acc == vk::kCoopmat2AccFold || acc == vk::kCoopmat2AccF16);
@@ -669,7 +679,8 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k,
 // 23 n, 24 nm, 25 o: coopmat.h's tiles forced; 26 n, 27 o with f16 sums folded into f32 every 256
 // values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
-// accumulator width).
+// accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=1, the K-quant scales in shared
+// memory).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
@@ -678,14 +689,17 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const int64_t variant = state.range(4);
   constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
                                'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd',
-                               'e', 'f', 'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o'};
+                               'e', 'f', 'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o',
+                               'n', 'o'};
   constexpr const char* kNames[] = {"tiled", "",  "l",      "m",      "s",     "lp",   "mp", "b",
                                     "h",     "w", "c",      "bn",     "g",     "r",    "u",  "v",
                                     "x",     "y", "z",      "d",      "e",     "f",    "k",  "n",
-                                    "nm",    "o", "n fold", "o fold", "n f16", "o f16"};
+                                    "nm",    "o", "n fold", "o fold", "n f16", "o f16",
+                                    "n scales", "o scales"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = variant >= 28   ? cm2_acc_backend(vk::kCoopmat2AccF16)
+  vk::VulkanBackend* b = variant >= 30   ? cm2_scales_backend()
+                         : variant >= 28 ? cm2_acc_backend(vk::kCoopmat2AccF16)
                          : variant >= 26 ? cm2_acc_backend(vk::kCoopmat2AccFold)
                                          : backend();
   if (!b->supports(t)) {
@@ -775,9 +789,10 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
         if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
       // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16,
-      // then n and o with f16 sums (folded, throughout).
-      if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16)
-        for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 7;
+      // then n and o with f16 sums (folded, throughout) and with the K-quant scales in shared
+      // memory (q4_k, q5_k, fq3; the same kernel as n / o for the others).
+      if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16 || t == GgmlType::q5_k)
+        for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 9;
              ++variant)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }

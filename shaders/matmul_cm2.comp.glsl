@@ -41,7 +41,12 @@ layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of
 // (KU BK values: 256) added into the f32 one; 2 f16 throughout, converted to f32 for the store
 // (llama.cpp's default f16acc pipelines). f16 sums carry about 2^-11 relative rounding a step
 // and overflow past 65504 to inf.
+// SCALES (FISH_VK_COOPMAT2_SCALES, q4_k / q5_k / fq3): 1 stages an interior tile's sub-block
+// scales (d sc, dmin m) of each super-block in shared memory once per unrolled iteration
+// (fill_scales), so the decode of each value reads one vec2 there instead of the block header's
+// four words and their unpacking (llama.cpp's fetch_scales / store_scales do the same).
 layout(constant_id = 5) const uint ACC = 0;
+layout(constant_id = 6) const uint SCALES = 0;  // 1: K-quant scales staged in shared memory
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { float16_t xh[]; };
@@ -49,6 +54,8 @@ layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };
 
 // Four f32 values (f32 weights): one 16-byte block.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4Ref { vec4 v; };
+
+uint g_row0, g_tok0;  // this workgroup's tile, for store_element and decode_w_sh
 
 float16_t decode_vec4(const in Vec4Ref b, const in uint block[2], const in uint in_block[2]) {
   return float16_t(b.v[in_block[1]]);
@@ -166,14 +173,19 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer BlockRef {
   uint q[24];
 };
 #endif
-float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
-  const uint c = in_block[1];
-  const uint g = c >> 5u;  // sub-block of 32
+// Sub-block g's (d sc, dmin m) from the block's header words: dm (f16 d, dmin), then the 12
+// bytes of 6-bit scales and mins.
+vec2 sub_scale(const uint dm_word, const uint sc0, const uint sc1, const uint sc2, const uint g) {
   const uint sh = 8u * (g & 3u);
-  const uint lo_sc = b.sc[0] >> sh, lo_m = b.sc[1] >> sh, top = b.sc[2] >> sh;
+  const uint lo_sc = sc0 >> sh, lo_m = sc1 >> sh, top = sc2 >> sh;
   const uint sc = g < 4u ? lo_sc & 63u : (top & 15u) | ((lo_sc >> 2u) & 48u);
   const uint m = g < 4u ? lo_m & 63u : ((top >> 4u) & 15u) | ((lo_m >> 2u) & 48u);
-  const vec2 dm = unpackHalf2x16(b.dm);
+  const vec2 dm = unpackHalf2x16(dm_word);
+  return vec2(dm.x * float(sc), dm.y * float(m));
+}
+// Value c's quant (0..15 / 0..31 / 0..7).
+uint quant_of(const in BlockRef b, const uint c) {
+  const uint g = c >> 5u;  // sub-block of 32
 #if defined(TYPE_FQ3)
   const uint v = c & 31u, s = v >> 2u, j = v & 3u;
   const uint ab = b.q[3u * g + (s >> 2u)];
@@ -187,9 +199,24 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
   q |= ((b.qh[l >> 2u] >> (8u * (l & 3u) + g)) & 1u) << 4u;
 #endif
 #endif
-  return float16_t(dm.x * float(sc) * float(q) - dm.y * float(m));
+  return q;
+}
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  const vec2 s = sub_scale(b.dm, b.sc[0], b.sc[1], b.sc[2], c >> 5u);
+  return float16_t(s.x * float(quant_of(b, c)) - s.y);
 }
 #define DECODE_W decode_w
+// SCALES = 1 (FISH_VK_COOPMAT2_SCALES): an interior tile's sub-block scales of the super-block
+// in flight, (d sc, dmin m) for 8 sub-blocks x BM rows, computed once per unrolled K iteration
+// (KU steps of BK: one super-block) by fill_scales, read by decode_w_sh instead of the header.
+#define HAS_SHARED_SCALES 1
+shared vec2 sh_scales[8u * BM];
+float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  const vec2 s = sh_scales[(c >> 5u) * BM + (block[0] - g_row0)];
+  return float16_t(s.x * float(quant_of(b, c)) - s.y);
+}
 #elif defined(TYPE_Q6_K)
 // 210-byte super-blocks of 256 (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
 // 128h + 32k + l (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2
@@ -219,29 +246,45 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 // [tok0, tok0 + BN) of the same K range through lb, acc += A B. A macro, not a function: the
 // layout types differ by clamp mode, and the loads take the buffers themselves.
 #if defined(DIRECT_F16)
-#define LOAD_A(mat, la, k0) coopMatLoadTensorNV(mat, wh, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK))
+#define LOAD_A(mat, la, k0, dec) \
+  coopMatLoadTensorNV(mat, wh, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK))
 #else
-#define LOAD_A(mat, la, k0) \
-  coopMatLoadTensorNV(mat, w, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK), DECODE_W)
+#define LOAD_A(mat, la, k0, dec) \
+  coopMatLoadTensorNV(mat, w, 0, sliceTensorLayoutNV(la, row0, BM, k0, BK), dec)
 #endif
-#define K_STEP_INTO(sum, la, lb, k0)                                                             \
-  {                                                                                              \
-    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                              \
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bm;                             \
-    LOAD_A(a, la, k0);                                                                           \
-    coopMatLoadTensorNV(bm, xh, 0, sliceTensorLayoutNV(lb, tok0, BN, k0, BK), transposed);      \
-    sum = coopMatMulAdd(a, bm, sum);                                                             \
+#define K_STEP_INTO(sum, la, lb, k0, dec)                                                   \
+  {                                                                                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> bm;                        \
+    LOAD_A(a, la, k0, dec);                                                                 \
+    coopMatLoadTensorNV(bm, xh, 0, sliceTensorLayoutNV(lb, tok0, BN, k0, BK), transposed); \
+    sum = coopMatMulAdd(a, bm, sum);                                                        \
   }
-#define K_STEP(la, lb, k0) K_STEP_INTO(acc, la, lb, k0)
-#define K_STEP16(la, lb, k0) K_STEP_INTO(acc16, la, lb, k0)
+#define K_STEP(la, lb, k0) K_STEP_INTO(acc, la, lb, k0, DECODE_W)
+#define K_STEP16(la, lb, k0) K_STEP_INTO(acc16, la, lb, k0, DECODE_W)
+
+#if defined(HAS_SHARED_SCALES)
+// The scales of super-block k0 / QK of the tile's BM rows into sh_scales, between barriers (the
+// previous iteration's decodes have read theirs; this iteration's wait for these). Interior
+// tiles only: every row exists.
+void fill_scales(const uint row0, const uint k0) {
+  barrier();
+  for (uint i = gl_LocalInvocationIndex; i < 8u * BM; i += gl_WorkGroupSize.x) {
+    const uint r = i % BM, g = i / BM;
+    const uint word = ((row0 + r) * pc.row_bytes + (k0 / QK) * BLOCK_BYTES) >> 2u;
+    sh_scales[g * BM + r] = sub_scale(w[word], w[word + 1u], w[word + 2u], w[word + 3u], g);
+  }
+  barrier();
+}
+#define K_STEP_SH(k0) K_STEP_INTO(acc, la, lb, k0, decode_w_sh)
+#define K_STEP16_SH(k0) K_STEP_INTO(acc16, la, lb, k0, decode_w_sh)
+#endif
 // ACC 1: the f16 sums so far into the f32 accumulator, then from zero again.
 #define FOLD_F16()                                                                         \
   {                                                                                        \
     acc = acc + coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc16); \
     acc16 = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);   \
   }
-
-uint g_row0, g_tok0;  // this workgroup's tile, for store_element
 
 // coopMatPerElementNV callback of the element-wise store: element (r, t) of the tile to y.
 float store_element(const in uint r, const in uint t, const in float v) {
@@ -292,6 +335,14 @@ void main() {
   if (ACC == 0u) {
     if (interior) {
       uint k0 = 0u;
+#if defined(HAS_SHARED_SCALES)
+      if (SCALES == 1u && KU * BK == QK) {  // one super-block an iteration
+        for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
+          fill_scales(row0, k0);
+          [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP_SH(k0 + u * BK)
+        }
+      }
+#endif
       for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK)
         [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP(la, lb, k0 + u * BK)
       for (; k0 < pc.n_in; k0 += BK) K_STEP(la, lb, k0)
@@ -303,6 +354,17 @@ void main() {
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
     uint k0 = 0u;
     if (interior) {
+#if defined(HAS_SHARED_SCALES)
+      if (SCALES == 1u && KU * BK == QK) {  // one super-block an iteration
+        for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
+          fill_scales(row0, k0);
+          [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16_SH(k0 + u * BK)
+          if (ACC == 1u) {
+            FOLD_F16()
+          }
+        }
+      }
+#endif
       for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
         [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16(la, lb, k0 + u * BK)
         if (ACC == 1u) {

@@ -187,7 +187,8 @@ const char* coopmat2_acc_name(uint32_t acc) {
 }
 
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
-                                        uint32_t max_threads, uint32_t subgroup, uint32_t acc) {
+                                        uint32_t max_threads, uint32_t subgroup, uint32_t acc,
+                                        bool scales) {
   std::vector<CoopmatTile> out;
   if (subgroup == 0) return out;
   // KU 4: four kCoopmat2K-value K steps per unrolled iteration (256 values: a K-quant
@@ -210,6 +211,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
     t.wg = wg;
     t.ku = 4;
     t.acc = acc;
+    t.scales = scales;
     t.subgroup = subgroup;
     out.push_back(t);
   };

@@ -195,6 +195,7 @@ struct CoopmatTile {
   uint32_t wg = 0;           // cm2: threads of the workgroup
   uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
   uint32_t acc = 0;          // cm2: kCoopmat2Acc* (FISH_VK_COOPMAT2_ACC)
+  bool scales = false;       // cm2: K-quant scales staged in shared memory (FISH_VK_COOPMAT2_SCALES)
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
@@ -222,7 +223,7 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id
   // order.
   std::vector<uint32_t> constants() const {
-    if (cm2) return {wg, bm, bn, kCoopmat2K, ku, acc};
+    if (cm2) return {wg, bm, bn, kCoopmat2K, ku, acc, scales ? 1u : 0u};
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
     c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
     c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
@@ -269,10 +270,12 @@ struct Coopmat2Shape {
 // The workgroup-scope tiles n, nm, o (above) that one of `shapes` admits, with no dimension past
 // max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
 // their accumulation (kCoopmat2Acc*): an f32 shape for every tile, and for fold / f16 an f16_acc
-// shape of the same thread count too (the f16 sums), else no tiles.
+// shape of the same thread count too (the f16 sums), else no tiles. scales: their SCALES
+// constant (FISH_VK_COOPMAT2_SCALES: interior tiles of q4_k, q5_k and fq3 weights take each
+// super-block's sub-block scales from shared memory, computed once a tile).
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup,
-                                        uint32_t acc = kCoopmat2AccF32);
+                                        uint32_t acc = kCoopmat2AccF32, bool scales = false);
 
 // Whether pick_coopmat_tile(tiles, ..., forced, type) can return t for some shape: the forced
 // tile where it exists (and is not unavailable), else the rule's candidates for that type. Spans

@@ -217,8 +217,9 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   if (!t) return "tiled f32";
   if (t->cm2)
     return fmt::format(
-        "coopmat2 workgroup tile {} {}x{}{}", t->label(), t->bm, t->bn,
-        t->acc == kCoopmat2AccF32 ? "" : fmt::format(", {} sums", coopmat2_acc_name(t->acc)));
+        "coopmat2 workgroup tile {} {}x{}{}{}", t->label(), t->bm, t->bn,
+        t->acc == kCoopmat2AccF32 ? "" : fmt::format(", {} sums", coopmat2_acc_name(t->acc)),
+        t->scales ? ", shared scales" : "");
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
                      t->bn);
 }

@@ -302,7 +302,8 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     EXPECT_EQ(x.subgroups(), want[i].wg / 32) << x.label();
     EXPECT_EQ(x.shared_bytes(), 0u) << x.label();  // the driver's staging
     // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU, ACC.
-    EXPECT_EQ(x.constants(), (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4, 0}))
+    EXPECT_EQ(x.constants(),
+              (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4, 0, 0}))
         << x.label();
   }
   // FISH_VK_COOPMAT2_ACC's accumulation travels as ACC, the last constant; its f16 sums need the
@@ -315,13 +316,16 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   for (uint32_t acc : {vk::kCoopmat2AccFold, vk::kCoopmat2AccF16}) {
     const std::vector<vk::CoopmatTile> f = vk::coopmat2_tiles(with_f16, 256, 1024, 32, acc);
     ASSERT_EQ(f.size(), 3u);
-    for (const vk::CoopmatTile& x : f) EXPECT_EQ(x.constants().back(), acc) << x.label();
+    for (const vk::CoopmatTile& x : f) EXPECT_EQ(x.constants()[5], acc) << x.label();
     EXPECT_TRUE(vk::coopmat2_tiles(h200, 256, 1024, 32, acc).empty());
     labels.clear();
     for (const vk::CoopmatTile& x : vk::coopmat2_tiles(f16_256, 256, 1024, 32, acc))
       labels += x.label() + " ";
     EXPECT_EQ(labels, "n o ");
   }
+  // FISH_VK_COOPMAT2_SCALES travels as SCALES, the constant after ACC.
+  for (const vk::CoopmatTile& x : vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true))
+    EXPECT_EQ(x.constants().back(), 1u) << x.label();
   // f16 shapes alone admit no f32 tile.
   const vk::Coopmat2Shape only_f16[] = {{32, 32, 16, 256, true}};
   EXPECT_TRUE(vk::coopmat2_tiles(only_f16, 256, 1024, 32).empty());
@@ -378,14 +382,16 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
 
 std::string g_no_coopmat;  // why coopmat_backend returned null
 
-// Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule) and FISH_VK_COOPMAT2_ACC = acc;
-// null when it has no tiles.
-std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile, uint32_t acc = vk::kCoopmat2AccF32) {
+// Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule), FISH_VK_COOPMAT2_ACC = acc and
+// FISH_VK_COOPMAT2_SCALES = scales; null when it has no tiles.
+std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile, uint32_t acc = vk::kCoopmat2AccF32,
+                                                   bool scales = false) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (!opt.ok()) return nullptr;
   opt->coopmat_tile = tile;
   opt->coopmat2_acc = acc;
+  opt->coopmat2_scales = scales;
   // Token counts up to FISH_MATVEC_MAX_TOK run the decode kernels: the f32 ones, whatever
   // FISH_VK_MATVEC or the device's auto rule says, because the bound here is f32 arithmetic's
   // (the integer-dot kernels round x to q8_1 and have their own: vulkan_matvec_idot_test.cpp).
@@ -532,18 +538,25 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
 // With acc (FISH_VK_COOPMAT2_ACC fold or f16: f16_acc_check's bounds) longer rows: 768 values of
 // the K-quants (three unrolled iterations, so a lost fold shows) and 352 of the others (5.5 steps
 // of 64: the clamped loop's fold cadence and K tail), only the counts the coopmat2 tile takes.
-void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopmat2AccF32) {
+// scales (FISH_VK_COOPMAT2_SCALES=1): the types whose super-block scales it stages (q4_k, q5_k,
+// fq3) on rows of three super-blocks, so interior tiles refill the staged scales twice.
+void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopmat2AccF32,
+                        bool scales = false) {
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
-  auto b = coopmat_backend(tile, acc);
+  auto b = coopmat_backend(tile, acc, scales);
   ASSERT_TRUE(b);
   const bool f16_sums = acc != vk::kCoopmat2AccF32;
-  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16}) {
+  const std::vector<GgmlType> types =
+      scales ? std::vector<GgmlType>{GgmlType::q4_k, GgmlType::q5_k, GgmlType::fq3}
+             : std::vector<GgmlType>{GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16};
+  for (GgmlType t : types) {
     const TypeInfo& ti = type_info(t);
     // 32-value blocks: 5 K steps (160 values for the KHR tiles' 32; 320 for the coopmat2 tiles'
     // 64, kCoopmat2K, where 160 ran the clamped loop alone), so the interior tiles run one
     // unrolled iteration and a step after it.
     const bool cm2 = tile == 'n' || tile == 'N' || tile == 'o';
-    const int64_t n_in = f16_sums ? (ti.block_elems == 256 ? 256 * 3 : vk::kCoopmat2K * 5 + 32)
+    const int64_t n_in = f16_sums || scales
+                             ? (ti.block_elems == 256 ? 256 * 3 : vk::kCoopmat2K * 5 + 32)
                          : ti.block_elems == 256 ? 256
                                                  : (cm2 ? vk::kCoopmat2K : 32) * 5;
     const F16AccCheck f16 = f16_acc_check(acc, n_in);
@@ -553,13 +566,16 @@ void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopma
       auto h = b->upload(v);
       ASSERT_TRUE(h.ok()) << h.error().message;
       for (const int64_t n_tok : kTok) {
-        if (f16_sums && n_tok < vk::kCoopmatMinTok) continue;  // the f32 kernels, checked before
+        if ((f16_sums || scales) && n_tok < vk::kCoopmatMinTok) continue;  // checked before
         const std::string kernel = b->prefill_kernel(n_out, n_tok, t);
         if (n_tok >= vk::kCoopmatMinTok) {
           const std::string label = tile == 'N' ? "nm" : std::string(1, tile);
           ASSERT_NE(kernel.find(tile ? fmt::format("tile {} ", label) : "coopmat"),
                     std::string::npos)
               << kernel;
+          if (scales) {
+            ASSERT_NE(kernel.find("shared scales"), std::string::npos) << kernel;
+          }
         }
         expect_matmul_matches(*b, h.value(), v, n_tok, kernel, rng, f16);
         if (::testing::Test::HasFatalFailure()) return;
@@ -586,7 +602,8 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
 // The workgroup-scope tiles n, nm, o forced: clamped edge tiles (7 rows: less than one tile),
 // the interior tiles' unrolled K loop (256 values: one iteration of 4 steps of 64; 320 values of
 // the 32-value types: one and a step), grids of many; then n with f16 sums (FISH_VK_COOPMAT2_ACC
-// fold and f16) within f16_acc_check's bounds.
+// fold and f16) within f16_acc_check's bounds; then each tile with the K-quant scales in shared
+// memory (FISH_VK_COOPMAT2_SCALES=1) on q4_k, q5_k and fq3.
 TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT2(probe);
@@ -603,6 +620,11 @@ TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   for (uint32_t acc : {vk::kCoopmat2AccFold, vk::kCoopmat2AccF16}) {
     SCOPED_TRACE(vk::coopmat2_acc_name(acc));
     check_token_counts('n', rng, acc);
+    if (HasFatalFailure()) return;
+  }
+  for (const char tile : tiles) {
+    SCOPED_TRACE("FISH_VK_COOPMAT2_SCALES=1");
+    check_token_counts(tile, rng, vk::kCoopmat2AccF32, true);
     if (HasFatalFailure()) return;
   }
 }
