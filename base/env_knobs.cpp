@@ -278,8 +278,8 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "VK_NV_cooperative_matrix2 for the workgroup-scope tiles n, nm, o: auto (enabled where the "
-       "device has it; the tiles run when FISH_VK_COOPMAT_TILE forces one), 0 never enabled, 1 "
-       "required"},
+       "device has it; the tiles are then the rule's from 64 tokens on), 0 never enabled (the KHR "
+       "tiles' rule), 1 required"},
       {"FISH_VK_COOPMAT2_ACC",
        S::gpu,
        E::results,

@@ -81,8 +81,9 @@
 //                             (opening fails on a device without them)
 //   FISH_VK_COOPMAT2=auto|0|1 VK_NV_cooperative_matrix2 for the workgroup-scope tiles n, nm, o
 //                             (coopmat.h, matmul_cm2.comp.glsl): auto (default) enabled where the
-//                             device has it (the tiles run only when forced), 0 never enabled, 1
-//                             required (opening fails on a device without)
+//                             device has it (the tiles are then the rule's from 64 tokens on), 0
+//                             never enabled (the KHR tiles' rule), 1 required (opening fails on a
+//                             device without)
 //   FISH_VK_COOPMAT2_ACC=f32|fold|f16  those tiles' accumulation: f32 (default); fold, f16 sums
 //                             of each 256-value unrolled iteration added into the f32 one; f16,
 //                             f16 throughout (llama.cpp's coopmat2 default, f16acc): the A/B of
