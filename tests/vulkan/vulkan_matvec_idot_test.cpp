@@ -623,6 +623,32 @@ ModelShape idot_span_shape() {
                     0};
 }
 
+// Every layer of `model` in one span of 64 tokens on backend b (the head too where the options
+// ask), and an f32-activation session of n_ctx 64 over it: the idot span tests' setup. Fails the
+// test (pl / s empty) where either does not come up on the span.
+struct SpanSession {
+  std::shared_ptr<GpuPlacement> pl;
+  std::unique_ptr<Session> s;
+};
+SpanSession span_session(const std::shared_ptr<const Model>& model, vk::VulkanBackend& b) {
+  SpanSession out;
+  out.pl =
+      GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
+  EXPECT_TRUE(out.pl->span()) << out.pl->summary();
+  if (!out.pl->span()) return {};
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_batch = 64;  // <= the span's max_tok
+  so.act = ActMode::f32;
+  so.gpu = out.pl;
+  auto s = Session::create(model, so);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  if (!s.ok()) return {};
+  out.s = std::move(s.value());
+  EXPECT_TRUE(out.s->span_active());
+  return out;
+}
+
 // An idot span decode (idot_span_shape: head_dim, n_embd and n_ff multiples of 32)
 // runs no quant_q8_1 step: every matvec input's q8_1 copy comes from the op before it (the norms,
 // the attention epilogue, act*mul; FISH_GPU_PROFILE=2 counts the steps per stage), and greedy
@@ -745,29 +771,20 @@ TEST_F(VulkanMatvecIdot, SpanStreamAttentionWritesTheWoQ81Input) {
     opt->attn_split = kModes[i].split;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
-    auto pl =
-        GpuPlacement::place_layers(*model, b, test::placement_request(-1, SpanRequest{64, 64, 8}));
-    ASSERT_TRUE(pl->span()) << pl->summary();
+    SpanSession ss = span_session(model, b);
+    ASSERT_TRUE(ss.s);
     EXPECT_EQ(b.describe().find("stream (") != std::string::npos, kModes[i].stream != 0)
         << b.describe();
-    SessionOptions so;
-    so.n_ctx = 64;
-    so.n_batch = 64;
-    so.act = ActMode::f32;
-    so.gpu = pl;
-    auto s = Session::create(model, so);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    ASSERT_TRUE(s.value()->span_active());
     const std::vector<int32_t> prompt = {7, 48};
-    auto lg = s.value()->forward(prompt, 0);
+    auto lg = ss.s->forward(prompt, 0);
     for (int k = 0; lg.ok() && k < kSteps; ++k) {
       ids[i].push_back(greedy_token(lg.value()));
       logits[i].insert(logits[i].end(), lg.value().begin(), lg.value().end());
-      lg = s.value()->append(std::span<const int32_t>(&ids[i].back(), 1));
+      lg = ss.s->append(std::span<const int32_t>(&ids[i].back(), 1));
     }
     ASSERT_TRUE(lg.ok()) << lg.error().message;
-    EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
-    const std::string profile = pl->span()->profile();
+    EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+    const std::string profile = ss.pl->span()->profile();
     if (profile.find("no timestamp support") == std::string::npos) {
       EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
     }
@@ -809,32 +826,23 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
       if (stream == 1) opt->attn_split = 3;
       vk::VulkanBackend b(opt);
       ASSERT_TRUE(b.open().ok());
-      auto pl = GpuPlacement::place_layers(*model, b,
-                                           test::placement_request(-1, SpanRequest{64, 64, 8}));
-      ASSERT_TRUE(pl->span()) << pl->summary();
-      ASSERT_TRUE(pl->span()->has_head());
-      SessionOptions so;
-      so.n_ctx = 64;
-      so.n_batch = 64;
-      so.act = ActMode::f32;
-      so.gpu = pl;
-      auto s = Session::create(model, so);
-      ASSERT_TRUE(s.ok()) << s.error().message;
-      ASSERT_TRUE(s.value()->span_active());
+      SpanSession ss = span_session(model, b);
+      ASSERT_TRUE(ss.s);
+      ASSERT_TRUE(ss.pl->span()->has_head());
       const std::vector<int32_t> prompt = {7, 48};
-      auto id = s.value()->forward_greedy(prompt, 0);  // the head's argmax on the device
+      auto id = ss.s->forward_greedy(prompt, 0);  // the head's argmax on the device
       for (int k = 0; id.ok() && k < kSteps; ++k) {
         ids[i].push_back(id.value());
-        id = s.value()->append_greedy(std::span<const int32_t>(&ids[i].back(), 1));
+        id = ss.s->append_greedy(std::span<const int32_t>(&ids[i].back(), 1));
       }
       ASSERT_TRUE(id.ok()) << id.error().message;
-      auto lg = s.value()->forward(prompt, 0);
+      auto lg = ss.s->forward(prompt, 0);
       for (int k = 0; lg.ok() && k < kSteps; ++k) {
         logits[i].insert(logits[i].end(), lg.value().begin(), lg.value().end());
-        lg = s.value()->append(std::span<const int32_t>(&ids[i][size_t(k)], 1));
+        lg = ss.s->append(std::span<const int32_t>(&ids[i][size_t(k)], 1));
       }
       ASSERT_TRUE(lg.ok()) << lg.error().message;
-      EXPECT_EQ(s.value()->gpu_fallbacks(), 0);
+      EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
     }
     for (int i = 1; i < 3; ++i) {
       EXPECT_EQ(ids[i], ids[0]) << "prefetch " << mbs[i] << " MiB, stream " << stream;
