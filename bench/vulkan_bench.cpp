@@ -211,6 +211,13 @@ vk::VulkanBackend* open_backend(Result<vk::VulkanOptions> o) {
   (void)be->open();
   return be;
 }
+// The same, with `set` applied to the environment's options first (an A/B variant's backend).
+template <class Set>
+vk::VulkanBackend* open_backend_with(Set set) {
+  auto o = vk::VulkanOptions::from_env();
+  if (o.ok()) set(*o);
+  return open_backend(std::move(o));
+}
 }  // namespace
 
 vk::VulkanBackend* backend() {
@@ -220,11 +227,8 @@ vk::VulkanBackend* backend() {
 
 // The same device with FISH_VK_COOPMAT2_SCALES=1 (BM_VulkanPrefillMatmul's variants 30, 31).
 vk::VulkanBackend* cm2_scales_backend() {
-  static vk::VulkanBackend* b = [] {
-    auto o = vk::VulkanOptions::from_env();
-    if (o.ok()) o->coopmat2_scales = true;
-    return open_backend(std::move(o));
-  }();
+  static vk::VulkanBackend* b =
+      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = true; });
   return b;
 }
 
@@ -234,21 +238,14 @@ vk::VulkanBackend* cm2_acc_backend(uint32_t acc) {
   static vk::VulkanBackend* fold = nullptr;
   static vk::VulkanBackend* f16 = nullptr;
   vk::VulkanBackend*& b = acc == vk::kCoopmat2AccFold ? fold : f16;
-  if (!b) {
-    auto o = vk::VulkanOptions::from_env();
-    if (o.ok()) o->coopmat2_acc = acc;
-    b = open_backend(std::move(o));
-  }
+  if (!b) b = open_backend_with([acc](vk::VulkanOptions& o) { o.coopmat2_acc = acc; });
   return b;
 }
 
 // The same device with FISH_VK_ATTN_STREAM_PIPE=1 (BM_VulkanDecodeAttention's variant 8).
 vk::VulkanBackend* stream_pipe_backend() {
-  static vk::VulkanBackend* b = [] {
-    auto o = vk::VulkanOptions::from_env();
-    if (o.ok()) o->stream_pipe = true;
-    return open_backend(std::move(o));
-  }();
+  static vk::VulkanBackend* b =
+      open_backend_with([](vk::VulkanOptions& o) { o.stream_pipe = true; });
   return b;
 }
 
