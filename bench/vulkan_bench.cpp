@@ -787,7 +787,7 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
       // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16,
       // then n and o with f16 sums (folded, throughout) and with the K-quant scales in shared
-      // memory (q4_k, q5_k, fq3; the same kernel as n / o for the others).
+      // memory (SCALES: q4_k and q5_k here; the same kernel as n / o for the others).
       if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16 || t == GgmlType::q5_k)
         for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 9;
              ++variant)

@@ -12,7 +12,8 @@
 // bytes) and a decode function per type that turns (block, coordinate in block) into one f16
 // value (f16 rows load directly); B (BK x BN f16) straight from the f16 activation rows through
 // the transposed view (no decode: a callback per f32 element ran the f16 weights at 8.6 TFLOP/s
-// on an H100). The driver stages both through shared memory (no shared arrays here).
+// on an H100). The driver stages both through shared memory (the one shared array here is
+// SCALES's, below).
 // Tiles wholly inside n_out x n_tok use unclamped layouts, KU steps per loop iteration; edge tiles
 // clamped ones (rows / tokens past the end read 0). The result is stored through a clamped
 // layout (elements past n_out / n_tok dropped) at y_offset rounded down to 16 bytes (the
@@ -55,7 +56,7 @@ layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };
 // Four f32 values (f32 weights): one 16-byte block.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4Ref { vec4 v; };
 
-uint g_row0, g_tok0;  // this workgroup's tile, for store_element and decode_w_sh
+uint g_row0, g_tok0;  // this workgroup's tile, for store_element
 
 float16_t decode_vec4(const in Vec4Ref b, const in uint block[2], const in uint in_block[2]) {
   return float16_t(b.v[in_block[1]]);
@@ -214,7 +215,7 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 shared vec2 sh_scales[8u * BM];
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
   const uint c = in_block[1];
-  const vec2 s = sh_scales[(c >> 5u) * BM + (block[0] - g_row0)];
+  const vec2 s = sh_scales[(c >> 5u) * BM + block[0] % BM];  // tiles start at multiples of BM
   return float16_t(s.x * float(quant_of(b, c)) - s.y);
 }
 #elif defined(TYPE_Q6_K)
@@ -269,10 +270,15 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 // tiles only: every row exists.
 void fill_scales(const uint row0, const uint k0) {
   barrier();
-  for (uint i = gl_LocalInvocationIndex; i < 8u * BM; i += gl_WorkGroupSize.x) {
-    const uint r = i % BM, g = i / BM;
+  // Two invocations a row, each the header's four words once and four sub-blocks' scales.
+  for (uint i = gl_LocalInvocationIndex; i < 2u * BM; i += gl_WorkGroupSize.x) {
+    const uint r = i % BM, part = i / BM;
     const uint word = ((row0 + r) * pc.row_bytes + (k0 / QK) * BLOCK_BYTES) >> 2u;
-    sh_scales[g * BM + r] = sub_scale(w[word], w[word + 1u], w[word + 2u], w[word + 3u], g);
+    const uint dm = w[word], sc0 = w[word + 1u], sc1 = w[word + 2u], sc2 = w[word + 3u];
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+      const uint g = 4u * part + j;
+      sh_scales[g * BM + r] = sub_scale(dm, sc0, sc1, sc2, g);
+    }
   }
   barrier();
 }

@@ -4,6 +4,8 @@
 // read beside a latency-bound step with no barrier between the two (FISH_VK_PREFETCH_MB,
 // engine/vulkan/prefetch.h). Each thread folds its loads into one word and stores it at
 // Y[pc.y_offset + its lane] (the span's sink region, which nothing reads), so the loads stay.
+// Every workgroup and every prefetch dispatch of a step stores the same words with no barrier
+// between them: a race on values nobody reads (synchronisation validation reports it).
 // Bindings and push constants of fish_vk_layout.h; FISH_COPY_WG threads, each loading
 // FISH_PREFETCH_VECS vectors a round (all issued before any is used), any 1-D grid.
 #extension GL_GOOGLE_include_directive : require

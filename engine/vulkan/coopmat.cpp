@@ -130,7 +130,7 @@ const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32
     if (!t || !t->cm2) continue;
     const uint64_t grid = uint64_t((n_out + t->bm - 1) / t->bm) * ((n_tok + t->bn - 1) / t->bn);
     if (grid >= target_groups && t->bn <= n_tok) return t;
-    if (grid > most_groups) {
+    if (grid >= most_groups) {  // ties to the smaller tile (its token tile wastes less)
       most = t;
       most_groups = grid;
     }

@@ -56,10 +56,13 @@
 // Where the device has them (FISH_VK_COOPMAT2 not 0) they are the rule's for every type from
 // kNamedMinTok tokens on (pick_coopmat2_tile): the first of o, n, nm whose grid has at least
 // target workgroups and whose token tile is no wider than n_tok, else the one of most
-// workgroups. Measured on an H200 (binary c75a0f7, results/runs/h200-cm2-c75a0f7, 512 tokens,
-// TFLOP/s): q4_k 4096 x 4096 n 136.2 (o 89.8: a 64-workgroup grid) against the KHR rule's k
-// 129.9, 14336 x 4096 o 149.5 / n 117.5 against e / k ~94; f16 n 220.1 / 199.1 against 101.8 /
-// 91.6. FISH_VK_COOPMAT_TILE=n|nm|o forces one.
+// workgroups (ties to the smaller tile). Measured on an H200 (binary c75a0f7,
+// results/runs/h200-cm2-c75a0f7, 512 tokens, TFLOP/s) against the KHR tile k in the same run:
+// q4_k 4096 x 4096 n 136.2 (o 89.8: a 64-workgroup grid) against k 129.9 (the KHR rule's pick
+// there), 14336 x 4096 o 149.5 / n 117.5 against k 94.2 (the KHR rule picks e there: 123 on an
+// H100, not in this run); f16 n 220.1 / 199.1 against k 101.8 / 91.6 (the KHR rule picks z for
+// f16: 66 on an H100). End to end on an H100 (binary 260a0a1): pp512 1.18x (8B) / 1.21x (1B)
+// the KHR rule. FISH_VK_COOPMAT_TILE=n|nm|o forces one.
 // A tile whose pipeline the driver rejects is marked unavailable and the rule takes over.
 #pragma once
 
@@ -195,7 +198,7 @@ struct CoopmatTile {
   uint32_t wg = 0;           // cm2: threads of the workgroup
   uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
   uint32_t acc = 0;          // cm2: kCoopmat2Acc* (FISH_VK_COOPMAT2_ACC)
-  bool scales = false;       // cm2: K-quant scales staged in shared memory (FISH_VK_COOPMAT2_SCALES)
+  bool scales = false;       // cm2: K-quant scales in shared memory (FISH_VK_COOPMAT2_SCALES)
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
@@ -216,8 +219,8 @@ struct CoopmatTile {
   }
   uint32_t subgroups() const { return cm2 ? wg / subgroup : (bm / wm) * (bn / wn); }
   uint32_t threads() const { return cm2 ? wg : subgroups() * subgroup; }
-  uint32_t shared_bytes() const {  // cm2: the driver's, within its reserved amount
-    if (cm2) return 0;
+  uint32_t shared_bytes() const {  // cm2: the driver's staging aside, SCALES's 8 x bm vec2
+    if (cm2) return scales ? 8 * bm * 8 : 0;
     return (dbuf ? 2 : 1) * (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
   }
   // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id

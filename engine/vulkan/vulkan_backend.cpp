@@ -522,7 +522,10 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       if (!cm) return make_error("vulkan: no cooperative-matrix tile '{}' on this device", kernel);
     }
     Result<Pipeline> pr = cm ? ctx->coopmat_pipeline(w.type, *cm) : Result<Pipeline>(Pipeline{});
-    if (!pr.ok() && cm->cm2 && kernel == 0) {  // forced coopmat2 tile rejected: the rule's pick
+    // A coopmat2 tile the driver rejects (forced or the rule's) is marked unavailable by
+    // coopmat_pipeline: the rule's next pick, until one builds or it is no coopmat2 tile.
+    for (size_t left = ctx->coopmat_tiles().size();
+         !pr.ok() && cm && cm->cm2 && kernel == 0 && left; --left) {
       cm = ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
       if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
     }

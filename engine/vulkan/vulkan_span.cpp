@@ -715,14 +715,16 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
+  const std::string rec = fmt::format(
+      "{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
+      prefetch_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,
         ctx_.options().attn_stream < 0 ? shortk : "",
         ops_.attention_stream_last.pipe ? "splits merged by the last workgroup" : "+ combine",
-        decode, ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
-  return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode,
-                     ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward");
+        decode, rec);
+  return fmt::format("attention: prefill {}, decode {}{}; {}", prefill, shortk, decode, rec);
 }
 
 uint32_t attention_splits(int forced, uint32_t n_head, uint32_t n_tok, uint32_t len_max,

@@ -266,6 +266,9 @@ class VulkanSpan final : public LayerSpan {
   void prefetch();
   // A matvec over step st is recorded (matvec_step_; the prefetch cursor moves past its part).
   void matvec_recorded(const MatmulStep& st);
+  // kernels()'s prefetch clause: "" without it, else the MiB a step and the dispatches the last
+  // recorded decode forward holds.
+  std::string prefetch_note() const;
   // A timestamp closing stage s; `group`: the matmul group that step ran over n_tok tokens (the
   // profile's breakdown by group).
   void stage_done(Stage s, const MatmulGroup* group = nullptr, uint32_t n_tok = 0);
@@ -319,6 +322,7 @@ class VulkanSpan final : public LayerSpan {
   std::vector<VkDescriptorSet> pf_sets_;
   PrefetchCursor pf_;
   bool pf_on_ = false, matvec_step_ = false;
+  uint32_t pf_dispatches_ = 0;  // in the forward being recorded (since its first chunk)
   Pipeline quant_;                // quant_q8_1 (loaded when a step decodes with idot)
   Pipeline half_;                 // to_f16 (loaded where the device has a coopmat2 tile)
   Commands cmds_;

@@ -63,8 +63,15 @@ void VulkanSpan::prefetch() {
     cmds_.push(ops_.prefetch, &pc, sizeof pc);
     cmds_.dispatch(uint32_t(std::min<uint64_t>((p.count + kVecsPerGroup - 1) / kVecsPerGroup,
                                                ctx_.limits().maxComputeWorkGroupCount[0])));
+    ++pf_dispatches_;
   }
   bind_ops();
+}
+
+std::string VulkanSpan::prefetch_note() const {
+  if (!ops_.prefetch.pipe) return "";
+  return fmt::format("; weight prefetch {} MiB a step ({} dispatches in the last decode forward)",
+                     ctx_.options().prefetch_mb, pf_dispatches_);
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {
@@ -495,6 +502,7 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   // steps (FISH_VK_PREFETCH_MB), from the stream's start.
   pf_ = {};
   pf_on_ = ops_.prefetch.pipe != VK_NULL_HANDLE && n <= FISH_MATVEC_MAX_TOK;
+  if (pf_on_ && t0 == 0) pf_dispatches_ = 0;
   for (const LayerState& L : layers_) {
     bind_ops();
     if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add

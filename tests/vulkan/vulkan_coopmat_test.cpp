@@ -301,7 +301,7 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     EXPECT_EQ(x.threads(), want[i].wg) << x.label();
     EXPECT_EQ(x.subgroups(), want[i].wg / 32) << x.label();
     EXPECT_EQ(x.shared_bytes(), 0u) << x.label();  // the driver's staging
-    // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU, ACC.
+    // matmul_cm2.comp.glsl's constants: WG, BM, BN, BK, KU, ACC, SCALES.
     EXPECT_EQ(x.constants(),
               (std::vector<uint32_t>{want[i].wg, want[i].bm, want[i].bn, 64, 4, 0, 0}))
         << x.label();
@@ -324,8 +324,11 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
     EXPECT_EQ(labels, "n o ");
   }
   // FISH_VK_COOPMAT2_SCALES travels as SCALES, the constant after ACC.
-  for (const vk::CoopmatTile& x : vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true))
+  for (const vk::CoopmatTile& x :
+       vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true))
     EXPECT_EQ(x.constants().back(), 1u) << x.label();
+  EXPECT_EQ(vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true)[0].shared_bytes(),
+            8u * 128 * 8);  // n's scales: 8 sub-blocks x 128 rows of vec2
   // f16 shapes alone admit no f32 tile.
   const vk::Coopmat2Shape only_f16[] = {{32, 32, 16, 256, true}};
   EXPECT_TRUE(vk::coopmat2_tiles(only_f16, 256, 1024, 32).empty());
@@ -362,9 +365,14 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   EXPECT_EQ(vk::pick_coopmat_tile(all, 2048, 64, target, 0)->label(), "nm");  // 32 < 99: most
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, vk::kNamedMinTok - 1, target, 0)->label(), "s");
   EXPECT_EQ(vk::pick_coopmat2_tile(t, 4096, 512, target)->label(), "n");
-  EXPECT_EQ(vk::pick_coopmat2_tile(vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024), 4096, 512,
-                                   target),
-            nullptr);
+  {  // without nm, no grid fills the target at 100 tokens: o and n tie (32), the smaller wins
+    std::vector<vk::CoopmatTile> no_nm = t;
+    for (vk::CoopmatTile& x : no_nm) x.unavailable = x.name == 'N';
+    EXPECT_EQ(vk::pick_coopmat2_tile(no_nm, 4096, 100, target)->label(), "n");
+  }
+  EXPECT_EQ(
+      vk::pick_coopmat2_tile(vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024), 4096, 512, target),
+      nullptr);
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "n");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'N')->label(), "nm");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'o')->label(), "o");

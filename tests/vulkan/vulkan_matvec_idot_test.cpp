@@ -843,6 +843,15 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
       }
       ASSERT_TRUE(lg.ok()) << lg.error().message;
       EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+      // The prefetch ran: its dispatches in the last decode forward (none without it).
+      const std::regex pf_re(R"(weight prefetch (\d+) MiB a step \((\d+) dispatches)");
+      std::smatch m;
+      const std::string desc = b.describe();
+      ASSERT_EQ(std::regex_search(desc, m, pf_re), mbs[i] > 0) << desc;
+      if (mbs[i] > 0) {
+        EXPECT_EQ(std::stoul(m[1]), mbs[i]) << desc;
+        EXPECT_GT(std::stoul(m[2]), 0u) << desc;
+      }
     }
     for (int i = 1; i < 3; ++i) {
       EXPECT_EQ(ids[i], ids[0]) << "prefetch " << mbs[i] << " MiB, stream " << stream;
