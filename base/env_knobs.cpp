@@ -291,13 +291,7 @@ std::span<const EnvKnob> env_knobs() {
        "iteration added into the f32 accumulator; f16: f16 throughout (llama.cpp's coopmat2 "
        "default): the A/B of accumulator width, at f16's precision (~2^-11 a step, inf past "
        "65504)"},
-      {"FISH_VK_COOPMAT2_SCALES",
-       S::gpu,
-       E::results,
-       switch_words(),
-       0,
-       -1,
-       vk_options,
+      {"FISH_VK_COOPMAT2_SCALES", S::gpu, E::results, switch_words(), 0, -1, vk_options,
        "1: the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 weights take each "
        "super-block's sub-block scales from shared memory, computed once a tile, instead of "
        "decoding them with every value; 0 (default) until measured (A/B)"},

@@ -684,15 +684,13 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w',
-                               'c', 'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd',
-                               'e', 'f', 'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o',
-                               'n', 'o'};
-  constexpr const char* kNames[] = {"tiled", "",  "l",      "m",      "s",     "lp",   "mp", "b",
-                                    "h",     "w", "c",      "bn",     "g",     "r",    "u",  "v",
-                                    "x",     "y", "z",      "d",      "e",     "f",    "k",  "n",
-                                    "nm",    "o", "n fold", "o fold", "n f16", "o f16",
-                                    "n scales", "o scales"};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c',
+                               'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f',
+                               'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o'};
+  constexpr const char* kNames[] = {
+      "tiled", "",  "l",  "m", "s",      "lp",     "mp",    "b",     "h",        "w",       "c",
+      "bn",    "g", "r",  "u", "v",      "x",      "y",     "z",     "d",        "e",       "f",
+      "k",     "n", "nm", "o", "n fold", "o fold", "n f16", "o f16", "n scales", "o scales"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = variant >= 30   ? cm2_scales_backend()

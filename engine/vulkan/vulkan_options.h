@@ -156,11 +156,11 @@ struct VulkanOptions {
   int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
   uint32_t coopmat2_acc = 0;   // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
   bool coopmat2_scales = false;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
-  uint32_t flash_cm = 2;       // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
-  char coopmat_tile = 0;       // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
-  int requant = 0;             // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;        // FISH_GPU_PROFILE=2: per-stage span timestamps
-  DeviceFault fault;           // FISH_VK_FAULT
+  uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
+  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
+  bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps
+  DeviceFault fault;      // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

@@ -715,9 +715,9 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
-  const std::string rec = fmt::format(
-      "{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-      prefetch_note());
+  const std::string rec =
+      fmt::format("{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
+                  prefetch_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

@@ -323,8 +323,8 @@ class VulkanSpan final : public LayerSpan {
   PrefetchCursor pf_;
   bool pf_on_ = false, matvec_step_ = false;
   uint32_t pf_dispatches_ = 0;  // in the forward being recorded (since its first chunk)
-  Pipeline quant_;                // quant_q8_1 (loaded when a step decodes with idot)
-  Pipeline half_;                 // to_f16 (loaded where the device has a coopmat2 tile)
+  Pipeline quant_;              // quant_q8_1 (loaded when a step decodes with idot)
+  Pipeline half_;               // to_f16 (loaded where the device has a coopmat2 tile)
   Commands cmds_;
   // Profiling: one timestamp after each step; step_of_[i] is the step that ended at query i+1.
   struct TimedStep {
