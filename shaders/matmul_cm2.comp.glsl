@@ -284,6 +284,18 @@ void fill_scales(const uint row0, const uint k0) {
 }
 #define K_STEP_SH(k0) K_STEP_INTO(acc, la, lb, k0, decode_w_sh)
 #define K_STEP16_SH(k0) K_STEP_INTO(acc16, la, lb, k0, decode_w_sh)
+// An interior tile's unrolled iterations with SCALES: each super-block's scales staged, then its
+// KU steps (`step`), then `after` (ACC 1's fold); k0 ends where the plain iterations would.
+#define SCALED_ITERATIONS(step, after)                              \
+  if (SCALES == 1u && KU * BK == QK) { /* a super-block */          \
+    for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {                \
+      fill_scales(row0, k0);                                        \
+      [[unroll]] for (uint u = 0u; u < KU; ++u) step(k0 + u * BK) \
+      after                                                         \
+    }                                                               \
+  }
+#else
+#define SCALED_ITERATIONS(step, after)
 #endif
 // ACC 1: the f16 sums so far into the f32 accumulator, then from zero again.
 #define FOLD_F16()                                                                         \
@@ -341,14 +353,7 @@ void main() {
   if (ACC == 0u) {
     if (interior) {
       uint k0 = 0u;
-#if defined(HAS_SHARED_SCALES)
-      if (SCALES == 1u && KU * BK == QK) {  // one super-block an iteration
-        for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
-          fill_scales(row0, k0);
-          [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP_SH(k0 + u * BK)
-        }
-      }
-#endif
+      SCALED_ITERATIONS(K_STEP_SH, )
       for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK)
         [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP(la, lb, k0 + u * BK)
       for (; k0 < pc.n_in; k0 += BK) K_STEP(la, lb, k0)
@@ -360,17 +365,7 @@ void main() {
         coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
     uint k0 = 0u;
     if (interior) {
-#if defined(HAS_SHARED_SCALES)
-      if (SCALES == 1u && KU * BK == QK) {  // one super-block an iteration
-        for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
-          fill_scales(row0, k0);
-          [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16_SH(k0 + u * BK)
-          if (ACC == 1u) {
-            FOLD_F16()
-          }
-        }
-      }
-#endif
+      SCALED_ITERATIONS(K_STEP16_SH, if (ACC == 1u) FOLD_F16())
       for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {
         [[unroll]] for (uint u = 0u; u < KU; ++u) K_STEP16(la, lb, k0 + u * BK)
         if (ACC == 1u) {
