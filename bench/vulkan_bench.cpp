@@ -225,10 +225,11 @@ vk::VulkanBackend* backend() {
   return b;
 }
 
-// The same device with FISH_VK_COOPMAT2_SCALES=1 (BM_VulkanPrefillMatmul's variants 30, 31).
-vk::VulkanBackend* cm2_scales_backend() {
+// The same device with FISH_VK_COOPMAT2_SCALES=0 (BM_VulkanPrefillMatmul's variants 30, 31: the
+// K-quant scales decoded with every value, the A/B of the default's shared scales).
+vk::VulkanBackend* cm2_plain_backend() {
   static vk::VulkanBackend* b =
-      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = true; });
+      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = false; });
   return b;
 }
 
@@ -676,8 +677,8 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // 7 b, 8 h, 9 w, 10 c, 11 bn, 12 g, 13 r, 14 u, 15 v, 16 x, 17 y, 18 z, 19 d, 20 e, 21 f, 22 k,
 // 23 n, 24 nm, 25 o: coopmat.h's tiles forced; 26 n, 27 o with f16 sums folded into f32 every 256
 // values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
-// accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=1, the K-quant scales in shared
-// memory).
+// accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=0, the K-quant scales decoded with
+// every value instead of staged in shared memory, the default since 0c452b0's H200 rows).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
@@ -690,10 +691,10 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   constexpr const char* kNames[] = {
       "tiled", "",  "l",  "m", "s",      "lp",     "mp",    "b",     "h",        "w",       "c",
       "bn",    "g", "r",  "u", "v",      "x",      "y",     "z",     "d",        "e",       "f",
-      "k",     "n", "nm", "o", "n fold", "o fold", "n f16", "o f16", "n scales", "o scales"};
+      "k",     "n", "nm", "o", "n fold", "o fold", "n f16", "o f16", "n plain", "o plain"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = variant >= 30   ? cm2_scales_backend()
+  vk::VulkanBackend* b = variant >= 30   ? cm2_plain_backend()
                          : variant >= 28 ? cm2_acc_backend(vk::kCoopmat2AccF16)
                          : variant >= 26 ? cm2_acc_backend(vk::kCoopmat2AccFold)
                                          : backend();
@@ -784,8 +785,8 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
         if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
       // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16,
-      // then n and o with f16 sums (folded, throughout) and with the K-quant scales in shared
-      // memory (SCALES: q4_k and q5_k here; the same kernel as n / o for the others).
+      // then n and o with f16 sums (folded, throughout) and with the K-quant scales decoded with
+      // every value (SCALES off: q4_k and q5_k here; the same kernel as n / o for the others).
       if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16 || t == GgmlType::q5_k)
         for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 9;
              ++variant)

@@ -4,7 +4,9 @@
 # gpu_decode.sh and h200_merged.sh, cut to what a decision needs):
 #   1. starts the llama.cpp builds of PEERS (default "cpu" with HOST=1, none with HOST=0; add
 #      vulkan / cuda for a later `PHASE=run peer_gpu.sh` call on the same held machine) and writes
-#      the synthetic Llama-1B / 8B Q4_K_M files, both in the background;
+#      the synthetic Llama-1B / 8B Q4_K_M files, both in the background. The builds take the
+#      host's cores: on an H200 (0c452b0) a 17 s test ran past 150 s and a 28 s pp512 past 70 s
+#      beside them, so a call that builds peers should carry GPU-bound steps (benches) only;
 #   2. fish_test_vulkan with TESTS (default: the cooperative-matrix and coopmat2 kernels against
 #      the CPU reference, the fused and streamed decode attention and RoPE + KV store, the
 #      integer-dot variants and fused epilogues, the span end to end, the polled fence wait;

@@ -391,7 +391,8 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
 std::string g_no_coopmat;  // why coopmat_backend returned null
 
 // Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule), FISH_VK_COOPMAT2_ACC = acc and
-// FISH_VK_COOPMAT2_SCALES = scales; null when it has no tiles.
+// FISH_VK_COOPMAT2_SCALES = scales (off unless asked, whatever the default: the per-value decode
+// of the scales keeps its coverage; check_token_counts asks for both); null when it has no tiles.
 std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile, uint32_t acc = vk::kCoopmat2AccF32,
                                                    bool scales = false) {
   auto opt = vk::VulkanOptions::from_env();
