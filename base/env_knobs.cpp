@@ -292,10 +292,10 @@ std::span<const EnvKnob> env_knobs() {
        "default): the A/B of accumulator width, at f16's precision (~2^-11 a step, inf past "
        "65504)"},
       {"FISH_VK_COOPMAT2_SCALES", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 weights take each "
-       "super-block's sub-block scales from shared memory, computed once a tile, instead of "
-       "decoding them with every value (H200 pp512: 1B +12%, 8B +7%); 0: decoded with every "
-       "value (A/B)"},
+       "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 / q6_k weights take "
+       "each super-block's sub-block scales from shared memory, computed once a tile, instead of "
+       "decoding them with every value (H200 pp512 with q4_k / q5_k / fq3 staged: 1B +12%, 8B "
+       "+7%); 0: decoded with every value (A/B)"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,

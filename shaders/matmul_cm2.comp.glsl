@@ -42,10 +42,11 @@ layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of
 // (KU BK values: 256) added into the f32 one; 2 f16 throughout, converted to f32 for the store
 // (llama.cpp's default f16acc pipelines). f16 sums carry about 2^-11 relative rounding a step
 // and overflow past 65504 to inf.
-// SCALES (FISH_VK_COOPMAT2_SCALES, q4_k / q5_k / fq3): 1 stages an interior tile's sub-block
-// scales (d sc, dmin m) of each super-block in shared memory once per unrolled iteration
-// (fill_scales), so the decode of each value reads one vec2 there instead of the block header's
-// four words and their unpacking (llama.cpp's fetch_scales / store_scales do the same).
+// SCALES (FISH_VK_COOPMAT2_SCALES, q4_k / q5_k / fq3 / q6_k): 1 stages an interior tile's
+// sub-block scales of each super-block in shared memory once per unrolled iteration
+// (fill_scales), so the decode of each value reads them there instead of the block header: one
+// vec2 (d sc, dmin m) in place of four words and their 6-bit unpacking (llama.cpp's fetch_scales
+// / store_scales do the same), or for q6_k one float (d sc) in place of d and an int8 scale.
 layout(constant_id = 5) const uint ACC = 0;
 layout(constant_id = 6) const uint SCALES = 0;  // 1: K-quant scales staged in shared memory
 
@@ -218,6 +219,16 @@ float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint
   const vec2 s = sh_scales[(c >> 5u) * BM + block[0] % BM];  // tiles start at multiples of BM
   return float16_t(s.x * float(quant_of(b, c)) - s.y);
 }
+// Half `part` (sub-blocks 4 part ..) of row r's scales, from its super-block at byte0 (4-aligned:
+// 144 / 176 / 112-byte blocks in rows of whole words).
+void stage_scales(const uint r, const uint part, const uint byte0) {
+  const uint word = byte0 >> 2u;
+  const uint dm = w[word], sc0 = w[word + 1u], sc1 = w[word + 2u], sc2 = w[word + 3u];
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    const uint g = 4u * part + j;
+    sh_scales[g * BM + r] = sub_scale(dm, sc0, sc1, sc2, g);
+  }
+}
 #elif defined(TYPE_Q6_K)
 // 210-byte super-blocks of 256 (2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Value
 // 128h + 32k + l (k < 4, l < 32): low 4 bits from ql[64h + 32(k&1) + l] (nibble k>>1), high 2
@@ -230,15 +241,42 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer BlockRef {
   uint16_t sc[8];
   float16_t d;
 };
-float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
-  const uint c = in_block[1];
+// Value c's 6-bit quant, 0..63.
+uint quant_of(const in BlockRef b, const uint c) {
   const uint h = c >> 7u, k = (c >> 5u) & 3u, l = c & 31u;
   const uint lo = (BYTE16(b.ql, 64u * h + 32u * (k & 1u) + l) >> (4u * (k >> 1u))) & 15u;
   const uint hi = (BYTE16(b.qh, 32u * h + l) >> (2u * k)) & 3u;
+  return lo | (hi << 4u);
+}
+float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
   const int sc = int(BYTE16(b.sc, c >> 4u) << 24u) >> 24;
-  return float16_t(float(b.d) * float(sc) * (float(lo | (hi << 4u)) - 32.0));
+  return float16_t(float(b.d) * float(sc) * (float(quant_of(b, c)) - 32.0));
 }
 #define DECODE_W decode_w
+// SCALES = 1: d sc of each 16-value sub-block of the super-block in flight, 16 x BM rows, staged
+// by fill_scales (the same f32 product decode_w forms, so the two agree bit for bit).
+#define HAS_SHARED_SCALES 1
+shared float sh_scales[16u * BM];
+float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
+  const uint c = in_block[1];
+  const float s = sh_scales[(c >> 4u) * BM + block[0] % BM];  // tiles start at multiples of BM
+  return float16_t(s * (float(quant_of(b, c)) - 32.0));
+}
+// Byte o of the weights (w as words).
+uint w_byte(const uint o) { return (w[o >> 2u] >> (8u * (o & 3u))) & 0xFFu; }
+// Half `part` (sub-blocks 8 part ..) of row r's d sc, from its super-block at byte0 (2-aligned:
+// 210-byte blocks): int8 scales at bytes 192.., f16 d at 208 (a 16-bit word never straddles two
+// 32-bit ones at an even offset).
+void stage_scales(const uint r, const uint part, const uint byte0) {
+  const uint od = byte0 + 208u;
+  const float d = unpackHalf2x16(w[od >> 2u] >> (8u * (od & 3u))).x;
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+    const uint g = 8u * part + j;
+    const int sc = int(w_byte(byte0 + 192u + g) << 24u) >> 24;
+    sh_scales[g * BM + r] = d * float(sc);
+  }
+}
 #else
 #error "matmul_cm2.comp.glsl: define one TYPE_<type> (shaders/CMakeLists.txt FISH_VK_CM2_TYPES)"
 #endif
@@ -270,15 +308,10 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 // tiles only: every row exists.
 void fill_scales(const uint row0, const uint k0) {
   barrier();
-  // Two invocations a row, each the header's four words once and four sub-blocks' scales.
+  // Two invocations a row, each half of the row's sub-blocks (stage_scales, per type).
   for (uint i = gl_LocalInvocationIndex; i < 2u * BM; i += gl_WorkGroupSize.x) {
     const uint r = i % BM, part = i / BM;
-    const uint word = ((row0 + r) * pc.row_bytes + (k0 / QK) * BLOCK_BYTES) >> 2u;
-    const uint dm = w[word], sc0 = w[word + 1u], sc1 = w[word + 2u], sc2 = w[word + 3u];
-    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-      const uint g = 4u * part + j;
-      sh_scales[g * BM + r] = sub_scale(dm, sc0, sc1, sc2, g);
-    }
+    stage_scales(r, part, (row0 + r) * pc.row_bytes + (k0 / QK) * BLOCK_BYTES);
   }
   barrier();
 }

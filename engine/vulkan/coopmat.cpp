@@ -101,6 +101,11 @@ bool coopmat_named_rule(GgmlType type) {
   return type != GgmlType::f16 && type != GgmlType::f32;
 }
 
+bool coopmat2_stages_scales(GgmlType type) {
+  return type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::fq3 ||
+         type == GgmlType::q6_k;
+}
+
 namespace {
 
 // The small-tile candidates (s, z; or the grid rule's where those are missing) for `vec`: the

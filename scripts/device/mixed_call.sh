@@ -26,7 +26,9 @@
 #      median [min, max] table in the summary;
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
-#      the span's stage times and its matvec groups (GEN_WORDS=N: behind a prompt of ~N words);
+#      the span's stage times and its matvec groups (GEN_WORDS=N: behind a prompt of ~N words;
+#      GEN_N decode steps, default 128: GEN_N=1 with GEN_WORDS profiles the prefill alone, in
+#      chunks of --n-batch 512);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
@@ -161,8 +163,8 @@ for m in ${GEN_MODELS:-llama-8b}; do
     extra=()
     [ $g != default ] && extra=(${g//,/ })
     env "${extra[@]}" FISH_GPU_PROFILE=2 timeout 30 $B/fish generate \
-      -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
-      > $W/gen-$i.txt 2>&1
+      -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n ${GEN_N:-128} --n-batch 512 \
+      --threads 16 --ignore-eos > $W/gen-$i.txt 2>&1
     echo "config: $m $g" >> $W/gen-$i.txt
   done
 done

@@ -548,7 +548,8 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
 // the K-quants (three unrolled iterations, so a lost fold shows) and 352 of the others (5.5 steps
 // of 64: the clamped loop's fold cadence and K tail), only the counts the coopmat2 tile takes.
 // scales (FISH_VK_COOPMAT2_SCALES=1): the types whose super-block scales it stages (q4_k, q5_k,
-// fq3) on rows of three super-blocks, so interior tiles refill the staged scales twice.
+// fq3, q6_k: coopmat2_stages_scales) on rows of three super-blocks, so interior tiles refill the
+// staged scales twice; q6_k's 210-byte blocks put odd super-blocks at 2-aligned bytes.
 void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopmat2AccF32,
                         bool scales = false) {
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
@@ -556,7 +557,7 @@ void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopma
   ASSERT_TRUE(b);
   const bool f16_sums = acc != vk::kCoopmat2AccF32;
   const std::vector<GgmlType> types =
-      scales ? std::vector<GgmlType>{GgmlType::q4_k, GgmlType::q5_k, GgmlType::fq3}
+      scales ? std::vector<GgmlType>{GgmlType::q4_k, GgmlType::q5_k, GgmlType::fq3, GgmlType::q6_k}
              : std::vector<GgmlType>{GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0, GgmlType::f16};
   for (GgmlType t : types) {
     const TypeInfo& ti = type_info(t);
@@ -612,7 +613,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
 // the interior tiles' unrolled K loop (256 values: one iteration of 4 steps of 64; 320 values of
 // the 32-value types: one and a step), grids of many; then n with f16 sums (FISH_VK_COOPMAT2_ACC
 // fold and f16) within f16_acc_check's bounds; then each tile with the K-quant scales in shared
-// memory (FISH_VK_COOPMAT2_SCALES=1) on q4_k, q5_k and fq3.
+// memory (FISH_VK_COOPMAT2_SCALES=1) on q4_k, q5_k, fq3 and q6_k.
 TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT2(probe);
