@@ -794,12 +794,13 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
   // The Llama-1B's shapes (q / wo, k / v, gate / up, down) for q4_k and q6_k: the rule, the KHR
-  // tile k, the coopmat2 tiles and o with f16 sums, where the rule's grids are smallest (its
-  // 2048-row matrices fill 64 n tiles on a 132-SM card; it takes nm there).
+  // tile k, the coopmat2 tiles, n and o with f16 sums and n with the scales decoded per value,
+  // where the rule's grids are smallest (its 2048-row matrices fill 64 n tiles on a 132-SM card;
+  // it takes nm there).
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}})
-      for (int64_t variant : {1, 22, 23, 24, 25, 28})
+      for (int64_t variant : {1, 22, 23, 24, 25, 28, 29, 30})
         bm->Args({int64_t(t), n_out, n_in, 512, variant});
 }
 BENCHMARK(BM_VulkanPrefillMatmul)

@@ -255,7 +255,8 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 }
 #define DECODE_W decode_w
 // SCALES = 1: d sc of each 16-value sub-block of the super-block in flight, 16 x BM rows, staged
-// by fill_scales (the same f32 product decode_w forms, so the two agree bit for bit).
+// by fill_scales (the f32 product decode_w forms; exact in f32 for d's 11 bits x sc's 8, and so
+// the same bits either way, denormal d aside where a driver flushes one conversion only).
 #define HAS_SHARED_SCALES 1
 shared float sh_scales[16u * BM];
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
