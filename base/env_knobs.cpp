@@ -291,11 +291,17 @@ std::span<const EnvKnob> env_knobs() {
        "iteration added into the f32 accumulator; f16: f16 throughout (llama.cpp's coopmat2 "
        "default): the A/B of accumulator width, at f16's precision (~2^-11 a step, inf past "
        "65504)"},
-      {"FISH_VK_COOPMAT2_SCALES", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 / q6_k weights take "
-       "each super-block's sub-block scales from shared memory, computed once a tile, instead of "
-       "decoding them with every value (H200 pp512 with q4_k / q5_k / fq3 staged: 1B +12%, 8B "
-       "+7%); 0: decoded with every value (A/B)"},
+      {"FISH_VK_COOPMAT2_SCALES",
+       S::gpu,
+       E::results,
+       {"0", "off", "false", "no", "1", "on", "true", "yes", "2"},
+       0,
+       -1,
+       vk_options,
+       "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 weights take each "
+       "super-block's sub-block scales from shared memory, computed once a tile, instead of "
+       "decoding them with every value (H200 pp512: 1B +12%, 8B +7%); 2: q6_k's too (not yet "
+       "run on a GPU); 0: every type decodes them with every value (A/B)"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,

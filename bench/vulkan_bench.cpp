@@ -229,7 +229,14 @@ vk::VulkanBackend* backend() {
 // K-quant scales decoded with every value, the A/B of the default's shared scales).
 vk::VulkanBackend* cm2_plain_backend() {
   static vk::VulkanBackend* b =
-      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = false; });
+      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = 0; });
+  return b;
+}
+
+// The same device with FISH_VK_COOPMAT2_SCALES=2 (variants 32, 33: q6_k's scales staged too).
+vk::VulkanBackend* cm2_scales2_backend() {
+  static vk::VulkanBackend* b =
+      open_backend_with([](vk::VulkanOptions& o) { o.coopmat2_scales = 2; });
   return b;
 }
 
@@ -678,23 +685,26 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // 23 n, 24 nm, 25 o: coopmat.h's tiles forced; 26 n, 27 o with f16 sums folded into f32 every 256
 // values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
 // accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=0, the K-quant scales decoded with
-// every value instead of staged in shared memory, the default since 0c452b0's H200 rows).
+// every value instead of staged in shared memory, the default since 0c452b0's H200 rows; 32 n,
+// 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c',
-                               'B', 'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f',
-                               'k', 'n', 'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o'};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
+                               'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n',
+                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o'};
   constexpr const char* kNames[] = {
-      "tiled", "",  "l",  "m", "s",      "lp",     "mp",    "b",     "h",        "w",       "c",
-      "bn",    "g", "r",  "u", "v",      "x",      "y",     "z",     "d",        "e",       "f",
-      "k",     "n", "nm", "o", "n fold", "o fold", "n f16", "o f16", "n plain", "o plain"};
+      "tiled",  "",      "l",     "m",       "s",       "lp",        "mp",       "b", "h",
+      "w",      "c",     "bn",    "g",       "r",       "u",         "v",        "x", "y",
+      "z",      "d",     "e",     "f",       "k",       "n",         "nm",       "o", "n fold",
+      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = variant >= 30   ? cm2_plain_backend()
+  vk::VulkanBackend* b = variant >= 32   ? cm2_scales2_backend()
+                         : variant >= 30 ? cm2_plain_backend()
                          : variant >= 28 ? cm2_acc_backend(vk::kCoopmat2AccF16)
                          : variant >= 26 ? cm2_acc_backend(vk::kCoopmat2AccFold)
                                          : backend();
@@ -785,13 +795,15 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
         if (variant >= 19 ? named : tiles || variant <= 1 || variant == 4 || variant >= 13)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
       // The workgroup-scope coopmat2 tiles n, nm, o for the 8B Q4_K_M file's types, q8_0 and f16,
-      // then n and o with f16 sums (folded, throughout) and with the K-quant scales decoded with
-      // every value (SCALES off: q4_k, q5_k and q6_k here; the same kernel as n / o for the
-      // others).
+      // then n and o with f16 sums (folded, throughout), with the K-quant scales decoded with
+      // every value (SCALES 0: q4_k and q5_k here; the same kernel as n / o for the others) and,
+      // for q6_k, with its scales staged (SCALES 2).
       if (tiles || t == GgmlType::q8_0 || t == GgmlType::f16 || t == GgmlType::q5_k)
         for (int64_t variant = kFirstCoopmat2Variant; variant < kFirstCoopmat2Variant + 9;
              ++variant)
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
+      if (t == GgmlType::q6_k)
+        for (int64_t variant : {32, 33}) bm->Args({int64_t(t), n_out, n_in, 512, variant});
     }
   // The Llama-1B's shapes (q / wo, k / v, gate / up, down) for q4_k and q6_k: the rule, the KHR
   // tile k, the coopmat2 tiles, n and o with f16 sums and n with the scales decoded per value,

@@ -42,13 +42,14 @@ layout(constant_id = 4) const uint KU = 4;  // K steps per unrolled iteration of
 // (KU BK values: 256) added into the f32 one; 2 f16 throughout, converted to f32 for the store
 // (llama.cpp's default f16acc pipelines). f16 sums carry about 2^-11 relative rounding a step
 // and overflow past 65504 to inf.
-// SCALES (FISH_VK_COOPMAT2_SCALES, q4_k / q5_k / fq3 / q6_k): 1 stages an interior tile's
-// sub-block scales of each super-block in shared memory once per unrolled iteration
-// (fill_scales), so the decode of each value reads them there instead of the block header: one
-// vec2 (d sc, dmin m) in place of four words and their 6-bit unpacking (llama.cpp's fetch_scales
-// / store_scales do the same), or for q6_k one float (d sc) in place of d and an int8 scale.
+// SCALES (FISH_VK_COOPMAT2_SCALES): from SCALES_MIN on (1: q4_k / q5_k / fq3; 2: q6_k) an
+// interior tile stages the sub-block scales of each super-block in shared memory once per
+// unrolled iteration (fill_scales), so the decode of each value reads them there instead of the
+// block header: one vec2 (d sc, dmin m) in place of four words and their 6-bit unpacking
+// (llama.cpp's fetch_scales / store_scales do the same), or for q6_k one float (d sc) in place
+// of d and an int8 scale.
 layout(constant_id = 5) const uint ACC = 0;
-layout(constant_id = 6) const uint SCALES = 0;  // 1: K-quant scales staged in shared memory
+layout(constant_id = 6) const uint SCALES = 0;  // >= SCALES_MIN: scales staged in shared memory
 
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XBuf { float16_t xh[]; };
@@ -209,10 +210,11 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
   return float16_t(s.x * float(quant_of(b, c)) - s.y);
 }
 #define DECODE_W decode_w
-// SCALES = 1 (FISH_VK_COOPMAT2_SCALES): an interior tile's sub-block scales of the super-block
+// SCALES >= 1 (FISH_VK_COOPMAT2_SCALES): an interior tile's sub-block scales of the super-block
 // in flight, (d sc, dmin m) for 8 sub-blocks x BM rows, computed once per unrolled K iteration
 // (KU steps of BK: one super-block) by fill_scales, read by decode_w_sh instead of the header.
 #define HAS_SHARED_SCALES 1
+#define SCALES_MIN 1u
 shared vec2 sh_scales[8u * BM];
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
   const uint c = in_block[1];
@@ -254,10 +256,11 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
   return float16_t(float(b.d) * float(sc) * (float(quant_of(b, c)) - 32.0));
 }
 #define DECODE_W decode_w
-// SCALES = 1: d sc of each 16-value sub-block of the super-block in flight, 16 x BM rows, staged
+// SCALES >= 2: d sc of each 16-value sub-block of the super-block in flight, 16 x BM rows, staged
 // by fill_scales (the f32 product decode_w forms; exact in f32 for d's 11 bits x sc's 8, and so
 // the same bits either way, denormal d aside where a driver flushes one conversion only).
 #define HAS_SHARED_SCALES 1
+#define SCALES_MIN 2u  // not yet run on a GPU: staged only on request (FISH_VK_COOPMAT2_SCALES=2)
 shared float sh_scales[16u * BM];
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
   const uint c = in_block[1];
@@ -321,7 +324,7 @@ void fill_scales(const uint row0, const uint k0) {
 // An interior tile's unrolled iterations with SCALES: each super-block's scales staged, then its
 // KU steps (`step`), then `after` (ACC 1's fold); k0 ends where the plain iterations would.
 #define SCALED_ITERATIONS(step, after)                              \
-  if (SCALES == 1u && KU * BK == QK) { /* a super-block */          \
+  if (SCALES >= SCALES_MIN && KU * BK == QK) { /* a super-block */  \
     for (; k0 + KU * BK <= pc.n_in; k0 += KU * BK) {                \
       fill_scales(row0, k0);                                        \
       [[unroll]] for (uint u = 0u; u < KU; ++u) step(k0 + u * BK) \

@@ -101,9 +101,9 @@ bool coopmat_named_rule(GgmlType type) {
   return type != GgmlType::f16 && type != GgmlType::f32;
 }
 
-bool coopmat2_stages_scales(GgmlType type) {
-  return type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::fq3 ||
-         type == GgmlType::q6_k;
+bool coopmat2_stages_scales(GgmlType type, uint32_t level) {
+  if (type == GgmlType::q6_k) return level >= 2;
+  return level >= 1 && (type == GgmlType::q4_k || type == GgmlType::q5_k || type == GgmlType::fq3);
 }
 
 namespace {
@@ -193,7 +193,7 @@ const char* coopmat2_acc_name(uint32_t acc) {
 
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup, uint32_t acc,
-                                        bool scales) {
+                                        uint32_t scales) {
   std::vector<CoopmatTile> out;
   if (subgroup == 0) return out;
   // KU 4: four kCoopmat2K-value K steps per unrolled iteration (256 values: a K-quant

@@ -198,8 +198,8 @@ struct CoopmatTile {
   uint32_t wg = 0;           // cm2: threads of the workgroup
   uint32_t ku = 0;           // cm2: K steps per unrolled loop iteration
   uint32_t acc = 0;          // cm2: kCoopmat2Acc* (FISH_VK_COOPMAT2_ACC)
-  bool scales = false;  // cm2: K-quant scales in shared memory (FISH_VK_COOPMAT2_SCALES; the
-                        // types of coopmat2_stages_scales)
+  uint32_t scales = 0;       // cm2: K-quant scales in shared memory at this level (the SCALES
+                             // constant, FISH_VK_COOPMAT2_SCALES; coopmat2_stages_scales' types)
   bool prefetch = false;
   bool dbuf = false;                // double-buffered K loop (tiles b, h, w, c, bn, g)
   bool touch = false;               // ... with the next step touched into L1 (b, h, w, c, g)
@@ -228,7 +228,7 @@ struct CoopmatTile {
   // Specialisation constants of matmul_cm.comp.glsl (cm2: matmul_cm2.comp.glsl), in constant_id
   // order.
   std::vector<uint32_t> constants() const {
-    if (cm2) return {wg, bm, bn, kCoopmat2K, ku, acc, scales ? 1u : 0u};
+    if (cm2) return {wg, bm, bn, kCoopmat2K, ku, acc, scales};
     std::vector<uint32_t> c = {threads(), bm, bn, kCoopmatK, cm, cn, ck, wm, wn, threads()};
     c.push_back(prefetch ? 1u : 0u);                                       // PREFETCH
     c.push_back(named ? 4u : local ? 3u : dbuf ? (touch ? 1u : 2u) : 0u);  // DBUF
@@ -249,9 +249,10 @@ bool coopmat_vec_rule(GgmlType type);
 // Whether the rule takes the named-accumulator tiles e / k at kNamedMinTok tokens or more for
 // weights of this type (all but f16 and f32, where z measured faster).
 bool coopmat_named_rule(GgmlType type);
-// Whether matmul_cm2's SCALES (FISH_VK_COOPMAT2_SCALES) stages this type's sub-block scales in
-// shared memory: the super-block types q4_k, q5_k, fq3 and q6_k (the others ignore it).
-bool coopmat2_stages_scales(GgmlType type);
+// Whether matmul_cm2 with SCALES = level (FISH_VK_COOPMAT2_SCALES) stages this type's sub-block
+// scales in shared memory: q4_k, q5_k and fq3 from level 1, q6_k from level 2 (the others
+// never: they ignore the constant).
+bool coopmat2_stages_scales(GgmlType type, uint32_t level);
 
 // The coopmat2 tile of the rule for n_out x n_tok (above; null where `tiles` has none).
 const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32_t n_out,
@@ -279,11 +280,12 @@ struct Coopmat2Shape {
 // max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
 // their accumulation (kCoopmat2Acc*): an f32 shape for every tile, and for fold / f16 an f16_acc
 // shape of the same thread count too (the f16 sums), else no tiles. scales: their SCALES
-// constant (FISH_VK_COOPMAT2_SCALES: interior tiles of q4_k, q5_k, fq3 and q6_k weights take each
-// super-block's sub-block scales from shared memory, computed once a tile).
+// constant (FISH_VK_COOPMAT2_SCALES: interior tiles of the types coopmat2_stages_scales names
+// at that level take each super-block's sub-block scales from shared memory, computed once a
+// tile).
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup,
-                                        uint32_t acc = kCoopmat2AccF32, bool scales = false);
+                                        uint32_t acc = kCoopmat2AccF32, uint32_t scales = 0);
 
 // Whether pick_coopmat_tile(tiles, ..., forced, type) can return t for some shape: the forced
 // tile where it exists (and is not unavailable), else the rule's candidates for that type. Spans

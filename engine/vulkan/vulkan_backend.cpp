@@ -219,7 +219,7 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
     return fmt::format(
         "coopmat2 workgroup tile {} {}x{}{}{}", t->label(), t->bm, t->bn,
         t->acc == kCoopmat2AccF32 ? "" : fmt::format(", {} sums", coopmat2_acc_name(t->acc)),
-        t->scales && coopmat2_stages_scales(type) ? ", shared scales" : "");
+        coopmat2_stages_scales(type, t->scales) ? ", shared scales" : "");
   return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
                      t->bn);
 }

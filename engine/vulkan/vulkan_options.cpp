@@ -90,7 +90,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> acc, env_word("FISH_VK_COOPMAT2_ACC"));
   if (acc) o.coopmat2_acc = *acc == "fold" ? kCoopmat2AccFold : *acc == "f16" ? kCoopmat2AccF16 : 0;
-  FISH_ASSIGN_OR_RETURN(o.coopmat2_scales, env_switch("FISH_VK_COOPMAT2_SCALES", true));
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> scales, env_word("FISH_VK_COOPMAT2_SCALES"));
+  if (scales) o.coopmat2_scales = *scales == "2" ? 2 : is_off_word(*scales) ? 0 : 1;  // 1, on...
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
   if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;  // 1, on...
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));

@@ -88,12 +88,12 @@
 //                             of each 256-value unrolled iteration added into the f32 one; f16,
 //                             f16 throughout (llama.cpp's coopmat2 default, f16acc): the A/B of
 //                             accumulator width against the peer's rate, at its precision
-//   FISH_VK_COOPMAT2_SCALES=1|0  1 (default): those tiles' interior tiles of q4_k, q5_k, fq3 and
-//                             q6_k weights stage each super-block's sub-block scales ((d sc, dmin
-//                             m); q6_k d sc) in shared memory once a tile instead of decoding them
-//                             with every value (as llama.cpp's fetch_scales / store_scales; H200
-//                             pp512 with q4_k / q5_k / fq3 staged: 1B +12%, 8B +7%); 0 decodes
-//                             them with every value (A/B)
+//   FISH_VK_COOPMAT2_SCALES=1|2|0  1 (default): those tiles' interior tiles of q4_k, q5_k and
+//                             fq3 weights stage each super-block's sub-block scales (d sc, dmin m)
+//                             in shared memory once a tile instead of decoding them with every
+//                             value (as llama.cpp's fetch_scales / store_scales; H200 pp512: 1B
+//                             +12%, 8B +7%); 2 q6_k's too (d sc; not yet run on a GPU); 0 none
+//                             (A/B)
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -157,7 +157,8 @@ struct VulkanOptions {
   int coopmat = -1;            // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
   int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
   uint32_t coopmat2_acc = 0;   // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
-  bool coopmat2_scales = true;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
+  uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
+                                 // (coopmat2_stages_scales' level)
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload

@@ -323,12 +323,20 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
       labels += x.label() + " ";
     EXPECT_EQ(labels, "n o ");
   }
-  // FISH_VK_COOPMAT2_SCALES travels as SCALES, the constant after ACC.
-  for (const vk::CoopmatTile& x :
-       vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true))
-    EXPECT_EQ(x.constants().back(), 1u) << x.label();
-  EXPECT_EQ(vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, true)[0].shared_bytes(),
-            8u * 128 * 8);  // n's scales: 8 sub-blocks x 128 rows of vec2
+  // FISH_VK_COOPMAT2_SCALES travels as SCALES, the constant after ACC, at its level; the types
+  // staged at each level.
+  for (uint32_t level : {1u, 2u})
+    for (const vk::CoopmatTile& x :
+         vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, level))
+      EXPECT_EQ(x.constants().back(), level) << x.label();
+  EXPECT_EQ(vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, 1)[0].shared_bytes(),
+            8u * 128 * 8);  // n's scales: 8 sub-blocks x 128 rows of vec2 (q6_k: 16 x 128 f32)
+  EXPECT_TRUE(vk::coopmat2_stages_scales(GgmlType::q4_k, 1));
+  EXPECT_TRUE(vk::coopmat2_stages_scales(GgmlType::fq3, 1));
+  EXPECT_FALSE(vk::coopmat2_stages_scales(GgmlType::q6_k, 1));
+  EXPECT_TRUE(vk::coopmat2_stages_scales(GgmlType::q6_k, 2));
+  EXPECT_FALSE(vk::coopmat2_stages_scales(GgmlType::q8_0, 2));
+  EXPECT_FALSE(vk::coopmat2_stages_scales(GgmlType::q4_k, 0));
   // f16 shapes alone admit no f32 tile.
   const vk::Coopmat2Shape only_f16[] = {{32, 32, 16, 256, true}};
   EXPECT_TRUE(vk::coopmat2_tiles(only_f16, 256, 1024, 32).empty());
@@ -391,10 +399,10 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
 std::string g_no_coopmat;  // why coopmat_backend returned null
 
 // Opens a backend with FISH_VK_COOPMAT_TILE = tile (0: the rule), FISH_VK_COOPMAT2_ACC = acc and
-// FISH_VK_COOPMAT2_SCALES = scales (off unless asked, whatever the default: the per-value decode
+// FISH_VK_COOPMAT2_SCALES = scales (0 unless asked, whatever the default: the per-value decode
 // of the scales keeps its coverage; check_token_counts asks for both); null when it has no tiles.
 std::unique_ptr<vk::VulkanBackend> coopmat_backend(char tile, uint32_t acc = vk::kCoopmat2AccF32,
-                                                   bool scales = false) {
+                                                   uint32_t scales = 0) {
   auto opt = vk::VulkanOptions::from_env();
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   if (!opt.ok()) return nullptr;
@@ -547,11 +555,11 @@ TEST(VulkanCoopmat, EveryTileMatchesCpuReference) {
 // With acc (FISH_VK_COOPMAT2_ACC fold or f16: f16_acc_check's bounds) longer rows: 768 values of
 // the K-quants (three unrolled iterations, so a lost fold shows) and 352 of the others (5.5 steps
 // of 64: the clamped loop's fold cadence and K tail), only the counts the coopmat2 tile takes.
-// scales (FISH_VK_COOPMAT2_SCALES=1): the types whose super-block scales it stages (q4_k, q5_k,
-// fq3, q6_k: coopmat2_stages_scales) on rows of three super-blocks, so interior tiles refill the
-// staged scales twice; q6_k's 210-byte blocks put odd super-blocks at 2-aligned bytes.
+// scales (FISH_VK_COOPMAT2_SCALES level, 2: every type it stages, coopmat2_stages_scales: q4_k,
+// q5_k, fq3, q6_k) on rows of three super-blocks, so interior tiles refill the staged scales
+// twice; q6_k's 210-byte blocks put odd super-blocks at 2-aligned bytes.
 void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopmat2AccF32,
-                        bool scales = false) {
+                        uint32_t scales = 0) {
   const int64_t kTok[] = {1, 4, 5, 15, 16, 17, 33, 64, 65, 127, 129, 255, 257, 511, 513, 600};
   auto b = coopmat_backend(tile, acc, scales);
   ASSERT_TRUE(b);
@@ -613,7 +621,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
 // the interior tiles' unrolled K loop (256 values: one iteration of 4 steps of 64; 320 values of
 // the 32-value types: one and a step), grids of many; then n with f16 sums (FISH_VK_COOPMAT2_ACC
 // fold and f16) within f16_acc_check's bounds; then each tile with the K-quant scales in shared
-// memory (FISH_VK_COOPMAT2_SCALES=1) on q4_k, q5_k, fq3 and q6_k.
+// memory (FISH_VK_COOPMAT2_SCALES=2) on q4_k, q5_k, fq3 and q6_k.
 TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT2(probe);
@@ -633,8 +641,8 @@ TEST(VulkanCoopmat, Coopmat2TokenCountsOneToSixHundredMatchCpuReference) {
     if (HasFatalFailure()) return;
   }
   for (const char tile : tiles) {
-    SCOPED_TRACE("FISH_VK_COOPMAT2_SCALES=1");
-    check_token_counts(tile, rng, vk::kCoopmat2AccF32, true);
+    SCOPED_TRACE("FISH_VK_COOPMAT2_SCALES=2");
+    check_token_counts(tile, rng, vk::kCoopmat2AccF32, 2);
     if (HasFatalFailure()) return;
   }
 }
