@@ -30,23 +30,34 @@
 #      GEN_N decode steps, default 128: GEN_N=1 with GEN_WORDS profiles the prefill alone, in
 #      chunks of --n-batch 512);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
+#   6b. the prefill alone profiled: fish generate -n 1 --n-batch 512 with FISH_GPU_PROFILE=2
+#      behind a prompt of PRE_WORDS words (default 260, ~490 tokens: one 512-token chunk) on each
+#      of PRE_MODELS (none unless set), into pre-<model>.txt: the prefill's stage times and its
+#      matmul groups (the AB / GEN prompt stays as GEN_WORDS sets it);
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
 # Each step is skipped once the call's BUDGET_S (default 560) would be passed; skipped.txt lists
 # them. Carry [".devcarry", ".gl"]: .devcarry from `gpu_prefill.sh pack BUILD` then
 # `PHASE=pack peer_gpu.sh` (in that order: the first pack empties .devcarry). Output: ONE
-# $OUT/mixed.tar.gz (mixed/...), and summary.txt printed last.
+# $OUT/mixed.tar.gz (mixed/...), and summary.txt printed last. The work folder is outside $OUT
+# and the archive is rewritten at every step, so a call cut by the device's limit still brings
+# back what ran before the cut (one file: the device returns a few files only).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 . "$root/scripts/device/gpu_env.sh"  # loader, ICD, .devcarry on the paths
-W=$OUT/mixed
+W=/tmp/mixed-call/mixed
+rm -rf $W
 mkdir -p $W
 : > $W/skipped.txt
 t0=$(date +%s)
 budget=${BUDGET_S:-560}
 elapsed() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "== $1 (t=$(elapsed) s)" | tee -a $W/steps.txt; }
+snapshot() { tar -C ${W%/mixed} -czf $OUT/mixed.tar.gz mixed 2>/dev/null; }
+stamp() {
+  echo "== $1 (t=$(elapsed) s)" | tee -a $W/steps.txt
+  snapshot
+}
 left() {  # left NEED_S WHAT: true when NEED_S seconds remain of the budget, else records the skip
   [ $(( budget - $(elapsed) )) -ge "$1" ] && return 0
   echo "skipped: $2 ($(elapsed) s of $budget)" | tee -a $W/skipped.txt
@@ -169,6 +180,17 @@ for m in ${GEN_MODELS:-llama-8b}; do
   done
 done
 
+if [ -n "${PRE_MODELS-}" ]; then
+  PP=$(python3 -c "import sys; w='alpha beta gamma delta fox dog river stone'.split(); print(' '.join(w[i % 8] for i in range(int(sys.argv[1]))))" "${PRE_WORDS:-260}")
+  for m in $PRE_MODELS; do
+    left 25 "prefill profile $m" || continue
+    stamp "prefill profile $m"
+    FISH_GPU_PROFILE=2 timeout 30 $B/fish generate -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf \
+      -p "$PP" -n 1 --n-batch 512 --threads 16 > $W/pre-$m.txt 2>&1
+    echo "config: prefill $m" >> $W/pre-$m.txt
+  done
+fi
+
 if [ "${WAIT:-0}" = 1 ] && [ -n "$peers" ]; then
   w=$(( budget - $(elapsed) - 10 ))
   if [ $w -gt 0 ]; then
@@ -183,10 +205,12 @@ stamp done
   echo "== summary ($(cat $D/commit 2>/dev/null | cut -c1-12), $(elapsed) s)"
   grep -m2 "^features\|^selected" $W/gpu.txt
   cat $W/real-model.txt
-  echo "tests: $(grep -cE '^\[       OK \]' $W/tests.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt) failed, $(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/tests.txt) skipped; $(tail -n 1 $W/tests.txt)"
-  grep -E '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt | head -8
-  grep -m1 -B10 '^\[  FAILED  \] [A-Za-z].*(' $W/tests.txt | grep -v '^\[       OK \]' | cut -c1-220
-  grep -h "coopmat span vs\|coopmat2" $W/tests.txt | cut -c1-200 | head -6
+  [ -f $W/tests.txt ] && {
+    echo "tests: $(grep -cE '^\[       OK \]' $W/tests.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt) failed, $(grep -cE '^\[  SKIPPED \] [A-Za-z]' $W/tests.txt) skipped; $(tail -n 1 $W/tests.txt)"
+    grep -E '^\[  FAILED  \] [A-Za-z].*\(' $W/tests.txt | head -8
+    grep -m1 -B10 '^\[  FAILED  \] [A-Za-z].*(' $W/tests.txt | grep -v '^\[       OK \]' | cut -c1-220
+    grep -h "coopmat span vs\|coopmat2" $W/tests.txt | cut -c1-200 | head -6
+  }
   [ -f $W/tests2.txt ] && { echo "tests2: $(grep -cE '^\[       OK \]' $W/tests2.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests2.txt) failed; $(tail -n 1 $W/tests2.txt)"; grep -h "rejected\|FAILED\|coopmat2" $W/tests2.txt | cut -c1-300 | head -8; }
   grep -E "^BM_|rc=" $W/vulkan_bench.log 2>/dev/null | sed 's/  */ /g' | cut -c1-190
   for f in $W/pp512-*.log; do [ -f $f ] && echo "$(basename $f .log): $(grep -oE 'ok: prefill [0-9.]+ tok/s' $f | tr '\n' ' ') $(grep rc= $f)"; done
@@ -202,11 +226,11 @@ print("decode A/B (fish generate -n 128, tok/s: median [min, max] over rounds)")
 for (m, g), v in rows.items():
     print(f"  {m} {g}: {statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}] n={len(v)}")
 PY
-  for f in $W/gen-*.txt; do [ -f $f ] && { tail -n 1 $f; grep -h "^fish generate: prompt\|span profile" $f | cut -c1-2000; }; done
+  for f in $W/gen-*.txt $W/pre-*.txt; do [ -f $f ] && { tail -n 1 $f; grep -h "^fish generate: prompt\|span profile" $f | cut -c1-2000; }; done
   tail -n 3 $W/peer-wait.txt 2>/dev/null
   grep "rc=" $W/peer-wait-all.txt 2>/dev/null
   cat $W/host16/*.md 2>/dev/null
   cat $W/skipped.txt
 } > $W/summary.txt 2>&1
-tar -C $OUT -czf $OUT/mixed.tar.gz mixed && rm -rf $W
+snapshot && rm -rf $W
 tar -xzOf $OUT/mixed.tar.gz mixed/summary.txt
