@@ -215,7 +215,8 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 // (KU steps of BK: one super-block) by fill_scales, read by decode_w_sh instead of the header.
 #define HAS_SHARED_SCALES 1
 #define SCALES_MIN 1u
-shared vec2 sh_scales[8u * BM];
+// One element where SCALES stages nothing (0): no shared memory held for an unused array.
+shared vec2 sh_scales[8u * BM * ((SCALES + 1u) >> 1u) + 1u];
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
   const uint c = in_block[1];
   const vec2 s = sh_scales[(c >> 5u) * BM + block[0] % BM];  // tiles start at multiples of BM
@@ -261,7 +262,7 @@ float16_t decode_w(const in BlockRef b, const in uint block[2], const in uint in
 // the same bits either way, denormal d aside where a driver flushes one conversion only).
 #define HAS_SHARED_SCALES 1
 #define SCALES_MIN 2u  // not yet run on a GPU: staged only on request (FISH_VK_COOPMAT2_SCALES=2)
-shared float sh_scales[16u * BM];
+shared float sh_scales[16u * BM * (SCALES >> 1u) + 1u];  // one element below level 2
 float16_t decode_w_sh(const in BlockRef b, const in uint block[2], const in uint in_block[2]) {
   const uint c = in_block[1];
   const float s = sh_scales[(c >> 4u) * BM + block[0] % BM];  // tiles start at multiples of BM
