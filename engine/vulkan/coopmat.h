@@ -220,8 +220,8 @@ struct CoopmatTile {
   }
   uint32_t subgroups() const { return cm2 ? wg / subgroup : (bm / wm) * (bn / wn); }
   uint32_t threads() const { return cm2 ? wg : subgroups() * subgroup; }
-  uint32_t shared_bytes() const {  // cm2: the driver's staging aside, SCALES's 64 bm bytes (8 x bm
-                                   // vec2, or q6_k's 16 x bm float)
+  uint32_t shared_bytes() const {  // cm2: the driver's staging aside, SCALES's 64 bm bytes at most
+                                   // (8 x bm vec2, or q6_k's 16 x bm float at level 2)
     if (cm2) return scales ? 8 * bm * 8 : 0;
     return (dbuf ? 2 : 1) * (bm + bn) * (kCoopmatK + 8) * 2 + subgroups() * cm * cn * 4;
   }
