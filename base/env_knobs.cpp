@@ -19,6 +19,12 @@ namespace {
 std::vector<std::string_view> switch_words() {
   return {"0", "off", "false", "no", "1", "on", "true", "yes"};
 }
+// The switch words and a second on level, 2 (vulkan_options.cpp's env_switch_or_2).
+std::vector<std::string_view> switch_or_2_words() {
+  std::vector<std::string_view> w = switch_words();
+  w.push_back("2");
+  return w;
+}
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -291,13 +297,7 @@ std::span<const EnvKnob> env_knobs() {
        "iteration added into the f32 accumulator; f16: f16 throughout (llama.cpp's coopmat2 "
        "default): the A/B of accumulator width, at f16's precision (~2^-11 a step, inf past "
        "65504)"},
-      {"FISH_VK_COOPMAT2_SCALES",
-       S::gpu,
-       E::results,
-       {"0", "off", "false", "no", "1", "on", "true", "yes", "2"},
-       0,
-       -1,
-       vk_options,
+      {"FISH_VK_COOPMAT2_SCALES", S::gpu, E::results, switch_or_2_words(), 0, -1, vk_options,
        "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 weights take each "
        "super-block's sub-block scales from shared memory, computed once a tile, instead of "
        "decoding them with every value (H200 pp512: 1B +12%, 8B +7%); 2: q6_k's too (not yet "
@@ -335,13 +335,7 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "microseconds every submit polls its fence before the blocking wait: 0 (default) blocks "
        "at once (A/B: a decode step's wait may end sooner polled)"},
-      {"FISH_VK_FLASH_CM",
-       S::gpu,
-       E::results,
-       {"0", "off", "false", "no", "1", "on", "true", "yes", "2"},
-       0,
-       -1,
-       vk_options,
+      {"FISH_VK_FLASH_CM", S::gpu, E::results, switch_or_2_words(), 0, -1, vk_options,
        "prefill chunks' span attention on cooperative matrices where the device has them and the "
        "head dimension fits: 2 (default) span_attention_flash_cm2, one workgroup barrier a key "
        "tile (variant 1 where no variant-2 tile fits); 1: span_attention_flash_cm (A/B); 0: the "

@@ -40,6 +40,14 @@ Result<int> env_auto_switch(std::string_view name) {
   return is_off_word(*w) ? 0 : 1;
 }
 
+// A knob of words the off words | the on words | 2 (and auto where its row lists it): `fallback`
+// when unset or auto, else 0 off, 1 on, 2.
+Result<int> env_switch_or_2(std::string_view name, int fallback) {
+  FISH_ASSIGN_OR_RETURN(std::optional<std::string> w, env_word(name));
+  if (!w || *w == "auto") return fallback;
+  return *w == "2" ? 2 : is_off_word(*w) ? 0 : 1;
+}
+
 }  // namespace
 
 Result<VulkanOptions> VulkanOptions::from_env() {
@@ -75,9 +83,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (split) o.attn_split = int(*split);
   FISH_ASSIGN_OR_RETURN(o.attn_decode, env_auto_switch("FISH_VK_ATTN_DECODE"));
   FISH_ASSIGN_OR_RETURN(o.attn_short, env_auto_switch("FISH_VK_ATTN_SHORT"));
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> stream, env_word("FISH_VK_ATTN_STREAM"));
-  if (stream && *stream != "auto")
-    o.attn_stream = *stream == "2" ? 2 : is_off_word(*stream) ? 0 : 1;
+  FISH_ASSIGN_OR_RETURN(o.attn_stream, env_switch_or_2("FISH_VK_ATTN_STREAM", -1));
   FISH_ASSIGN_OR_RETURN(o.stream_pipe, env_switch("FISH_VK_ATTN_STREAM_PIPE", false));
   FISH_ASSIGN_OR_RETURN(o.norm_fuse, env_auto_switch("FISH_VK_NORM_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.act_fuse, env_auto_switch("FISH_VK_ACT_FUSE"));
@@ -90,10 +96,10 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.coopmat2, env_auto_switch("FISH_VK_COOPMAT2"));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> acc, env_word("FISH_VK_COOPMAT2_ACC"));
   if (acc) o.coopmat2_acc = *acc == "fold" ? kCoopmat2AccFold : *acc == "f16" ? kCoopmat2AccF16 : 0;
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> scales, env_word("FISH_VK_COOPMAT2_SCALES"));
-  if (scales) o.coopmat2_scales = *scales == "2" ? 2 : is_off_word(*scales) ? 0 : 1;  // 1, on...
-  FISH_ASSIGN_OR_RETURN(std::optional<std::string> flash_cm, env_word("FISH_VK_FLASH_CM"));
-  if (flash_cm) o.flash_cm = *flash_cm == "2" ? 2 : is_off_word(*flash_cm) ? 0 : 1;  // 1, on...
+  FISH_ASSIGN_OR_RETURN(const int scales, env_switch_or_2("FISH_VK_COOPMAT2_SCALES", 1));
+  o.coopmat2_scales = uint32_t(scales);
+  FISH_ASSIGN_OR_RETURN(const int flash_cm, env_switch_or_2("FISH_VK_FLASH_CM", 2));
+  o.flash_cm = uint32_t(flash_cm);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
   if (tile && *tile != "auto")  // l, m, s; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
     o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];

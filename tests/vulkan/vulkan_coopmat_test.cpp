@@ -285,6 +285,33 @@ TEST(CoopmatTiles, HalfRowsGridStaysWithinTheDeviceLimit) {
   EXPECT_EQ(vk::half_groups(28672, 8192, 0), 1u);  // a limit of 0 still dispatches
 }
 
+// FISH_VK_COOPMAT2_SCALES's words: unset 1 (the measured set), the off words 0, the on words 1,
+// 2 (q6_k too); anything else an error naming the knob.
+TEST(CoopmatTiles, Coopmat2ScalesKnobReadsItsLevels) {
+  EXPECT_EQ(vk::VulkanOptions{}.coopmat2_scales, 1u);
+  {
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(o->coopmat2_scales, 1u);
+  }
+  for (auto [word, level] : {std::pair<const char*, int>{"0", 0},
+                             {"off", 0},
+                             {"1", 1},
+                             {"on", 1},
+                             {"2", 2},
+                             {"3", -1},
+                             {"auto", -1}}) {
+    test::ScopedEnv e("FISH_VK_COOPMAT2_SCALES", word);
+    auto o = vk::VulkanOptions::from_env();
+    ASSERT_EQ(o.ok(), level >= 0) << word;
+    if (o.ok()) {
+      EXPECT_EQ(o->coopmat2_scales, uint32_t(level)) << word;
+    } else {
+      EXPECT_NE(o.error().message.find("FISH_VK_COOPMAT2_SCALES"), std::string::npos);
+    }
+  }
+}
+
 TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   const vk::Coopmat2Shape h200[] = {{32, 16, 16, 128}, {32, 32, 16, 256}};
   std::vector<vk::CoopmatTile> t = vk::coopmat2_tiles(h200, 256, 1024, 32);
