@@ -30,7 +30,7 @@
 #      GEN_N decode steps, default 128: GEN_N=1 with GEN_WORDS profiles the prefill alone, in
 #      chunks of --n-batch 512);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
-#   6b. the prefill alone profiled: fish generate -n 1 --n-batch 512 with FISH_GPU_PROFILE=2
+#   5c'. (before the A/B: two short runs) the prefill alone profiled: fish generate -n 1 --n-batch 512 with FISH_GPU_PROFILE=2
 #      behind a prompt of PRE_WORDS words (default 260, ~490 tokens: one 512-token chunk) on each
 #      of PRE_MODELS (none unless set), into pre-<model>.txt: the prefill's stage times and its
 #      matmul groups (the AB / GEN prompt stays as GEN_WORDS sets it);
@@ -140,6 +140,16 @@ for x in ${EXPS-}; do
     > $W/exp-$j.log 2>&1
   echo "rc=$? config: $g" >> $W/exp-$j.log
 done
+if [ -n "${PRE_MODELS-}" ]; then
+  PP=$(python3 -c "import sys; w='alpha beta gamma delta fox dog river stone'.split(); print(' '.join(w[i % 8] for i in range(int(sys.argv[1]))))" "${PRE_WORDS:-260}")
+  for m in $PRE_MODELS; do
+    left 25 "prefill profile $m" || continue
+    stamp "prefill profile $m"
+    FISH_GPU_PROFILE=2 timeout 30 $B/fish generate -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf \
+      -p "$PP" -n 1 --n-batch 512 --threads 16 > $W/pre-$m.txt 2>&1
+    echo "config: prefill $m" >> $W/pre-$m.txt
+  done
+fi
 
 P="The quick brown fox jumps over the lazy dog and then"
 # GEN_WORDS=N: the generate runs (AB, GEN) get a prompt of about N words instead, so a profiled
@@ -179,17 +189,6 @@ for m in ${GEN_MODELS:-llama-8b}; do
     echo "config: $m $g" >> $W/gen-$i.txt
   done
 done
-
-if [ -n "${PRE_MODELS-}" ]; then
-  PP=$(python3 -c "import sys; w='alpha beta gamma delta fox dog river stone'.split(); print(' '.join(w[i % 8] for i in range(int(sys.argv[1]))))" "${PRE_WORDS:-260}")
-  for m in $PRE_MODELS; do
-    left 25 "prefill profile $m" || continue
-    stamp "prefill profile $m"
-    FISH_GPU_PROFILE=2 timeout 30 $B/fish generate -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf \
-      -p "$PP" -n 1 --n-batch 512 --threads 16 > $W/pre-$m.txt 2>&1
-    echo "config: prefill $m" >> $W/pre-$m.txt
-  done
-fi
 
 if [ "${WAIT:-0}" = 1 ] && [ -n "$peers" ]; then
   w=$(( budget - $(elapsed) - 10 ))
