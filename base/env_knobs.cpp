@@ -112,11 +112,14 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_GPU_PROFILE",
        S::gpu,
        E::instrumentation,
-       {"0", "2"},
+       {"0", "1", "2"},
        0,
        -1,
        vk_options,
-       "2: timestamp queries around each span stage (fish generate prints them)"},
+       "1: a timestamp query at the start and the end of each span forward; fish generate prints "
+       "the one-token forwards' GPU time against their submit-to-done time, and the gap between "
+       "them (submit, wake-up, the host's work between decode steps); 2: timestamp queries "
+       "around each span stage too (the per-stage breakdown; the queries add GPU time)"},
       {"FISH_GPU_REQUANT",
        S::gpu,
        E::results,

@@ -109,7 +109,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> requant, env_int("FISH_GPU_REQUANT"));
   if (requant) o.requant = int(*requant);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> profile, env_word("FISH_GPU_PROFILE"));
-  o.profile = profile && *profile == "2";
+  o.profile = profile ? std::stoi(*profile) : 0;  // the row lists 0, 1, 2 only
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> fault, env_word("FISH_VK_FAULT"));
   if (fault) {
     FISH_ASSIGN_OR_RETURN(o.fault, parse_device_fault(*fault));

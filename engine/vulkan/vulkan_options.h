@@ -104,7 +104,8 @@
 //   FISH_VK_COOPMAT_TILE=auto|<tile>  the cooperative-matrix tile for every matmul (default:
 //                             the grid-filling rule of coopmat.h; lp, mp: l, m with prefetch;
 //                             n, nm, o: the coopmat2 tiles)
-//   FISH_GPU_PROFILE=0|2      layer spans time each stage with timestamp queries (profile())
+//   FISH_GPU_PROFILE=0|1|2    layer spans time each forward (1: its start and end; 2: every stage
+//                             too) with timestamp queries (profile())
 //   FISH_VK_FAULT=lost:N|timeout:N  fault injection for tests and drills: the N-th compute submit
 //                             (matmul, span forward, span ops; N >= 1, counted from the device's
 //                             open) fails as a lost device (the work is not submitted) or as a
@@ -162,7 +163,7 @@ struct VulkanOptions {
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
-  bool profile = false;   // FISH_GPU_PROFILE=2: per-stage span timestamps
+  int profile = 0;        // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too
   DeviceFault fault;      // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.

@@ -489,8 +489,10 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
     const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
-    // <= 18 stages a layer, the head's 3 (+ its quant_q8_1)
-    n_queries_ = uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4);
+    // Level 1: the forward's start and end. Level 2: <= 18 stages a layer, the head's 3 (+ its
+    // quant_q8_1).
+    stage_queries_ = ctx_.options().profile >= 2;
+    n_queries_ = stage_queries_ ? uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4) : 2;
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));
@@ -590,11 +592,12 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
   const auto t_submit = std::chrono::steady_clock::now();
   FISH_TRY(cmds_.submit_and_wait(Work::compute, "span forward",
                                  prepare ? std::function<void()>(record_next) : nullptr));
+  const double wait_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_submit)
+          .count();
   if (queries_) {
     host_record_ms_ += std::chrono::duration<double, std::milli>(t_submit - t_record).count();
-    host_wait_ms_ +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_submit)
-            .count();
+    host_wait_ms_ += wait_ms;
   }
   const uint64_t V = uint64_t(p_.n_vocab);
   if (token != nullptr) {
@@ -605,7 +608,7 @@ Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out
     std::memcpy(x_out, x_host_.mapped, x_bytes);
   }
   kv_len_ = pos0 + n_tok;
-  read_profile();
+  read_profile(n_tok, wait_ms);
   return Status::success();
 }
 
@@ -626,6 +629,10 @@ Status VulkanSpan::record_forward(const Forward& f) {
     record_chunk(t0, std::min(chunk_, f.n_tok - t0), f.pos0 + t0);
   const uint64_t V = uint64_t(p_.n_vocab);
   if (f.head) record_head(f.n_tok - f.head_rows, f.head_rows);
+  if (queries_ && !stage_queries_) {  // level 1: the forward's end (its stages untimed)
+    cmds_.timestamp(queries_, 1);
+    used_queries_ = 2;
+  }
   cmds_.barrier(Sync::compute, Sync::transfer);
   if (f.head) {  // the ids, and the logits when asked; x stays on the device
     cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, uint64_t(f.head_rows) * 4);
@@ -641,59 +648,6 @@ void VulkanSpan::swap_ahead() {
   std::swap(cmds_, ahead_.cmds);
   std::swap(step_of_, ahead_.steps);
   std::swap(used_queries_, ahead_.used_queries);
-}
-
-void VulkanSpan::read_profile() {
-  if (!queries_ || used_queries_ < 2) return;
-  std::vector<uint64_t> ts(used_queries_);
-  if (ctx_.vk().vkGetQueryPoolResults(
-          ctx_.handle(), queries_, 0, used_queries_, ts.size() * 8, ts.data(), 8,
-          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
-    return;
-  for (uint32_t i = 1; i < used_queries_; ++i) {
-    const TimedStep& st = step_of_[i - 1];
-    const double ms = double(ts[i] - ts[i - 1]) * ctx_.features().timestamp_ns * 1e-6;
-    stage_ms_[st.stage] += ms;
-    ++stage_steps_[st.stage];
-    if (st.group == nullptr) continue;
-    GroupTime& g = group_ms_[st.group->label()];
-    g.ms += ms;
-    ++g.steps;
-    if (st.vec) {
-      g.vec_ms += ms;
-      g.bytes += st.group->bytes();
-    }
-  }
-  ++n_profiled_;
-}
-
-std::string VulkanSpan::profile() const {
-  std::lock_guard lock(ctx_.mutex());
-  if (!queries_)
-    return ctx_.options().profile ? "span profile: no timestamp support on this queue" : "";
-  double total = 0;
-  for (double v : stage_ms_) total += v;
-  std::string s = fmt::format(
-      "span profile: {} forwards, {:.2f} ms GPU, host {:.2f} ms recording ({} forwards recorded "
-      "ahead) + {:.2f} ms submit to done",
-      n_profiled_, total, host_record_ms_, ahead_hits_, host_wait_ms_);
-  for (int i = 0; i < kNumStages; ++i)
-    s += fmt::format("{} {} {:.2f} ms {:.1f}% ({} steps)", i == 0 ? ":" : ",", kStageNames[i],
-                     stage_ms_[i], total > 0 ? 100.0 * stage_ms_[i] / total : 0.0, stage_steps_[i]);
-  // The matmul stage by group, most time first: the weights' GB/s over the decode steps.
-  std::vector<std::pair<std::string, GroupTime>> groups(group_ms_.begin(), group_ms_.end());
-  std::sort(groups.begin(), groups.end(),
-            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  if (groups.empty()) return s;
-  s += "; matvec by group:";
-  for (const auto& [label, g] : groups) {
-    s += fmt::format(" [{}] {:.2f} ms ({} steps, {:.1f} us a step", label, g.ms, g.steps,
-                     1e3 * g.ms / double(g.steps));
-    if (g.vec_ms > 0) s += fmt::format(", {:.0f} GB/s decoding", double(g.bytes) / g.vec_ms * 1e-6);
-    s += ");";
-  }
-  s.pop_back();
-  return s;
 }
 
 std::string VulkanSpan::kernels() const {

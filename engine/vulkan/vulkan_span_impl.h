@@ -211,7 +211,8 @@ class VulkanSpan final : public LayerSpan {
   bool wants_head() const;
   Status load_ops();
   Status reserve_locked(int64_t n);
-  void read_profile();
+  // The forward's timestamps into the profile; n_tok and the host's submit-to-done ms of it.
+  void read_profile(int64_t n_tok, double wait_ms);
 
   // ---- recording (vulkan_span_record.cpp) ----
   void record_chunk(int64_t t0, int64_t nc, int64_t pos);
@@ -340,6 +341,13 @@ class VulkanSpan final : public LayerSpan {
   };
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t n_queries_ = 0, used_queries_ = 0;
+  bool stage_queries_ = false;  // FISH_GPU_PROFILE=2: a timestamp after every stage
+  double forward_gpu_ms_ = 0;   // the forwards' first-to-last timestamp spans
+  struct OneToken {             // the one-token (decode) forwards
+    int64_t n = 0;
+    double gpu_ms = 0, wait_ms = 0;  // first-to-last timestamp; host submit to done
+  };
+  OneToken one_tok_;
   std::vector<TimedStep> step_of_;
   std::array<double, kNumStages> stage_ms_{};
   std::array<int64_t, kNumStages> stage_steps_{};  // timed steps per stage

@@ -80,7 +80,7 @@ void VulkanSpan::matvec_recorded(const MatmulStep& st) {
 }
 
 void VulkanSpan::stage_done(Stage s, const MatmulGroup* group, uint32_t n_tok) {
-  if (!queries_ || used_queries_ >= n_queries_) return;
+  if (!stage_queries_ || used_queries_ >= n_queries_) return;
   cmds_.timestamp(queries_, used_queries_++);
   step_of_.push_back({s, group, group != nullptr && n_tok <= FISH_MATVEC_MAX_TOK});
 }

@@ -669,7 +669,7 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
-    opt->profile = true;
+    opt->profile = 2;
     opt->head = true;
     opt->norm_fuse = opt->act_fuse = fuse;
     vk::VulkanBackend b(opt);
@@ -766,7 +766,7 @@ TEST_F(VulkanMatvecIdot, SpanStreamAttentionWritesTheWoQ81Input) {
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
-    opt->profile = true;
+    opt->profile = 2;
     opt->attn_stream = kModes[i].stream;
     opt->attn_split = kModes[i].split;
     vk::VulkanBackend b(opt);

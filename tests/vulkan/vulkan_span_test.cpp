@@ -393,6 +393,8 @@ TEST(VulkanSpan, TruncateAndMultiTokenVerifyMatchSequentialDecode) {
 // decode steps that use the recorded buffer (logits, then greedy ids only), a KV growth that
 // invalidates it (the KV starts at 8 positions), a truncate + multi-token verify and a re-forward
 // below the KV length (misses: recorded anew); the profile counts the forwards that ran ahead.
+// FISH_GPU_PROFILE=1 (two timestamps a forward) returns the same bits, and both levels time every
+// one-token forward.
 TEST(VulkanSpan, RecordAheadMatchesRecordingEachForwardExactly) {
   auto model = synthetic_llama();
   ASSERT_TRUE(model);
@@ -401,14 +403,14 @@ TEST(VulkanSpan, RecordAheadMatchesRecordingEachForwardExactly) {
     std::vector<int32_t> ids;
     std::string profile;
   };
-  auto run_all = [&](bool ahead) {
+  auto run_all = [&](bool ahead, int profile = 2) {
     Out o;
     auto opt = vk::VulkanOptions::from_env();
     EXPECT_TRUE(opt.ok());
     if (!opt.ok()) return o;
     opt->matvec = vk::MatvecMode::fast;
     opt->record_ahead = ahead;
-    opt->profile = true;
+    opt->profile = profile;
     vk::VulkanBackend b(opt);
     EXPECT_TRUE(b.open().ok());
     std::shared_ptr<const GpuPlacement> pl =
@@ -446,15 +448,34 @@ TEST(VulkanSpan, RecordAheadMatchesRecordingEachForwardExactly) {
     o.profile = pl->span()->profile();
     return o;
   };
-  const Out ahead = run_all(true), each = run_all(false);
+  const Out ahead = run_all(true), each = run_all(false), level1 = run_all(true, 1);
   ASSERT_FALSE(each.logits.empty());
   EXPECT_EQ(ahead.ids, each.ids);
+  EXPECT_EQ(level1.ids, each.ids);
   ASSERT_EQ(ahead.logits.size(), each.logits.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < each.logits.size(); ++i) differ += ahead.logits[i] != each.logits[i];
+  ASSERT_EQ(level1.logits.size(), each.logits.size());
+  size_t differ = 0, differ1 = 0;
+  for (size_t i = 0; i < each.logits.size(); ++i) {
+    differ += ahead.logits[i] != each.logits[i];
+    differ1 += level1.logits[i] != each.logits[i];
+  }
   EXPECT_EQ(differ, 0u) << "logits that differ of " << each.logits.size();
+  EXPECT_EQ(differ1, 0u) << "FISH_GPU_PROFILE=1: logits that differ of " << each.logits.size();
   if (ahead.profile.find("no timestamp support") != std::string::npos)
     GTEST_SKIP() << ahead.profile;
+  // The one-token forwards (6 + 8 + 3 appends) at both levels; level 1 times no stage. The GPU's
+  // run lies inside the host's submit-to-done.
+  const std::regex one_re(
+      R"((\d+) one-token forwards: ([\d.]+) us GPU, ([\d.]+) us submit to done a forward)");
+  for (const Out* o : {&ahead, &level1}) {
+    std::smatch m1;
+    ASSERT_TRUE(std::regex_search(o->profile, m1, one_re)) << o->profile;
+    EXPECT_EQ(std::stoi(m1[1]), 17) << o->profile;
+    EXPECT_GT(std::stod(m1[2]), 0.0) << o->profile;
+    EXPECT_LE(std::stod(m1[2]), std::stod(m1[3])) << o->profile;
+  }
+  EXPECT_EQ(level1.profile.find("matvec"), std::string::npos) << level1.profile;
+  EXPECT_NE(ahead.profile.find("matvec"), std::string::npos) << ahead.profile;
   EXPECT_NE(each.profile.find("(0 forwards recorded ahead)"), std::string::npos) << each.profile;
   // Decode steps after a decode step of the same outputs, none right after a KV growth.
   const std::regex hits_re(R"(\((\d+) forwards recorded ahead\))");
