@@ -116,7 +116,7 @@ TEST(EnvKnobs, RejectsValuesOutsideTheRowNamingTheAllowedOnes) {
       {"FISH_GPU_REQUANT", "7", "FISH_GPU_REQUANT='7': expected an integer 0 to 3"},
       {"FISH_VK_ATTN_SPLIT", "65", "FISH_VK_ATTN_SPLIT='65': expected auto or an integer 0 to 64"},
       {"FISH_ISA", "sse2", "FISH_ISA='sse2': expected one of scalar, avx2, avx512"},
-      {"FISH_GPU_PROFILE", "1", "FISH_GPU_PROFILE='1': expected one of 0, 2"},
+      {"FISH_GPU_PROFILE", "3", "FISH_GPU_PROFILE='3': expected one of 0, 1, 2"},
       {"FISH_VK_FAULT", "hang:2",
        "FISH_VK_FAULT='hang:2': expected lost:N or timeout:N (N >= 1, the compute submit that "
        "fails)"},
