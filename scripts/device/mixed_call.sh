@@ -20,7 +20,8 @@
 #      forces that tile; TILES="" none), PP_S seconds each (default 150: 6 interleaved rounds
 #      load each model 6 times);
 #   5b. fish run each FILE@CONFIG of EXPS (CONFIG default or VAR=VALUE; EXP_S seconds each);
-#   5c. decode A/B without the profile: AB_ROUNDS rounds (default 3) of fish generate -n 128 on
+#   5c. decode A/B (a config with FISH_GPU_PROFILE=1 adds the step's GPU run against its submit-to-done
+#      to ab.tsv and the summary): AB_ROUNDS rounds (default 3) of fish generate -n 128 on
 #      each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless set),
 #      interleaved (config inside model inside round), decode tok/s into ab.tsv and a
 #      median [min, max] table in the summary;
@@ -167,10 +168,14 @@ if [ -n "${AB-}" ]; then
         [ $r = 1 ] && stamp "A/B $m ($g)"
         extra=()
         [ $g != default ] && extra=(${g//,/ })
-        tok=$(env "${extra[@]}" timeout 30 $B/fish generate \
+        out=$(env "${extra[@]}" timeout 30 $B/fish generate \
           -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos 2>&1 |
-          tee -a $W/ab.log | grep -oE 'decode [0-9.]+ tok/s' | grep -oE '[0-9.]+')
-        printf '%s\t%s\t%s\t%s\n' $r $m $g "${tok:-error}" >> $W/ab.tsv
+          tee -a $W/ab.log)
+        tok=$(grep -oE 'decode [0-9.]+ tok/s' <<< "$out" | grep -oE '[0-9.]+')
+        # With FISH_GPU_PROFILE=1 in the config: a decode step's GPU run and submit-to-done (us).
+        gw=$(grep -oE 'one-token forwards: [0-9.]+ us GPU, [0-9.]+ us submit' <<< "$out" |
+          grep -oE '[0-9.]+ us' | grep -oE '[0-9.]+' | tr '\n' '\t')
+        printf '%s\t%s\t%s\t%s\t%s\n' $r $m $g "${tok:-error}" "${gw%$'\t'}" >> $W/ab.tsv
       done
     done
   done
@@ -216,14 +221,23 @@ stamp done
   for f in $W/exp-*.log; do [ -f $f ] && { tail -n 1 $f; cat ${f%.log}/*.md 2>/dev/null | grep -E '^\| [0-9]'; }; done
   [ -s $W/ab.tsv ] && python3 - $W/ab.tsv <<'PY'
 import sys, statistics
-rows = {}
+rows, gaps = {}, {}
 for line in open(sys.argv[1]):
-    r, m, g, tok = line.rstrip("\n").split("\t")
+    f = line.rstrip("\n").split("\t")
+    r, m, g, tok = f[:4]
     if tok != "error":
         rows.setdefault((m, g), []).append(float(tok))
+    if len(f) >= 6 and f[4] and f[5]:  # FISH_GPU_PROFILE=1: GPU us, submit-to-done us a step
+        gaps.setdefault((m, g), []).append((float(f[4]), float(f[5])))
 print("decode A/B (fish generate -n 128, tok/s: median [min, max] over rounds)")
 for (m, g), v in rows.items():
     print(f"  {m} {g}: {statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}] n={len(v)}")
+    if (m, g) in gaps:
+        gp = gaps[(m, g)]
+        d = [w - u for u, w in gp]
+        print(f"    a step: GPU {statistics.median([u for u, _ in gp]):.1f} us, submit to done "
+              f"{statistics.median([w for _, w in gp]):.1f} us, outside the GPU's run "
+              f"{statistics.median(d):.1f} [{min(d):.1f}, {max(d):.1f}] us")
 PY
   for f in $W/gen-*.txt $W/pre-*.txt; do [ -f $f ] && { tail -n 1 $f; grep -h "^fish generate: prompt\|span profile" $f | cut -c1-2000; }; done
   tail -n 3 $W/peer-wait.txt 2>/dev/null
