@@ -32,8 +32,9 @@
 #      chunks of --n-batch 512);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
 #   5c'. (before the A/B: two short runs) the prefill alone profiled: fish generate -n 1
-#      --n-batch 512 with FISH_GPU_PROFILE=2 behind a prompt of PRE_WORDS words (default 260, ~490 tokens: one 512-token chunk) on each
-#      of PRE_MODELS (none unless set), into pre-<model>.txt: the prefill's stage times and its
+#      --n-batch 512 with FISH_GPU_PROFILE=2 behind a prompt of PRE_WORDS words (default 260,
+#      ~490 tokens: one 512-token chunk) on each of PRE_MODELS (none unless set), into
+#      pre-<model>.txt: the prefill's stage times and its
 #      matmul groups (the AB / GEN prompt stays as GEN_WORDS sets it);
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
