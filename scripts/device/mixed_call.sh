@@ -22,8 +22,8 @@
 #   5b. fish run each FILE@CONFIG of EXPS (CONFIG default or VAR=VALUE; EXP_S seconds each);
 #   5c. decode A/B (a config with FISH_GPU_PROFILE=1 adds the step's GPU run against its
 #      submit-to-done to ab.tsv and the summary): AB_ROUNDS rounds (default 3) of fish generate
-#      -n 128 on each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless set),
-#      interleaved (config inside model inside round), decode tok/s into ab.tsv and a
+#      -n 128 on each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless
+#      set), interleaved (config inside model inside round), decode tok/s into ab.tsv and a
 #      median [min, max] table in the summary;
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
