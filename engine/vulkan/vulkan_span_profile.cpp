@@ -52,11 +52,11 @@ std::string VulkanSpan::profile() const {
   std::string s = fmt::format(
       "span profile: {} forwards, {:.2f} ms GPU, host {:.2f} ms recording ({} forwards recorded "
       "ahead) + {:.2f} ms submit to done",
-      n_profiled_, stage_queries_ ? total : forward_gpu_ms_, host_record_ms_, ahead_hits_,
-      host_wait_ms_);
+      n_profiled_, forward_gpu_ms_, host_record_ms_, ahead_hits_, host_wait_ms_);
   // Decode steps: the GPU's run (first to last timestamp) against the host's submit-to-done; the
   // difference is what a step costs outside the GPU's run (the submit, the fence's wake-up, the
-  // x copy in and the id copy out), which no kernel change recovers.
+  // x copy in and the id copy out; the next forward's recording where it outlasts the run), which
+  // no kernel change recovers.
   if (one_tok_.n > 0) {
     const double gpu_us = 1e3 * one_tok_.gpu_ms / double(one_tok_.n);
     const double wait_us = 1e3 * one_tok_.wait_ms / double(one_tok_.n);
