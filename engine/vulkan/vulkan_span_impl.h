@@ -1,6 +1,6 @@
-// VulkanSpan, the Vulkan LayerSpan (vulkan_span.h), shared by its two source files:
-// vulkan_span.cpp (creation, KV growth, forward, profile) and vulkan_span_record.cpp (the layer
-// graph recorded into the forward's command buffer).
+// VulkanSpan, the Vulkan LayerSpan (vulkan_span.h), shared by its source files: vulkan_span.cpp
+// (creation, KV growth, forward), vulkan_span_record.cpp (the layer graph recorded into the
+// forward's command buffer) and vulkan_span_profile.cpp (FISH_GPU_PROFILE's timestamps and line).
 #pragma once
 
 #include <array>
