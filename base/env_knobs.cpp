@@ -109,6 +109,10 @@ std::span<const EnvKnob> env_knobs() {
        1 << 20,
        "engine/gpu_placement.cpp",
        "at most N layers on the GPU (caps the Config field gpu_layers: fish run, bench, generate)"},
+      {"FISH_GPU_PIPELINE", S::gpu, E::results, switch_words(), 0, -1, "engine/gpu_placement.cpp",
+       "0/off/false/no: greedy decode on a whole-model span runs one synchronous step at a time "
+       "(default: token ids stay on the GPU, the embedding row is looked up there and step N+1 is "
+       "queued before step N's id is read)"},
       {"FISH_GPU_PROFILE",
        S::gpu,
        E::instrumentation,

@@ -121,6 +121,12 @@ std::span<const FieldSpec<Config>> config_fields() {
        "gpu path: the placed layers run as one stage 2 layer span (one submit per forward); false: "
        "stage 1, one submit per projection group (FISH_GPU_SPAN=0 turns spans off everywhere)",
        {}},
+      {"gpu_pipeline",
+       &Config::gpu_pipeline,
+       "gpu path: greedy decode on a span that runs the whole model keeps token ids on the GPU "
+       "(its embedding row looked up there) and queues step N+1 before reading step N's id; "
+       "false: one synchronous step at a time (FISH_GPU_PIPELINE=0 turns it off everywhere)",
+       {}},
       {"swa_kv",
        &Config::swa_kv,
        "sliding-window layers' KV (Gemma 3): ring keeps window + n_batch rows (kv_truncate rolls "
@@ -241,6 +247,7 @@ Result<GpuRequest> gpu_request(const Config& c) {
   if (c.gpu_requant >= 0) r.upload.requant = int(c.gpu_requant);
   r.upload.n_threads = int(c.n_threads);
   r.span = span_request_from_env(c.gpu_span ? c.n_ctx : 0, c.n_batch);
+  r.span.pipeline = r.span.pipeline && c.gpu_pipeline;
   return r;
 }
 

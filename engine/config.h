@@ -53,6 +53,7 @@ struct Config {
   int64_t vram_budget_mb = 0;  // 0: the backend's ceiling (FISH_VRAM_BUDGET_MB or 85% of free)
   int64_t gpu_requant = -1;    // device copy's re-quantisation mode 0..3; -1: FISH_GPU_REQUANT
   bool gpu_span = true;        // stage 2 layer span (false: stage 1 per-matmul offload)
+  bool gpu_pipeline = true;    // pipelined greedy decode on a whole-model span (layer_span.h)
   // Sliding-window layers' KV (Gemma 3): ring (window + n_batch rows) | full (n_ctx rows).
   std::string swa_kv = "ring";
   // The engine that measures the cell: fish, or llama.cpp's llama-bench as a subprocess

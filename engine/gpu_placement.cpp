@@ -16,7 +16,7 @@ namespace {
 
 // A span over layers [first, n_layer) of the placement's handles.
 SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
-                   const SpanRequest& req) {
+                   const SpanRequest& req, WeightHandle embed) {
   SpanDesc d;
   d.params = &model.params();
   d.first_layer = first;
@@ -34,6 +34,7 @@ SpanDesc span_desc(const Model& model, const GpuPlacement& pl, int64_t first,
     d.output = pl.handle(&model.output());
     d.output_norm = &model.output_norm();
   }
+  if (first == 0) d.embed = embed;
   return d;
 }
 
@@ -45,6 +46,8 @@ SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch) {
   const Result<bool> on = env_switch("FISH_GPU_SPAN", true);
   r.n_ctx = on.ok() && !on.value() ? 0 : n_ctx;
   r.max_tok = n_batch;
+  const Result<bool> pipeline = env_switch("FISH_GPU_PIPELINE", true);
+  r.pipeline = !pipeline.ok() || pipeline.value();
   return r;
 }
 
@@ -123,16 +126,51 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
     }
   }
   std::string span_note;
+  // The pipelined greedy decode's token embedding (gpu_placement.h): a tied output's copy unless
+  // re-quantised (the span checks), else token_embd in its GGUF type where it fits beside the
+  // span's KV + arena.
+  uint64_t embed_bytes = 0;  // an untied token_embd uploaded for it
+  if (want_span && span.pipeline && pl->output_ && pl->n_layers_ == n_layer) {
+    if (p.tied_output) {
+      pl->embed_ = pl->handle(&model.output());
+    } else {
+      const uint64_t need = span_bytes_estimate(p, n_layer, std::min(span.kv_reserve, span.n_ctx),
+                                                span.max_tok, span.n_ctx);
+      UploadOptions exact = req.upload;
+      exact.requant = 0;
+      if (backend.memory_free(req.upload) >= need + model.token_embd().n_bytes) {
+        const uint64_t before = backend.bytes_resident();
+        if (auto h = backend.upload(model.token_embd(), exact); h.ok()) {
+          pl->embed_ = h.value();
+          pl->handles_.emplace(&model.token_embd(), pl->embed_);
+          embed_bytes = backend.bytes_resident() - before;
+          pl->bytes_ += embed_bytes;
+        }
+      }
+    }
+  }
+  auto drop_embed = [&] {
+    backend.release(pl->embed_);
+    pl->handles_.erase(&model.token_embd());
+    pl->bytes_ -= embed_bytes;
+    pl->embed_ = 0;
+    embed_bytes = 0;
+  };
+  auto desc = [&](int64_t first) { return span_desc(model, *pl, first, span, pl->embed_); };
   if (want_span && pl->n_layers_ > 0) {
-    auto s = backend.span_create(span_desc(model, *pl, pl->first_layer_, span));
+    auto s = backend.span_create(desc(pl->first_layer_));
+    if (!s.ok() && embed_bytes > 0) {  // the embedding goes before any layer does
+      drop_embed();
+      s = backend.span_create(desc(pl->first_layer_));
+    }
     if (!s.ok()) {
       // Declined for memory or for what the span ops take? A one-layer span tells them apart.
-      auto one = backend.span_create(span_desc(model, *pl, n_layer - 1, span));
+      auto one = backend.span_create(desc(n_layer - 1));
       if (one.ok() && pl->n_layers_ > 1) {
         one.value().reset();
         while (!s.ok() && pl->n_layers_ > 1) {
           unplace(pl->first_layer_);
-          s = backend.span_create(span_desc(model, *pl, pl->first_layer_, span));
+          s = backend.span_create(desc(pl->first_layer_));
         }
       }
       if (!s.ok()) span_note = "; no span: " + s.error().message;
@@ -143,7 +181,15 @@ std::shared_ptr<GpuPlacement> GpuPlacement::place_layers(const Model& model,
                               pl->span_->n_layers(), double(pl->span_->kv_bytes()) / (1 << 20),
                               pl->span_->kv_capacity(), pl->span_->n_ctx());
       pl->bytes_ += pl->span_->bytes();
+      if (pl->span_->can_decode_greedy())
+        span_note += embed_bytes > 0
+                         ? fmt::format(", pipelined greedy decode (token_embd {:.0f} MB)",
+                                       double(embed_bytes) / (1 << 20))
+                         : ", pipelined greedy decode (the tied output's rows)";
     }
+  }
+  if (embed_bytes > 0 && (pl->span_ == nullptr || !pl->span_->can_decode_greedy())) {
+    drop_embed();  // the span did not take it (its kernels() says why)
   }
   pl->summary_ =
       fmt::format("{}{} of {} layers", pl->output_ ? "output + " : "", pl->n_layers_, n_layer);

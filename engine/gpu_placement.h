@@ -29,10 +29,13 @@ struct SpanRequest {
   int64_t n_ctx = 0;         // positions the span's KV may grow to; 0: no span (stage 1 only)
   int64_t max_tok = 256;     // tokens per span forward (the session's n_batch)
   int64_t kv_reserve = 256;  // positions the KV starts with (it grows on demand up to n_ctx)
+  // The token embedding on the device for a whole-model span's pipelined greedy decode
+  // (layer_span.h decode_greedy; Config gpu_pipeline, FISH_GPU_PIPELINE).
+  bool pipeline = true;
   bool operator==(const SpanRequest&) const = default;
 };
 // The request for a session of n_ctx positions and n_batch tokens per batch; n_ctx 0 (no span)
-// when FISH_GPU_SPAN is 0/off/false/no.
+// when FISH_GPU_SPAN is 0/off/false/no, pipeline false when FISH_GPU_PIPELINE is.
 SpanRequest span_request_from_env(int64_t n_ctx, int64_t n_batch);
 
 // Everything a placement asks of the GPU, as values (docs/gpu.md "One plan, passed down").
@@ -53,6 +56,10 @@ class GpuPlacement {
   // placed layers, and when the backend refuses it for memory, retried with one layer fewer each
   // time (the released layers go back to the CPU). A span the backend declines for other reasons
   // (an architecture feature, a type) leaves the layers to stage 1.
+  // When every layer and the output are placed and req.span.pipeline is on (default), the span
+  // also gets the token embedding for its pipelined greedy decode (layer_span.h decode_greedy):
+  // a tied output's copy as it is, an untied model's token_embd uploaded in its GGUF type (never
+  // re-quantised: the rows must equal the CPU's) where it fits beside the span's KV + arena.
   static std::shared_ptr<GpuPlacement> place_layers(const Model& model, ComputeBackend& backend,
                                                     const GpuRequest& req = {});
   ~GpuPlacement();  // destroys the span, then releases every uploaded matrix
@@ -85,6 +92,9 @@ class GpuPlacement {
   std::unordered_map<const MatrixView*, WeightHandle> handles_;
   int64_t n_layers_ = 0, first_layer_ = 0;
   bool output_ = false;
+  // The token embedding on the device for a whole-model span's pipelined greedy decode
+  // (SpanDesc::embed; the output's handle when tied), 0: none.
+  WeightHandle embed_ = 0;
   uint64_t bytes_ = 0;
   std::string summary_;
   std::unique_ptr<LayerSpan> span_;

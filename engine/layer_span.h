@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ struct SpanDesc {
   // still decline the head (has_head(); Vulkan: FISH_VK_HEAD=0).
   WeightHandle output = 0;
   const std::vector<float>* output_norm = nullptr;
+  // The token embedding (token_embd, n_vocab rows of n_embd, in its GGUF type) for a span that
+  // runs the whole model with its head: greedy decode steps then embed their token on the device
+  // and run back to back (decode_greedy). 0: none (FISH_GPU_PIPELINE=0, a partial placement).
+  WeightHandle embed = 0;
 };
 
 class LayerSpan {
@@ -73,6 +78,24 @@ class LayerSpan {
   virtual bool has_head() const { return false; }
   // Rows forward_head_rows takes (0: none).
   virtual int64_t head_rows() const { return 0; }
+  // Pipelined greedy decoding: n steps from `token` at position pos0, each step's token the
+  // previous step's greedy id, ids kept on the device (the embedding row looked up there) and
+  // step k + 1 queued before step k's id is read, so the GPU runs the steps back to back instead
+  // of idling while the host reads an id and submits the next step. on_token(id) gets step k's
+  // id (the token after position pos0 + k) in order; false stops the decode (a step already
+  // queued runs, and its position is dropped). Returns the ids given to on_token. The ids and
+  // the KV equal n forward_head steps' on the same span (bit-exact embedding rows, the same
+  // kernels). on_token runs with the device held: it must not call into this span or its
+  // backend. Errors: as forward_head, and no pipelined decode here (can_decode_greedy false);
+  // on an error, positions from pos0 + (ids given) on are dropped.
+  virtual Result<int64_t> decode_greedy(int32_t token, int64_t pos0, int64_t n,
+                                        const std::function<bool(int32_t)>& on_token) {
+    (void)token, (void)pos0, (void)n, (void)on_token;
+    return make_error("span: no pipelined greedy decode");
+  }
+  // Whether decode_greedy runs (the span holds every layer, the head and the embedding, and the
+  // backend took them; see the backend's kernels() for why not).
+  virtual bool can_decode_greedy() const { return false; }
   // Keeps positions < n valid (n >= kv_length() changes nothing).
   virtual void kv_truncate(int64_t n) = 0;
   // Makes room for n positions (<= n_ctx) on the device, keeping the valid ones.

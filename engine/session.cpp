@@ -260,6 +260,41 @@ Result<int32_t> Session::forward_greedy(std::span<const int32_t> tokens, int64_t
   return id;
 }
 
+bool Session::pipelined_decode() const {
+  return span_ != nullptr && span_first_ == 0 && int4_ == nullptr && span_->can_decode_greedy();
+}
+
+Result<int64_t> Session::decode_greedy(int32_t token, int64_t n,
+                                       const std::function<bool(int32_t)>& on_token) {
+  const ModelParams& p = model_->params();
+  if (token < 0 || token >= p.n_vocab)
+    return make_error("session: token {} is outside the vocabulary [0, {})", token, p.n_vocab);
+  if (n < 0 || n_past() + n > n_ctx())
+    return make_error(
+        "session: {} decode steps at position {} exceed n_ctx {} (hint: a larger --n-ctx)", n,
+        n_past(), n_ctx());
+  int64_t given = 0;
+  bool stop = false;
+  if (n > 0 && pipelined_decode()) {
+    const int64_t pos0 = n_past();
+    FISH_TRY(kv_truncate(pos0));
+    auto r = span_->decode_greedy(token, pos0, n, [&](int32_t id) {
+      history_.push_back(token);  // the token step `given` ran, at pos0 + given
+      kv_.set_n_past(pos0 + ++given);
+      token = id;
+      stop = !on_token(id);
+      return !stop;
+    });
+    if (r.ok() || stop) return given;
+    span_fallback(n_past());  // as a failed forward: the rest runs on the CPU
+  }
+  for (; given < n && !stop; ++given) {
+    FISH_ASSIGN_OR_RETURN(token, append_greedy(std::span<const int32_t>(&token, 1)));
+    stop = !on_token(token);
+  }
+  return given;
+}
+
 Result<std::span<const int32_t>> Session::forward_greedy_rows(std::span<const int32_t> tokens,
                                                               int64_t pos0) {
   row_ids_.resize(tokens.size());

@@ -94,6 +94,18 @@ class Session {
   Result<int32_t> append_greedy(std::span<const int32_t> tokens) {
     return forward_greedy(tokens, n_past());
   }
+  // Greedy decoding of up to n steps from `token` at n_past(): step k runs one token (`token`,
+  // then the previous step's id) and passes its greedy id to on_token, which returns false to
+  // stop. Returns the ids passed; n_past() grows by as many. The ids equal n append_greedy calls'
+  // on the same session. Where a GPU layer span runs the whole model with its head and holds the
+  // embedding (layer_span.h decode_greedy; FISH_GPU_PIPELINE, default on) the steps run
+  // pipelined on the device; otherwise (and after a span failure, which falls back as a forward
+  // does) one append_greedy a step. on_token must not call into this session.
+  // Errors: a token outside [0, n_vocab), n_past() + n > n_ctx, those of append_greedy.
+  Result<int64_t> decode_greedy(int32_t token, int64_t n,
+                                const std::function<bool(int32_t)>& on_token);
+  // Whether decode_greedy runs pipelined on the GPU span.
+  bool pipelined_decode() const;
   // A speculative verify's step: as forward(tokens, pos0, LogitsMode::all) and the greedy id of
   // every row (ids[t] = greedy_token of row t's logits), without the logits where a GPU layer
   // span runs the output head and takes the rows at once (layer_span.h forward_head_rows: only

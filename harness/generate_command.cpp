@@ -237,7 +237,20 @@ void add_generate_command(CLI::App& app, int* exit_code) {
           drafter->describe(), cfg.draft_n, ss.verifies, ss.accepted_per_verify(), ss.accepted,
           ss.drafted);
     }
-    for (int64_t i = 0; drafter == nullptr && i < a->gen.n_predict; ++i) {
+    // Greedy without a drafter: Session::decode_greedy (pipelined on a whole-model GPU span,
+    // FISH_GPU_PIPELINE), the same tokens and steps as the loop below.
+    if (drafter == nullptr && greedy && a->gen.n_predict > 0 &&
+        (a->ignore_eos || !tok.is_eog(next))) {
+      out.push(next);
+      auto got = s.decode_greedy(next, a->gen.n_predict - 1, [&](int32_t id) {
+        ++n_decoded;
+        if (!a->ignore_eos && tok.is_eog(id)) return false;
+        out.push(id);
+        return true;
+      });
+      if (!got.ok()) return fail(got.error());
+    }
+    for (int64_t i = 0; drafter == nullptr && !greedy && i < a->gen.n_predict; ++i) {
       if (!a->ignore_eos && tok.is_eog(next)) break;
       out.push(next);
       if (i + 1 == a->gen.n_predict) break;

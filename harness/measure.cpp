@@ -71,12 +71,12 @@ Result<RepSample> run_repetition(Session& s, std::span<const int32_t> prompt, in
   const int32_t first = next;
   std::vector<int32_t> plain;  // the tokens, for the speculative comparison
   const auto t1 = Clock::now();
-  for (int64_t i = 0; i < n_gen; ++i) {
-    auto tok = s.append_greedy(std::span<const int32_t>(&next, 1));
-    if (!tok.ok()) return tok.take_error();
-    next = tok.value();
-    if (spec) plain.push_back(next);
-  }
+  // Session::decode_greedy: pipelined on a whole-model GPU span (FISH_GPU_PIPELINE), else one
+  // append_greedy a step.
+  FISH_TRY(s.decode_greedy(next, n_gen, [&](int32_t id) {
+    if (spec) plain.push_back(id);
+    return true;
+  }));
   const double t_decode = seconds_since(t1);
   RepSample r{double(n_prompt) / t_prefill, double(n_gen) / t_decode};
   if (spec == nullptr) return r;

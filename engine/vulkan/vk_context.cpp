@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vulkan_shaders.h"
@@ -333,10 +334,17 @@ void VkContext::inject_fault(DeviceFaultKind kind, uint64_t n) {
 
 Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
                                   std::string_view what, const std::function<void()>& meanwhile) {
+  FISH_ASSIGN_OR_RETURN(const DeviceFaultKind injected, submit(cmd, fence, work, what));
+  if (meanwhile) meanwhile();
+  return wait(fence, injected, what);
+}
+
+Result<DeviceFaultKind> VkContext::submit(VkCommandBuffer cmd, VkFence fence, Work work,
+                                          std::string_view what) {
   if (lost()) return make_error("vulkan: {}: the device is lost ({})", what, lost_reason_);
   DeviceFaultKind injected = DeviceFaultKind::none;
   if (work == Work::compute && ++compute_submits_ == fault_.at) injected = fault_.kind;
-  auto fail = [&](std::string why) -> Status {
+  auto fail = [&](std::string why) -> Error {
     mark_lost(fmt::format("{}: {}", what, why));
     return make_error("vulkan: {}", lost_reason_);
   };
@@ -352,7 +360,14 @@ Status VkContext::submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work,
   si.pCommandBuffers = &cmd;
   if (VkResult r = vk().vkQueueSubmit(dev_->queue, 1, &si, fence); r != VK_SUCCESS)
     return fail("vkQueueSubmit: " + vk_result_name(r));
-  if (meanwhile) meanwhile();
+  return injected;
+}
+
+Status VkContext::wait(VkFence fence, DeviceFaultKind injected, std::string_view what) {
+  auto fail = [&](std::string why) -> Status {
+    mark_lost(fmt::format("{}: {}", what, why));
+    return make_error("vulkan: {}", lost_reason_);
+  };
   // FISH_VK_FENCE_SPIN_US: poll the fence that long before blocking on it (a decode step's fence
   // signals within a few ms; a thread woken from the blocking wait may pay more than the poll).
   if (opt_.fence_spin_us > 0 && injected == DeviceFaultKind::none) {
@@ -468,6 +483,8 @@ Commands& Commands::operator=(Commands&& o) noexcept {
   std::swap(cmd_, o.cmd_);
   std::swap(fence_, o.fence_);
   std::swap(recording_, o.recording_);
+  std::swap(in_flight_, o.in_flight_);
+  std::swap(injected_, o.injected_);
   return *this;
 }
 
@@ -538,6 +555,20 @@ Status Commands::submit_and_wait(Work work, std::string_view what,
   recording_ = false;
   FISH_VK_CHECK(ctx_->vk().vkEndCommandBuffer(cmd_));
   return ctx_->submit_and_wait(cmd_, fence_, work, what, meanwhile);
+}
+
+Status Commands::submit(Work work, std::string_view what) {
+  recording_ = false;
+  FISH_VK_CHECK(ctx_->vk().vkEndCommandBuffer(cmd_));
+  FISH_ASSIGN_OR_RETURN(injected_, ctx_->submit(cmd_, fence_, work, what));
+  in_flight_ = true;
+  return Status::success();
+}
+
+Status Commands::wait(std::string_view what) {
+  if (!in_flight_) return Status::success();
+  in_flight_ = false;
+  return ctx_->wait(fence_, std::exchange(injected_, DeviceFaultKind::none), what);
 }
 
 Result<VkQueryPool> create_timestamps(const VkContext& ctx, uint32_t n) {

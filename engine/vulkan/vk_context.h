@@ -153,6 +153,13 @@ class VkContext {
   // that overlaps the GPU's (the span records its next forward there). It must not submit.
   Status submit_and_wait(VkCommandBuffer cmd, VkFence fence, Work work, std::string_view what,
                          const std::function<void()>& meanwhile = {});
+  // The two halves of submit_and_wait, for work kept in flight across calls (a span's pipelined
+  // decode: step N+1 queued before step N's fence is waited on). submit returns the fault
+  // FISH_VK_FAULT injected at this submit (none normally); wait takes it back, so an injected
+  // timeout still waits for the work first. Same policy and errors as submit_and_wait.
+  Result<DeviceFaultKind> submit(VkCommandBuffer cmd, VkFence fence, Work work,
+                                 std::string_view what);
+  Status wait(VkFence fence, DeviceFaultKind injected, std::string_view what);
   bool lost() const { return !lost_reason_.empty(); }
   const std::string& lost_reason() const { return lost_reason_; }
   // Marks the context lost (idempotent: the first reason stays) and runs the on_lost hook.
@@ -247,6 +254,12 @@ class Commands {
   // Ends the command buffer and submits it (VkContext::submit_and_wait, `meanwhile` included).
   Status submit_and_wait(Work work, std::string_view what,
                          const std::function<void()>& meanwhile = {});
+  // The same in two calls (VkContext::submit, VkContext::wait): submit ends and queues the
+  // buffer, wait waits for its fence. One submit in flight a Commands; wait without a submit in
+  // flight returns at once.
+  Status submit(Work work, std::string_view what);
+  Status wait(std::string_view what);
+  bool in_flight() const { return in_flight_; }
 
  private:
   VkContext* ctx_ = nullptr;
@@ -254,6 +267,8 @@ class Commands {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;  // begun and not yet ended (ended by submit_and_wait or a next begin)
+  bool in_flight_ = false;  // submitted by submit() and not yet waited for
+  DeviceFaultKind injected_ = DeviceFaultKind::none;  // what that submit injected
 };
 
 // A timestamp query pool of n queries; null (no error) when the queue has no timestamps.

@@ -40,8 +40,9 @@ void VulkanSpan::release() {
   if (queries_) ctx_.vk().vkDestroyQueryPool(ctx_.handle(), queries_, nullptr);
   cmds_ = Commands{};
   ahead_ = Ahead{};
+  chain_.cmds = {};
   pool_ = DescriptorPool{};
-  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_}) ctx_.free(*b);
+  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_, &chain_.host}) ctx_.free(*b);
 }
 
 Status VulkanSpan::check_shapes() const {
@@ -297,6 +298,7 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     }
   n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
   n_sets += 8 * uint32_t(d_.layers.size());  // quant_q8_1 and to_f16 per matmul group
+  n_sets += 1;                               // the pipelined decode's embedding lookup
   if (has_head_) {
     auto it = weights.find(d_.output);
     if (it == weights.end()) return make_error("span: the output matrix is not resident");
@@ -399,7 +401,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(check_shapes());
   std::vector<const DeviceWeight*> mine;
   for (const SpanDesc::Layer& l : d_.layers)
-    for (WeightHandle h : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, d_.output})
+    for (WeightHandle h : {l.wq, l.wk, l.wv, l.wo, l.gate, l.up, l.down, d_.output, d_.embed})
       if (auto it = weights.find(h); it != weights.end()) mine.push_back(&it->second);
   budget_ = tightest_budget(mine);
   const int64_t E = p_.n_embd, KV = p_.kv_dim(), hd = p_.head_dim;
@@ -495,6 +497,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
     n_queries_ = stage_queries_ ? uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4) : 2;
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
+  FISH_TRY(init_chain(weights));
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));
   ctx_.add_span(this);
   registered_ = true;
@@ -618,8 +621,12 @@ Status VulkanSpan::record_forward(const Forward& f) {
   used_queries_ = 0;
   step_of_.clear();
   if (queries_) ctx_.vk().vkCmdResetQueryPool(cmds_.cmd(), queries_, 0, n_queries_);
-  cmds_.copy(x_host_, 0, arena_, uint64_t(off_x_) * 4, x_bytes);
-  cmds_.barrier(Sync::transfer, Sync::compute);
+  if (f.chain >= 0) {
+    record_embed(f);
+  } else {
+    cmds_.copy(x_host_, 0, arena_, uint64_t(off_x_) * 4, x_bytes);
+    cmds_.barrier(Sync::transfer, Sync::compute);
+  }
   if (queries_) {  // the reference timestamp; not a stage
     cmds_.timestamp(queries_, 0);
     used_queries_ = 1;
@@ -634,7 +641,9 @@ Status VulkanSpan::record_forward(const Forward& f) {
     used_queries_ = 2;
   }
   cmds_.barrier(Sync::compute, Sync::transfer);
-  if (f.head) {  // the ids, and the logits when asked; x stays on the device
+  if (f.chain >= 0) {  // a pipelined step's id, into its buffer's slot
+    cmds_.copy(arena_, uint64_t(off_tok_) * 4, chain_.host, uint64_t(f.chain) * 4, 4);
+  } else if (f.head) {  // the ids, and the logits when asked; x stays on the device
     cmds_.copy(arena_, uint64_t(off_tok_) * 4, head_host_, V * 4, uint64_t(f.head_rows) * 4);
     if (f.logits) cmds_.copy(arena_, uint64_t(off_logits_) * 4, head_host_, 0, V * 4);
   } else {
@@ -669,9 +678,9 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
-  const std::string rec =
-      fmt::format("{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-                  prefetch_note());
+  const std::string rec = fmt::format(
+      "{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
+      prefetch_note(), chain_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

@@ -1,6 +1,7 @@
 // VulkanSpan, the Vulkan LayerSpan (vulkan_span.h), shared by its source files: vulkan_span.cpp
 // (creation, KV growth, forward), vulkan_span_record.cpp (the layer graph recorded into the
-// forward's command buffer) and vulkan_span_profile.cpp (FISH_GPU_PROFILE's timestamps and line).
+// forward's command buffer), vulkan_span_profile.cpp (FISH_GPU_PROFILE's timestamps and line) and
+// vulkan_span_decode.cpp (the pipelined greedy decode).
 #pragma once
 
 #include <array>
@@ -152,6 +153,9 @@ class VulkanSpan final : public LayerSpan {
   Status forward_head(const float* x, int64_t n_tok, int64_t pos0, float* logits,
                       int32_t* token) override;
   Status forward_head_rows(const float* x, int64_t n_tok, int64_t pos0, int32_t* tokens) override;
+  Result<int64_t> decode_greedy(int32_t token, int64_t pos0, int64_t n,
+                                const std::function<bool(int32_t)>& on_token) override;
+  bool can_decode_greedy() const override { return chain_.ready; }
   bool has_head() const override { return has_head_; }
   int64_t head_rows() const override { return has_head_ ? kHeadRows : 0; }
   void kv_truncate(int64_t n) override {
@@ -172,7 +176,7 @@ class VulkanSpan final : public LayerSpan {
   uint64_t kv_bytes() const override { return kv_.alloc_bytes; }
   uint64_t bytes() const override {
     return kv_.alloc_bytes + arena_.alloc_bytes + params_.alloc_bytes + x_host_.alloc_bytes +
-           head_host_.alloc_bytes;
+           head_host_.alloc_bytes + chain_.host.alloc_bytes;
   }
   std::string profile() const override;
   std::string kernels() const override;
@@ -186,11 +190,15 @@ class VulkanSpan final : public LayerSpan {
   Status run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
              int32_t* token, int64_t head_rows = 1);
   // What a forward's command buffer depends on besides the span's buffers: its tokens and first
-  // position, whether the head runs (and on how many rows) and whether the logits come back.
+  // position, whether the head runs (and on how many rows) and whether the logits come back; for
+  // a step of the pipelined decode (chain >= 0) its id slot in chain_.host and whether its token
+  // comes from the host (the first step) or from the previous step's argmax.
   struct Forward {
     int64_t n_tok = 0, pos0 = 0;
     bool head = false, logits = false;
     int64_t head_rows = 0;
+    int chain = -1;
+    bool chain_first = false;
     bool operator==(const Forward&) const = default;
   };
   // Records forward f into cmds_ (the x copy in, every chunk's layers, the head, the copies out).
@@ -213,6 +221,16 @@ class VulkanSpan final : public LayerSpan {
   Status reserve_locked(int64_t n);
   // The forward's timestamps into the profile; n_tok and the host's submit-to-done ms of it.
   void read_profile(int64_t n_tok, double wait_ms);
+
+  // ---- pipelined greedy decode (vulkan_span_decode.cpp) ----
+  // Sets chain_ up where decode_greedy can run (the desc's embedding, the head, a get_rows kernel
+  // for its type, no profiling); chain_.why says why not. Errors: Vulkan, the budget.
+  Status init_chain(const std::map<WeightHandle, DeviceWeight>& weights);
+  // A pipelined step's start: its token's embedding row into x row 0 (span_get_rows_<type>) from
+  // the id at off_tok_ (the previous step's argmax, or the host's token copied there first).
+  void record_embed(const Forward& f);
+  // kernels()'s clause on the pipelined decode.
+  std::string chain_note() const;
 
   // ---- recording (vulkan_span_record.cpp) ----
   void record_chunk(int64_t t0, int64_t nc, int64_t pos);
@@ -366,6 +384,22 @@ class VulkanSpan final : public LayerSpan {
     uint32_t used_queries = 0;
   };
   Ahead ahead_;
+  // The pipelined greedy decode (decode_greedy): up to two steps queued, a third recorded
+  // meanwhile; each step's id lands in its buffer's slot of `host`, the first step's token is
+  // read from slot kChainBuffers.
+  static constexpr int kChainBuffers = 3;
+  struct Chain {
+    bool ready = false;
+    std::string why;   // why not ready
+    std::string type;  // the embedding's type
+    Pipeline get_rows;
+    VkDescriptorSet set = VK_NULL_HANDLE;  // ARENA, the embedding's rows, ARENA
+    uint32_t row_bytes = 0;
+    Buffer host;
+    std::array<Commands, kChainBuffers> cmds;
+    int64_t steps = 0;  // decode steps run pipelined since creation
+  };
+  Chain chain_;
   int64_t ahead_hits_ = 0;  // forwards that ran a command buffer recorded ahead
   int64_t n_profiled_ = 0;
   bool registered_ = false, released_ = false;

@@ -162,6 +162,25 @@ TEST(SessionPlan, FishGpuLayersCapsTheRequestAndABadValueIsAnError) {
   EXPECT_FALSE(plan_session(Config{}, false).value().gpu.has_value());  // the cpu path ignores it
 }
 
+// gpu_pipeline false or FISH_GPU_PIPELINE=0: the span request takes no embedding for the
+// pipelined greedy decode; both on (the defaults): it does.
+TEST(SessionPlan, GpuPipelineFieldAndKnobReachTheSpanRequest) {
+  Config c;
+  auto on = gpu_request(c);
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on.value().span.pipeline);
+  c.gpu_pipeline = false;
+  auto field_off = gpu_request(c);
+  ASSERT_TRUE(field_off.ok());
+  EXPECT_FALSE(field_off.value().span.pipeline);
+  c.gpu_pipeline = true;
+  setenv("FISH_GPU_PIPELINE", "0", 1);
+  auto knob_off = gpu_request(c);
+  unsetenv("FISH_GPU_PIPELINE");
+  ASSERT_TRUE(knob_off.ok());
+  EXPECT_FALSE(knob_off.value().span.pipeline);
+}
+
 TEST(SessionPlan, GenerateHasAFlagForEveryConfigFieldItUses) {
   const std::vector<ConfigFlag> flags = generate_config_flags();
   std::vector<std::string_view> fields;
