@@ -713,9 +713,10 @@ nlohmann::json quality_json(const QualitySpec& q) {
 nlohmann::json cell_id_config(const Config& c) {
   json j = fields_to_json(c, config_fields());
   // Fields added after the committed results (the peer-engine fields, kquant_repack, the
-  // speculative fields) are hashed only away from their defaults: every earlier cell keeps its
-  // id (joins, --resume, the CI baseline).
+  // speculative fields, gpu_pipeline) are hashed only away from their defaults: every earlier
+  // cell keeps its id (joins, --resume, the CI baseline).
   if (c.depth == Config{}.depth) j.erase("depth");
+  if (c.gpu_pipeline == Config{}.gpu_pipeline) j.erase("gpu_pipeline");
   if (c.engine == Config{}.engine) j.erase("engine");
   if (c.llama_bench == Config{}.llama_bench) j.erase("llama_bench");
   if (c.kquant_repack == Config{}.kquant_repack) j.erase("kquant_repack");

@@ -163,6 +163,7 @@ std::string llama_unsupported(const Config& c, const QualitySpec& q,
   if (c.isa != d.isa) why.push_back(fmt::format("isa {} (FISH's ISA cap)", c.isa));
   if (c.gpu_requant > 0) why.push_back(fmt::format("gpu_requant {}", c.gpu_requant));
   if (!c.gpu_span) why.push_back("gpu_span false (FISH's stage 1 offload)");
+  if (!c.gpu_pipeline) why.push_back("gpu_pipeline false (FISH's decode loop)");
   if (c.vram_budget_mb != 0) why.push_back(fmt::format("vram_budget_mb {}", c.vram_budget_mb));
   if (c.swa_kv != d.swa_kv) why.push_back(fmt::format("swa_kv {}", c.swa_kv));
   if (c.speculative != d.speculative)

@@ -552,22 +552,27 @@ Status VulkanSpan::forward_head_rows(const float* x, int64_t n_tok, int64_t pos0
   return run(x, n_tok, pos0, nullptr, nullptr, tokens, n_tok);
 }
 
-Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
-                       int32_t* token, int64_t head_rows) {
-  std::lock_guard lock(ctx_.mutex());
+Status VulkanSpan::start_positions(int64_t pos0, int64_t n) {
   if (ctx_.lost())
     return make_error("span: the device is lost ({}); the engine runs on the CPU",
                       ctx_.lost_reason());
-  if (n_tok < 1 || n_tok > d_.max_tok)
-    return make_error("span: forward of {} tokens, the span takes 1..{}", n_tok, d_.max_tok);
   if (pos0 < 0 || pos0 > kv_len_)
     return make_error("span: forward at position {} but the device KV holds {} (a gap)", pos0,
                       kv_len_);
-  if (pos0 + n_tok > d_.n_ctx)
-    return make_error("span: positions {}..{} exceed n_ctx {}", pos0, pos0 + n_tok - 1, d_.n_ctx);
+  if (pos0 + n > d_.n_ctx)
+    return make_error("span: positions {}..{} exceed n_ctx {}", pos0, pos0 + n - 1, d_.n_ctx);
   kv_len_ = pos0;  // positions >= pos0 are rewritten
-  if (pos0 + n_tok > kv_cap_)
-    FISH_TRY(reserve_locked(std::min(d_.n_ctx, std::max(pos0 + n_tok, 2 * kv_cap_))));
+  if (pos0 + n > kv_cap_)
+    FISH_TRY(reserve_locked(std::min(d_.n_ctx, std::max(pos0 + n, 2 * kv_cap_))));
+  return Status::success();
+}
+
+Status VulkanSpan::run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
+                       int32_t* token, int64_t head_rows) {
+  std::lock_guard lock(ctx_.mutex());
+  if (n_tok < 1 || n_tok > d_.max_tok)
+    return make_error("span: forward of {} tokens, the span takes 1..{}", n_tok, d_.max_tok);
+  FISH_TRY(start_positions(pos0, n_tok));
   const uint64_t x_bytes = uint64_t(n_tok * p_.n_embd) * 4;
   std::memcpy(x_host_.mapped, x, x_bytes);
 

@@ -100,22 +100,12 @@ std::string VulkanSpan::chain_note() const {
 Result<int64_t> VulkanSpan::decode_greedy(int32_t token, int64_t pos0, int64_t n,
                                           const std::function<bool(int32_t)>& on_token) {
   std::lock_guard lock(ctx_.mutex());
-  if (ctx_.lost())
-    return make_error("span: the device is lost ({}); the engine runs on the CPU",
-                      ctx_.lost_reason());
   if (!chain_.ready) return make_error("span: no pipelined greedy decode ({})", chain_.why);
   if (n < 1) return int64_t(0);
   if (token < 0 || token >= p_.n_vocab)
     return make_error("span: token {} is outside the vocabulary [0, {})", token, p_.n_vocab);
-  if (pos0 < 0 || pos0 > kv_len_)
-    return make_error("span: decode at position {} but the device KV holds {} (a gap)", pos0,
-                      kv_len_);
-  if (pos0 + n > d_.n_ctx)
-    return make_error("span: positions {}..{} exceed n_ctx {}", pos0, pos0 + n - 1, d_.n_ctx);
-  kv_len_ = pos0;  // positions >= pos0 are rewritten
-  // Every step's bindings are recorded against this KV: grow it once, up front.
-  if (pos0 + n > kv_cap_)
-    FISH_TRY(reserve_locked(std::min(d_.n_ctx, std::max(pos0 + n, 2 * kv_cap_))));
+  // Every step's bindings are recorded against this KV: it grows once, up front.
+  FISH_TRY(start_positions(pos0, n));
   auto* ids = static_cast<int32_t*>(chain_.host.mapped);
   ids[kChainBuffers] = token;
   auto buffer = [&](int64_t k) -> Commands& { return chain_.cmds[size_t(k % kChainBuffers)]; };

@@ -189,6 +189,10 @@ class VulkanSpan final : public LayerSpan {
   // head_rows rows, one id each) and, when logits is not null, the last row's logits back.
   Status run(const float* x, int64_t n_tok, int64_t pos0, float* x_out, float* logits,
              int32_t* token, int64_t head_rows = 1);
+  // The checks and KV bookkeeping that open a forward (or a pipelined decode) of positions
+  // [pos0, pos0 + n): the device not lost, no gap, within n_ctx; positions >= pos0 dropped, the KV
+  // grown to hold pos0 + n. The caller holds the device mutex.
+  Status start_positions(int64_t pos0, int64_t n);
   // What a forward's command buffer depends on besides the span's buffers: its tokens and first
   // position, whether the head runs (and on how many rows) and whether the logits come back; for
   // a step of the pipelined decode (chain >= 0) its id slot in chain_.host and whether its token

@@ -370,6 +370,8 @@ TEST(CellId, IsStableAcrossRunsAndVersionsOfTheFileLayout) {
   EXPECT_NE(id_with(R"({"n_ctx": 512, "kquant_repack": "off"})"), "7cfc94c03e61f351");
   EXPECT_EQ(id_with(R"({"n_ctx": 512, "speculative": "off", "draft_n": 4})"), "7cfc94c03e61f351");
   EXPECT_NE(id_with(R"({"n_ctx": 512, "speculative": "lookup"})"), "7cfc94c03e61f351");
+  EXPECT_EQ(id_with(R"({"n_ctx": 512, "gpu_pipeline": true})"), "7cfc94c03e61f351");
+  EXPECT_NE(id_with(R"({"n_ctx": 512, "gpu_pipeline": false})"), "7cfc94c03e61f351");
   // Same parameters written differently (key order, measure/output sections): same id.
   auto e2 = parse_experiment(R"({"defaults": {"n_ctx": 512}, "model": "m.gguf",
       "name": "other", "schema_version": 1, "measure": {"repetitions": 9}, "output": {"dir": "x"}})",

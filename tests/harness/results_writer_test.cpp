@@ -190,12 +190,13 @@ TEST_F(Renderings, CsvHasEveryConfigFieldAndTheLatestRowPerCellInCellOrder) {
           "experiment,cell_index,cell_id,path,status,model,n_ctx,n_threads,"
           "act,n_batch,isa,requant,kquant_repack,weight_path,group_size,zero_point,"
           "quantize_head,quantize_embedding,prefill_dequant,direct_dequant,"
-          "dequant_threshold,gpu_layers,vram_budget_mb,gpu_requant,gpu_span,swa_kv,depth,engine,"
+          "dequant_threshold,gpu_layers,vram_budget_mb,gpu_requant,gpu_span,gpu_pipeline,swa_kv,"
+          "depth,engine,"
           "llama_bench,speculative,draft_model,draft_n,prefill_tok_s,"
           "prefill_tok_s_lo,prefill_tok_s_hi,prefill_tok_s_interval,prefill_tok_s_cv"));
   // The fixture's rows predate the requant..draft_n fields: their cells are empty.
   EXPECT_THAT(r0, HasSubstr("t,0,c000000000000000,cpu,ok,models/m.gguf,512,1,int8,256,auto,,,,,,,,,"
-                            ",,,,,,,,,,,,,100,99,101,min_max,0.01,3,"));
+                            ",,,,,,,,,,,,,,100,99,101,min_max,0.01,3,"));
   EXPECT_THAT(r1, HasSubstr("t,1,c111111111111111,cpu,ok,"));
   EXPECT_THAT(r0, HasSubstr(",3/4,,,few_repetitions,1.5,"));  // greedy_exact, RSS, VRAM
   EXPECT_THAT(header, ::testing::EndsWith(",error,n_prompt,n_gen,commit,dirty,cpu,gpu,run_id"));
