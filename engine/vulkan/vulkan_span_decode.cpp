@@ -93,8 +93,7 @@ void VulkanSpan::record_embed(const Forward& f) {
 std::string VulkanSpan::chain_note() const {
   if (d_.embed == 0) return "";
   if (!chain_.ready) return "; no pipelined greedy decode: " + chain_.why;
-  return fmt::format("; pipelined greedy decode (span_get_rows_{}, {} steps)", chain_.type,
-                     chain_.steps);
+  return fmt::format("; pipelined greedy decode (span_get_rows_{})", chain_.type);
 }
 
 Result<int64_t> VulkanSpan::decode_greedy(int32_t token, int64_t pos0, int64_t n,
@@ -138,7 +137,6 @@ Result<int64_t> VulkanSpan::decode_greedy(int32_t token, int64_t pos0, int64_t n
       FISH_TRY(buffer(k).wait(kWhat));
       const int32_t id = ids[k % kChainBuffers];
       kv_len_ = pos0 + k + 1;
-      ++chain_.steps;
       ++given;
       if (!on_token(id)) return Status::success();
       if (more) FISH_TRY(buffer(k + 2).submit(Work::compute, kWhat));

@@ -401,7 +401,6 @@ class VulkanSpan final : public LayerSpan {
     uint32_t row_bytes = 0;
     Buffer host;
     std::array<Commands, kChainBuffers> cmds;
-    int64_t steps = 0;  // decode steps run pipelined since creation
   };
   Chain chain_;
   int64_t ahead_hits_ = 0;  // forwards that ran a command buffer recorded ahead
