@@ -396,14 +396,16 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_NORM_FUSE",
        S::gpu,
        E::results,
-       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes", "2"},
        0,
        -1,
        vk_options,
        "1: a span's wo and down decode matvecs add into the residual and write each 32-row "
        "block's share of the next rmsnorm (matvec_idot_res_<type>; q/k/v and gate / up scale by "
-       "its 1 / rms); auto (default) and 0: a separate norm dispatch (slower fused on the H100: "
-       "8B 281.8 vs 300.0 tok/s)"},
+       "its 1 / rms; slower on the H100: 8B 281.8 vs 300.0 tok/s); 2: wo and down add into the "
+       "residual (matvec_idot_acc_<type>) and q/k/v and gate / up run the norm in their prologue "
+       "(matvec_idot_pn_<type>, bitwise the separate norm's values); auto (default) and 0: a "
+       "separate norm dispatch"},
       {"FISH_VK_PREFETCH_MB",
        S::gpu,
        E::results,

@@ -39,8 +39,14 @@
 #define FISH_BINDING_W 0
 #define FISH_BINDING_X 1
 #define FISH_BINDING_Y 2
-// matvec_idot_res_<type> only: the span's PARAMS (the norm weight of its epilogue).
+// matvec_idot_res_<type> and the PRONORM variants: the span's PARAMS (the norm weight).
 #define FISH_BINDING_P 3
+// matvec_idot's PRONORM variants (the rmsnorm in the matvec's prologue): threads a workgroup and
+// vec4s a thread holds, span_rmsnorm's FISH_SPAN_NORM_WG / FISH_SPAN_NORM_CACHE (vulkan_span.cpp
+// checks they agree: the same mapping gives the same sums), and the longest input row (values).
+#define FISH_PN_WG 512
+#define FISH_PN_CACHE 4
+#define FISH_PN_MAX_K 8192
 
 // One block declared as a C++ struct and as a GLSL push-constant block.
 // clang-format off
@@ -70,10 +76,11 @@ layout(push_constant) uniform MatmulPush {
   uint q8_off;    // ARENA floats: the q8_1 copy an epilogue writes (K = n_out)
   uint ctr;       // ARENA word: the first of n_out / 32 block arrival counters
   uint arrivals;  // workgroups (of every dispatch sharing the counters) that write a block
-  uint w_off;     // PARAMS floats: res: the next norm's weight (n_out floats)
+  uint w_off;     // PARAMS floats: res: the next norm's weight (n_out floats); pn: its own
   uint ss_off;    // ARENA floats: per token, a sum of squares per 32-value block (res writes)
   uint gate_off;  // ARENA floats: swiglu: token 0's gate row (up n_out floats on)
-  float eps;      // scaled: the norm's epsilon
+  float eps;      // scaled, pn: the norm's epsilon
+  uint x_off;     // ARENA floats: pn: the residual row the prologue normalises (w_off: its weight)
 #endif
 #ifdef __cplusplus
 };
@@ -83,8 +90,9 @@ struct MatvecFusedPush {
   MatmulPush mm;
   uint32_t q8_off = 0, ctr = 0, arrivals = 0, w_off = 0, ss_off = 0, gate_off = 0;
   float eps = 0;
+  uint32_t x_off = 0;
 };
-static_assert(sizeof(MatvecFusedPush) == 64, "push constants: 16 x 4 bytes");
+static_assert(sizeof(MatvecFusedPush) == 68, "push constants: 17 x 4 bytes");
 }  // namespace fish::vk
 #else
 } pc;

@@ -35,6 +35,17 @@
 // copy for the down matvec, so act*mul costs no dispatch and no barrier of its own (with SCALED
 // too: matvec_idot_swiglu_scaled_<type>). The epilogues need ROWS x GROUPS dividing 32, n_out a
 // multiple of 32, workgroups of >= 8 x n_tok threads and all rows in one dispatch.
+// PRONORM (matvec_idot_pn_<type>: q/k/v; matvec_idot_swiglu_pn_<type> with ACTMUL: gate / up;
+// FISH_VK_NORM_FUSE=2; one token): the rmsnorm before the matvec runs in every workgroup's
+// prologue instead of a dispatch of its own. X is ARENA (the residual row x at pc.x_off, f32),
+// FISH_BINDING_P the span's PARAMS (the norm weight at pc.w_off); the FISH_PN_WG threads of the
+// workgroup compute span_rmsnorm_q8's values with its thread mapping and summation order (so the
+// q8_1 codes, and every output, are bitwise those of the norm dispatch + matvec_idot_<type>) into
+// shared memory, and its GROUPS = FISH_PN_WG / (the rule's threads a row) row groups read them
+// there. Each row group reduces its own rows as matvec_idot_<type>'s one-group workgroup does
+// (pn_reduce_store). The first chunk's weights are loaded before the norm, which they do not
+// depend on. RESADD (matvec_idot_acc_<type>: wo / down in that mode): y += W x (the residual add
+// of the norm's consumers' input), no epilogue.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
 // the pair only, since s8 covers the whole block); Q6_K 4 runs of 8 values of blocks 4h+k, the
@@ -54,7 +65,10 @@
 #ifdef ACTMUL
 #define MATVEC_EPILOGUE
 #endif
-#if defined(RESNORM) || defined(ACTMUL) || defined(SCALED)
+#ifdef RESADD
+#define MATVEC_ACCUMULATE
+#endif
+#if defined(RESNORM) || defined(ACTMUL) || defined(SCALED) || defined(PRONORM)
 #extension GL_KHR_shader_subgroup_clustered : require
 #define FISH_MATVEC_FUSED  // MatmulPush's epilogue fields
 #endif
@@ -78,10 +92,37 @@ layout(constant_id = 2) const uint AHEAD = 1u;
 layout(constant_id = 3) const uint GROUPS = 1u;
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
-layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4 { uvec4 xq4[]; };
-layout(std430, binding = FISH_BINDING_X) readonly buffer XQ2 { uvec2 xq2[]; };
+#ifdef PRONORM
+// X: ARENA, the residual rows (f32); the q8_1 input lives in shared memory, read through XQ4 ..
+// XDS4 with the global layout's indices (token 0).
+layout(std430, binding = FISH_BINDING_X) readonly buffer XF4 { vec4 xf4[]; };
+layout(std430, binding = FISH_BINDING_P) readonly buffer PBufPn { vec4 pn_w4[]; };
+shared uvec4 pn_codes[FISH_PN_MAX_K / 16u];  // the codes, 16 a uvec4
+shared vec4 pn_ds[FISH_PN_MAX_K / 64u];      // (d, s) of blocks 2j and 2j + 1
+#define PN_CODES16 (FISH_Q8_CODES(pc.n_in) / 16u)  // uvec4 index of code 0 in the global layout
+uvec4 XQ4(uint i) {
+  return pn_codes[i - PN_CODES16];
+}
+uvec2 XQ2(uint i) {
+  const uint j = i - 2u * PN_CODES16;
+  return (j & 1u) == 0u ? pn_codes[j >> 1u].xy : pn_codes[j >> 1u].zw;
+}
+vec2 XDS(uint i) {
+  return (i & 1u) == 0u ? pn_ds[i >> 1u].xy : pn_ds[i >> 1u].zw;
+}
+vec4 XDS4(uint i) {
+  return pn_ds[i];
+}
+#else
+layout(std430, binding = FISH_BINDING_X) readonly buffer XQ4b { uvec4 xq4[]; };
+layout(std430, binding = FISH_BINDING_X) readonly buffer XQ2b { uvec2 xq2[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs { vec2 xds[]; };
 layout(std430, binding = FISH_BINDING_X) readonly buffer XDs4 { vec4 xds4[]; };
+#define XQ4(i) xq4[i]
+#define XQ2(i) xq2[i]
+#define XDS(i) xds[i]
+#define XDS4(i) xds4[i]
+#endif
 #ifdef MATVEC_EPILOGUE
 // Y is the span's ARENA: the output rows, the counters, the epilogue's rows and their q8_1 copy;
 // coherent, since a block's last workgroup reads rows the others wrote.
@@ -95,8 +136,9 @@ layout(std430, binding = FISH_BINDING_P) readonly buffer PBuf4 { vec4 p4[]; };
 #define Q8_FLOATS y
 #define Q8_BASE pc.q8_off
 #include "q8_1_store.glsl"
-#elif defined(SCALED)
-layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };  // reads the sums of squares
+#elif defined(SCALED) || defined(RESADD)
+// scaled reads the sums of squares, acc the residual rows it adds to.
+layout(std430, binding = FISH_BINDING_Y) buffer YBuf { float y[]; };
 #else
 layout(std430, binding = FISH_BINDING_Y) writeonly buffer YBuf { float y[]; };
 #endif
@@ -115,9 +157,9 @@ struct XQ {
 XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   const uint c16 = c & 7u, v0 = 256u * (c >> 3u) + 64u * (c16 >> 1u) + 16u * (c16 & 1u);
   XQ q;
-  q.lo = xq4[(codes_byte + v0) >> 4u];
-  q.hi = xq4[(codes_byte + v0 + 32u) >> 4u];
-  q.ds = xds4[(ds_vec2 + 8u * (c >> 3u) + 2u * (c16 >> 1u)) >> 1u];
+  q.lo = XQ4((codes_byte + v0) >> 4u);
+  q.hi = XQ4((codes_byte + v0 + 32u) >> 4u);
+  q.ds = XDS4((ds_vec2 + 8u * (c >> 3u) + 2u * (c16 >> 1u)) >> 1u);
   return q;
 }
 float chunk_dot(Raw r, uint c, XQ q) {
@@ -145,10 +187,10 @@ XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   const uint u = c & 7u, h = u >> 2u, g = u & 3u;
   const uint v0 = 256u * (c >> 3u) + 128u * h + 8u * g;
   XQ q;
-  [[unroll]] for (uint k = 0u; k < 4u; ++k) q.c[k] = xq2[(codes_byte + v0 + 32u * k) >> 3u];
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) q.c[k] = XQ2((codes_byte + v0 + 32u * k) >> 3u);
   const uint b = (ds_vec2 + 8u * (c >> 3u) + 4u * h) >> 1u;
-  q.ds01 = xds4[b];
-  q.ds23 = xds4[b + 1u];
+  q.ds01 = XDS4(b);
+  q.ds23 = XDS4(b + 1u);
   return q;
 }
 float chunk_dot(Raw r, uint c, XQ q) {
@@ -173,9 +215,9 @@ struct XQ {
 };
 XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   XQ q;
-  q.a = xq4[(codes_byte + 32u * c) >> 4u];
-  q.b = xq4[(codes_byte + 32u * c + 16u) >> 4u];
-  q.ds = xds[ds_vec2 + c];
+  q.a = XQ4((codes_byte + 32u * c) >> 4u);
+  q.b = XQ4((codes_byte + 32u * c + 16u) >> 4u);
+  q.ds = XDS(ds_vec2 + c);
   return q;
 }
 #if defined(TYPE_Q4_1)
@@ -222,6 +264,9 @@ uint in_block(uint c, uint place) {  // a chunk is a whole block
 
 const uint OWN = ROWS * FISH_MATVEC_MAX_TOK;  // a thread's accumulators: its group's rows
 const uint NACC = GROUPS * OWN;                // the workgroup's
+#ifdef PRONORM
+#define MATVEC_NO_REDUCE
+#endif
 #include "matvec_reduce.glsl"
 
 #ifdef MATVEC_EPILOGUE
@@ -298,6 +343,79 @@ void norm_scales(inout float part[FISH_MATVEC_MAX_TOK], out float sc[FISH_MATVEC
 }
 #endif
 
+#ifdef PRONORM
+#undef Q8_BASE
+#define Q8_BASE 0u
+#define Q8_STORE_FN pn_q8_store
+#define Q8_STORE_WORD(j, v) pn_codes[((j) - 4u * PN_CODES16) >> 2u][((j) - 4u * PN_CODES16) & 3u] = (v)
+#define Q8_STORE_FLOAT(j, v) pn_ds[(j) >> 2u][(j) & 3u] = (v)
+#include "q8_1_store.glsl"
+shared float pn_part[FISH_PN_WG / 8u];  // a slot a subgroup (>= 8 lanes)
+
+// span_rmsnorm_q8 on token 0's residual row, its vec4 path (n_in and the offsets multiples of 4):
+// the same loads, sums and order (thread tid holds vec4s tid + k FISH_PN_WG), into pn_codes /
+// pn_ds. The workgroup is FISH_PN_WG threads (the host checks).
+void pro_norm() {
+  const uint tid = gl_LocalInvocationID.x, WGN = FISH_PN_WG;
+  const uint n4 = pc.n_in / 4u, a4 = pc.x_off / 4u, w4 = pc.w_off / 4u;
+  vec4 x[FISH_PN_CACHE], wt[FISH_PN_CACHE];
+  [[unroll]] for (uint k = 0u; k < FISH_PN_CACHE; ++k) {
+    const uint i = tid + k * WGN;
+    x[k] = i < n4 ? xf4[a4 + i] : vec4(0.0);
+    wt[k] = i < n4 ? pn_w4[w4 + i] : vec4(0.0);
+  }
+  float ss = 0.0;
+  [[unroll]] for (uint k = 0u; k < FISH_PN_CACHE; ++k) ss += dot(x[k], x[k]);
+  for (uint i = tid + FISH_PN_CACHE * WGN; i < n4; i += WGN) {
+    const vec4 v = xf4[a4 + i];
+    ss += dot(v, v);
+  }
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) pn_part[gl_SubgroupID] = ss;
+  barrier();
+  float tot = 0.0;
+  for (uint g = 0u; g < gl_NumSubgroups; ++g) tot += pn_part[g];
+  const float s = 1.0 / sqrt(tot / float(pc.n_in) + pc.eps);
+  [[unroll]] for (uint k = 0u; k < FISH_PN_CACHE; ++k) {
+    const uint i = tid + k * WGN;
+    if (i < n4) pn_q8_store(pc.n_in, 0u, i, x[k] * s * wt[k]);
+  }
+  for (uint i = tid + FISH_PN_CACHE * WGN; i < n4; i += WGN)
+    pn_q8_store(pc.n_in, 0u, i, xf4[a4 + i] * s * pn_w4[w4 + i]);
+  barrier();
+}
+
+shared float pn_red[FISH_PN_WG / 8u][ROWS];  // [subgroup][row of its group]
+
+// Token 0's rows: each row group sums its own ROWS rows as a one-group workgroup of gt threads
+// does in reduce_store (subgroupAdd, then 0 + the group's subgroups in order), so the result is
+// bitwise matvec_idot_<type>'s; gt is a multiple of the subgroup size (the host checks).
+void pn_reduce_store(float acc[OWN], uint row0, uint grp, uint lane, uint gt) {
+  float s[ROWS];
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) s[r] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK]);
+  if (subgroupElect())
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) pn_red[gl_SubgroupID][r] = s[r];
+  barrier();
+  const uint per = gt / gl_SubgroupSize;
+  if (lane < ROWS) {
+    float total = 0.0;
+    for (uint g = 0u; g < per; ++g) total += pn_red[grp * per + g][lane];
+    const uint r = row0 + grp * ROWS + lane;
+    if (r < pc.n_out) y[pc.y_offset + r] = total;
+  }
+}
+#endif
+
+// A thread's AHEAD chunks c0, c0 + gt, ... of its ROWS rows into dst (those past the row's end
+// neither loaded nor used). A macro: arrays sized by specialisation constants are no parameters.
+#define LOAD_CHUNKS(c0, dst)                                                             \
+  [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {                                         \
+    if (u == 0u || (c0) + u * gt < n_chunks) {                                           \
+      const uint c = in_block((c0) + u * gt, place);                                     \
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) dst[u * ROWS + r] = load_raw(rb[r], c); \
+    }                                                                                    \
+  }
+
 void main() {
   // Row group grp: threads grp GT .. (GT = WG / GROUPS, a multiple of 8), rows grp ROWS .. of the
   // workgroup's ROWS x GROUPS.
@@ -325,13 +443,23 @@ void main() {
   // A thread's chunks are lane + i GT: their place in a super-block, c & 7, is the thread's own,
   // which in_block states so the per-place scale and offset math leaves the loop.
   const uint place = lane & 7u;
+#ifdef PRONORM
+  // The first chunks' weights in flight while the prologue normalises the input.
+  Raw first[AHEAD * ROWS];
+  if (lane < n_chunks) {
+    LOAD_CHUNKS(lane, first)
+  }
+  pro_norm();
+#endif
   for (uint c0 = lane; c0 < n_chunks; c0 += AHEAD * gt) {
     Raw raw[AHEAD * ROWS];  // AHEAD chunks of every row loaded before any is used
-    [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {
-      if (u == 0u || c0 + u * gt < n_chunks) {  // past the row's end: neither loaded nor used
-        const uint c = in_block(c0 + u * gt, place);
-        [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[u * ROWS + r] = load_raw(rb[r], c);
-      }
+#ifdef PRONORM
+    if (c0 == lane) {
+      [[unroll]] for (uint i = 0u; i < AHEAD * ROWS; ++i) raw[i] = first[i];
+    } else
+#endif
+    {
+      LOAD_CHUNKS(c0, raw)
     }
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
       if (t < pc.n_tok) {
@@ -353,11 +481,15 @@ void main() {
   [[unroll]] for (uint r = 0u; r < ROWS; ++r)
     [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) acc[r * FISH_MATVEC_MAX_TOK + t] *= sc[t];
 #endif
+#ifdef PRONORM
+  pn_reduce_store(acc, row0, grp, lane, gt);
+#else
   // The other groups' rows are zeros here: one reduction over the workgroup sums each row.
   float all[NACC];
   [[unroll]] for (uint g = 0u; g < GROUPS; ++g)
     [[unroll]] for (uint i = 0u; i < OWN; ++i) all[g * OWN + i] = g == grp ? acc[i] : 0.0;
   reduce_store(all, row0);
+#endif
 #ifdef MATVEC_EPILOGUE
   const uint blk = row0 / 32u;  // ROWS x GROUPS divides 32: the workgroup's rows are one block's
 #endif

@@ -16,6 +16,7 @@ bool workgroup_rows(uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) 
   return group < pc.n_groups;
 }
 
+#ifndef MATVEC_NO_REDUCE  // matvec_idot's PRONORM reduces per row group (pn_reduce_store)
 #define SLOTS 32u                   // subgroup partial sums per pass
 shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
 
@@ -57,3 +58,4 @@ void reduce_store(float acc[NACC], uint row0) {
     }
   }
 }
+#endif  // MATVEC_NO_REDUCE

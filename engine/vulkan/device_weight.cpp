@@ -75,8 +75,17 @@ PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in
                              std::string_view variant) {
   PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);
   s.module = fmt::format("{}_{}", variant, type_name(type));
-  if (variant == "matvec_idot_res") s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
+  const bool pn = variant == "matvec_idot_pn" || variant == "matvec_idot_swiglu_pn";
+  if (variant == "matvec_idot_res" || pn) s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
+  if (pn) {  // FISH_PN_WG threads: the rule's row groups of idot_workgroup threads each
+    const uint32_t gt = idot_workgroup(n_in, o.idot_wg);
+    s.constants = {o.idot_rows, FISH_PN_WG, o.idot_ahead, FISH_PN_WG / gt};
+  }
   return s;
+}
+
+uint32_t pn_rows(const VulkanOptions& o, int64_t n_in) {
+  return o.idot_rows * (FISH_PN_WG / idot_workgroup(n_in, o.idot_wg));
 }
 
 uint32_t idot_groups(int64_t n_in, uint32_t forced) {

@@ -84,8 +84,14 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
 // of the next rmsnorm; a span's wo and down; PARAMS as a fourth binding, FISH_BINDING_P),
 // "matvec_idot_scaled" (its consumers: outputs times the norm's 1 / rms), "matvec_idot_swiglu"
 // and "matvec_idot_swiglu_scaled" (gate / up, then silu(gate) * up per 32-row block).
+// "matvec_idot_acc" (y += W x: wo / down under FISH_VK_NORM_FUSE=2), "matvec_idot_pn" and
+// "matvec_idot_swiglu_pn" (q/k/v, gate / up: the rmsnorm of their input in the prologue of every
+// workgroup of FISH_PN_WG threads, FISH_PN_WG / idot_workgroup(n_in) row groups; PARAMS as the
+// fourth binding) are that mode's.
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
                              std::string_view variant);
+// Rows a workgroup of the pn variants over rows of n_in values (their matmul_grid vec_rows).
+uint32_t pn_rows(const VulkanOptions& o, int64_t n_in);
 // Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):
 // idot_rows x idot_groups(n_in, ...) for idot.
 uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in);

@@ -55,12 +55,16 @@
 //                             workgroup of each 32-row block (matvec_idot_swiglu_<type>): no
 //                             act*mul dispatch or barrier; auto (default) and 1 on, 0 the
 //                             separate span_swiglu_q8 (A/B)
-//   FISH_VK_NORM_FUSE=auto|0|1  1: a span's wo and down decode matvecs (idot, one part) add
+//   FISH_VK_NORM_FUSE=auto|0|1|2  1: a span's wo and down decode matvecs (idot, one part) add
 //                             into the residual and write each 32-row block's share of the next
 //                             rmsnorm (matvec_idot_res_<type>), q/k/v and gate / up scale by its
 //                             1 / rms (matvec_idot_scaled_<type>): no norm dispatch or barrier of
-//                             its own; auto (default) and 0 the separate span_add_rmsnorm_q8
-//                             (the block form measured slower on an H100: docs/gpu.md)
+//                             its own (the block form measured slower on an H100: docs/gpu.md);
+//                             2: one-token decode forwards add wo and down into the residual
+//                             (matvec_idot_acc_<type>) and every workgroup of q/k/v and gate / up
+//                             computes the norm in its prologue (matvec_idot_pn_<type>,
+//                             matvec_idot_swiglu_pn_<type>; bitwise the separate norm's values);
+//                             auto (default) and 0 the separate span_add_rmsnorm_q8
 //   FISH_VK_FENCE_SPIN_US=0..10000  every submit polls its fence (vkGetFenceStatus) up to this
 //                             many microseconds before the blocking vkWaitForFences: 0 (default)
 //                             blocks at once; a decode step's few-ms wait may end sooner polled
@@ -150,7 +154,7 @@ struct VulkanOptions {
   int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
                                // on, 2 on with the splits merged by their last workgroup
   bool stream_pipe = false;    // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
-  int norm_fuse = -1;          // FISH_VK_NORM_FUSE: -1 auto (off: measured slower), 0 off, 1 on
+  int norm_fuse = -1;  // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
   int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking

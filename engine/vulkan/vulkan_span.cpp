@@ -260,6 +260,30 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
       if (act && norm) {
         FISH_ASSIGN_OR_RETURN(st.act_scaled, variant("matvec_idot_swiglu_scaled"));
       }
+      // FISH_VK_NORM_FUSE=2: wo / down add into the residual; q/k/v and gate / up read it and
+      // normalise it in FISH_PN_WG-thread workgroups of row groups of the rule's threads, each
+      // a whole number of subgroups (pn_reduce_store), as bitwise as the separate norm.
+      const DeviceFeatures& f = ctx_.features();
+      const uint32_t gt = idot_workgroup(w.n_in, o.idot_wg);
+      const bool pro = o.norm_fuse == 2 && w.parts.size() == 1 && w.n_out % FISH_Q8_BLOCK == 0;
+      if (pro && res) {
+        FISH_ASSIGN_OR_RETURN(st.acc, variant("matvec_idot_acc"));
+      }
+      const uint32_t sg_max = std::max(f.subgroup_size, f.subgroup_max);
+      if (pro && (role == MatmulRole::qkv || role == MatmulRole::gate_up) && w.n_in == p_.n_embd &&
+          w.n_in <= FISH_PN_MAX_K && gt <= FISH_PN_WG && FISH_PN_WG % gt == 0 && sg_max <= gt &&
+          gt % sg_max == 0 && FISH_PN_WG <= ctx_.limits().maxComputeWorkGroupInvocations &&
+          FISH_PN_WG <= ctx_.limits().maxComputeWorkGroupSize[0]) {
+        st.pn_rows = pn_rows(o, w.n_in);
+        FISH_ASSIGN_OR_RETURN(st.pn, variant("matvec_idot_pn"));
+        const BufferRange rp[4] = {
+            r[0], {arena_.buf, 0, VK_WHOLE_SIZE}, r[2], {params_.buf, 0, VK_WHOLE_SIZE}};
+        FISH_ASSIGN_OR_RETURN(st.pn_set, pool_.allocate(st.pn, rp));
+        // The act epilogue's block: a workgroup's rows within one 32-row block.
+        if (act && FISH_Q8_BLOCK % st.pn_rows == 0) {
+          FISH_ASSIGN_OR_RETURN(st.act_pn, variant("matvec_idot_swiglu_pn"));
+        }
+      }
     }
     out->steps.push_back(st);
   }
@@ -297,6 +321,7 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       n_sets += 3 * uint32_t(it->second.parts.size());  // + the q8_1 input's, the f16 input's
     }
   n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
+  n_sets += 5 * uint32_t(d_.layers.size());  // q/k/v's and gate / up's pn variant (4 bindings)
   n_sets += 8 * uint32_t(d_.layers.size());  // quant_q8_1 and to_f16 per matmul group
   n_sets += 1;                               // the pipelined decode's embedding lookup
   if (has_head_) {
@@ -327,11 +352,14 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
     const uint32_t V = uint32_t(p_.n_vocab);
     FISH_TRY(build_matmul(weights, d_.output, V, E, off_xn_, uint32_t(E), off_logits_, V, &head_));
   }
+  pro_norm_ok_ = pro_norm_layers();
   return Status::success();
 }
 
 Status VulkanSpan::load_ops() {
   static_assert(FISH_SPAN_ARENA == 0 && FISH_SPAN_PARAMS == 1 && FISH_SPAN_KV == 2);
+  // matvec_idot's PRONORM prologue is span_rmsnorm_q8 with its thread mapping (the same sums).
+  static_assert(FISH_PN_WG == FISH_SPAN_NORM_WG && FISH_PN_CACHE == FISH_SPAN_NORM_CACHE);
   struct Entry {
     Pipeline* p;
     const char* module;
@@ -683,9 +711,14 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
+  const std::string norms =
+      ctx_.options().norm_fuse != 2 ? ""
+      : pro_norm_ok_
+          ? "; decode norms in the q/k/v and gate/up prologues (FISH_VK_NORM_FUSE=2)"
+          : "; decode norms as dispatches (FISH_VK_NORM_FUSE=2 does not apply to these layers)";
   const std::string rec = fmt::format(
-      "{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-      prefetch_note(), chain_note());
+      "{}{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
+      prefetch_note(), chain_note(), norms);
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

@@ -63,6 +63,14 @@ struct MatmulStep {
   // 32-row block, behind the separate norm or res). All but res bind vec_set.
   Pipeline res, scaled, act, act_scaled;
   VkDescriptorSet res_set = VK_NULL_HANDLE;
+  // FISH_VK_NORM_FUSE=2's, for one-token decode forwards: acc (wo / down: y += W x into the
+  // residual rows; vec_set), pn (q/k/v, gate / up: the rmsnorm of the residual row in every
+  // workgroup's prologue) and act_pn (gate / up, with silu(gate) * up per 32-row block). pn_set
+  // binds X to ARENA from its start (the residual rows) and PARAMS fourth; pn_rows: the rows of
+  // a pn workgroup (matmul_grid's vec_rows).
+  Pipeline acc, pn, act_pn;
+  VkDescriptorSet pn_set = VK_NULL_HANDLE;
+  uint32_t pn_rows = 0;
   // A coopmat2 tile's (matmul_cm2_<type>): X the group's f16 copy at off_h_ (null: no cm2 tile).
   VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
@@ -274,6 +282,15 @@ class VulkanSpan final : public LayerSpan {
   // the kernels allow; false (and nothing recorded) where they do not.
   bool gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, bool scaled,
                    const MatmulGroup& down);
+  // FISH_VK_NORM_FUSE=2: whether every layer has the kernels for it (pro_norm_ok_, set when the
+  // matmuls are built), and the recording of its steps for one token with the residual row at
+  // x_off: the pn consumers of group g, whose norm weight is PARAMS w (act: gate / up with
+  // silu(gate) * up and its q8_1 copy for `down`; false: gate / up without, the act*mul op after
+  // them is the caller's), and the acc producers (wo / down, added into the residual row).
+  bool pro_norm_layers() const;
+  void pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_off, bool act,
+                        const MatmulGroup* down);
+  void acc_matmuls(const MatmulGroup& g, bool quantized, uint32_t x_off);
   // The quant_q8_1 dispatch writing group g's input (n tokens) as q8_1.
   void quantize(const MatmulGroup& g, uint32_t n_tok);
   // Whether the norm writing group g's input (n tokens) writes its q8_1 copy too; if so sets pc.
@@ -338,6 +355,11 @@ class VulkanSpan final : public LayerSpan {
   bool next_qkv_q8_ = false;      // recording: the coming q/k/v input's q8_1 copy is written
   bool next_qkv_scaled_ = false;  // ... by residual_norm (q/k/v then run scaled)
   bool wo_q8_ = false;            // recording: attention wrote the wo input's q8_1 copy
+  bool pro_norm_ok_ = false;      // pro_norm_layers(), after build_layer_matmuls
+  // recording: this forward runs FISH_VK_NORM_FUSE=2 (one token, pro_norm_ok_), residual row at
+  // pn_x_
+  bool pn_ = false;
+  uint32_t pn_x_ = 0;
   // Decode weight prefetch (prefetch.h): each stream range's 16-byte vectors and its set (W the
   // part); while recording, the cursor, whether this chunk prefetches, whether the step being
   // closed is a matvec.

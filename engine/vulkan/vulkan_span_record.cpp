@@ -241,6 +241,65 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
   return true;
 }
 
+bool VulkanSpan::pro_norm_layers() const {
+  if (ctx_.options().norm_fuse != 2 || layers_.empty() || p_.n_embd % 32 != 0 || off_x_ % 4 != 0)
+    return false;
+  auto all = [](const MatmulGroup& g, auto&& has) {
+    return !g.steps.empty() && std::all_of(g.steps.begin(), g.steps.end(), has);
+  };
+  for (const LayerState& L : layers_) {
+    // gemma3's post-norms sit between the residual add and the matmul: not this form.
+    if (L.has_post || L.attn_norm % 4 != 0 || L.ffn_norm % 4 != 0) return false;
+    if (!all(L.qkv, [](const MatmulStep& st) { return st.pn.pipe != VK_NULL_HANDLE; }) ||
+        !all(L.gate_up, [](const MatmulStep& st) { return st.pn.pipe != VK_NULL_HANDLE; }) ||
+        L.wo.steps.size() != 1 || L.down.steps.size() != 1 || !L.wo.steps[0].acc.pipe ||
+        !L.down.steps[0].acc.pipe)
+      return false;
+  }
+  return true;
+}
+
+void VulkanSpan::pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_off, bool act,
+                                  const MatmulGroup* down) {
+  MatvecFusedPush pc;
+  pc.w_off = w;
+  pc.x_off = x_off;
+  pc.eps = p_.norm_eps;
+  if (act) {  // as gate_up_act, with the pn workgroups' rows
+    pc.q8_off = down->q8_off;
+    pc.ctr = off_ctr_ + uint32_t(p_.n_embd) / FISH_Q8_BLOCK;
+    pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].pn_rows);
+    pc.gate_off = off_gu_;
+  }
+  for (const MatmulStep& st : g.steps) {
+    const MatmulGrid gr =
+        matmul_grid(*st.w, *st.part, 1, st.x_stride, st.y_stride, st.y_offset,
+                    ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.pn_rows);
+    pc.mm = gr.pc;
+    const Pipeline& p = act ? st.act_pn : st.pn;
+    cmds_.bind(p, st.pn_set);
+    cmds_.push(p, &pc, sizeof pc);
+    cmds_.dispatch(gr.gx, gr.gy);
+    matvec_recorded(st);
+  }
+  barrier();
+  stage_done(kMatvec, &g, 1);
+}
+
+void VulkanSpan::acc_matmuls(const MatmulGroup& g, bool quantized, uint32_t x_off) {
+  if (!quantized) quantize(g, 1);
+  const MatmulStep& st = g.steps[0];
+  const MatmulGrid gr =
+      matmul_grid(*st.w, *st.part, 1, st.x_stride, uint32_t(p_.n_embd), x_off + st.part->row0,
+                  ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
+  cmds_.bind(st.acc, st.vec_set);
+  cmds_.push(st.acc, &gr.pc, sizeof gr.pc);
+  cmds_.dispatch(gr.gx, gr.gy);
+  matvec_recorded(st);
+  barrier();
+  stage_done(kMatvec, &g, 1);
+}
+
 // Whole-row norm of rows of n: A at a_off (stride a_stride) -> C, weight at params[w].
 SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, uint32_t c_off,
                                uint32_t c_stride, uint32_t w) const {
@@ -262,9 +321,13 @@ SpanPush VulkanSpan::norm_push(uint32_t n, uint32_t a_off, uint32_t a_stride, ui
 void VulkanSpan::record_attention(const LayerState& L, uint32_t n, int64_t pos) {
   const uint32_t Q = uint32_t(p_.q_dim()), KV = uint32_t(p_.kv_dim()), hd = uint32_t(p_.head_dim);
   const uint32_t heads = uint32_t(p_.n_head + p_.n_head_kv);  // rows of the q/k norm
-  matmuls(L.qkv, n, next_qkv_q8_, next_qkv_scaled_);
-  barrier();
-  stage_done(kMatvec, &L.qkv, n);
+  if (pn_) {  // FISH_VK_NORM_FUSE=2: the attention norm in q/k/v's prologue
+    pro_norm_matmuls(L.qkv, L.attn_norm, pn_x_, false, nullptr);
+  } else {
+    matmuls(L.qkv, n, next_qkv_q8_, next_qkv_scaled_);
+    barrier();
+    stage_done(kMatvec, &L.qkv, n);
+  }
   bind_ops();
   if (L.has_bias) {
     SpanPush pc{};
@@ -434,6 +497,35 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     barrier();
     stage_done(kRmsnorm);
   };
+  // act*mul over gate / up's rows (and its q8_1 copy for an idot down): returns whether the copy
+  // was written.
+  auto act_mul = [&]() {
+    bind_ops();
+    SpanPush pc{};
+    pc.n = F;
+    pc.rows = n;
+    pc.a_off = off_gu_;
+    pc.b_off = off_gu_ + F;
+    pc.a_stride = pc.b_stride = 2 * F;
+    // With an idot down matvec the product's q8_1 copy comes from this op (no quant_q8_1).
+    const bool q8 = ops_.act_q8.pipe && fuse_q8(L.down, n, &pc);
+    op(q8 ? ops_.act_q8 : ops_.act, pc, groups(q8 ? F / 4 : F), n);
+    barrier();
+    stage_done(kActMul);
+    return q8;
+  };
+  if (pn_) {  // FISH_VK_NORM_FUSE=2: wo and down add into x, gate / up normalise it themselves
+    acc_matmuls(L.wo, wo_q8_, x_off);
+    const bool act =
+        L.gate_up.steps.size() == 2 && L.down.quant_set &&
+        std::all_of(L.gate_up.steps.begin(), L.gate_up.steps.end(),
+                    [](const MatmulStep& st) { return st.act_pn.pipe != VK_NULL_HANDLE; });
+    pro_norm_matmuls(L.gate_up, L.ffn_norm, x_off, act, &L.down);
+    const bool down_q8 = act || act_mul();
+    acc_matmuls(L.down, down_q8, x_off);
+    next_qkv_q8_ = next_qkv_scaled_ = false;
+    return;
+  }
   // wo, x += its output, then the ffn norm: one dispatch where the residual variant applies.
   const bool gu_scaled =
       !L.has_post && residual_norm(L.wo, n, wo_q8_, x_off, L.ffn_norm, L.gate_up);
@@ -452,18 +544,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     matmuls(L.gate_up, n, gu_q8, gu_scaled);
     barrier();
     stage_done(kMatvec, &L.gate_up, n);
-    bind_ops();
-    SpanPush pc{};
-    pc.n = F;
-    pc.rows = n;
-    pc.a_off = off_gu_;
-    pc.b_off = off_gu_ + F;
-    pc.a_stride = pc.b_stride = 2 * F;
-    // With an idot down matvec the product's q8_1 copy comes from this op (no quant_q8_1).
-    down_q8 = ops_.act_q8.pipe && fuse_q8(L.down, n, &pc);
-    op(down_q8 ? ops_.act_q8 : ops_.act, pc, groups(down_q8 ? F / 4 : F), n);
-    barrier();
-    stage_done(kActMul);
+    down_q8 = act_mul();
   }
   const LayerState* next = &L != &layers_.back() ? &L + 1 : nullptr;
   // down, x += its output and the next layer's attention norm in one dispatch where it applies.
@@ -503,9 +584,12 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
   pf_ = {};
   pf_on_ = ops_.prefetch.pipe != VK_NULL_HANDLE && n <= FISH_MATVEC_MAX_TOK;
   if (pf_on_ && t0 == 0) pf_dispatches_ = 0;
+  // FISH_VK_NORM_FUSE=2 (one token): no norm dispatch before the head's; x is the residual row.
+  pn_ = n == 1 && pro_norm_ok_;
+  pn_x_ = x_off;
   for (const LayerState& L : layers_) {
     bind_ops();
-    if (&L == &layers_.front()) {  // later layers get xn from the previous one's fused add
+    if (&L == &layers_.front() && !pn_) {  // later layers get xn from the previous one's fused add
       SpanPush pc = norm_push(n, x_off, E, off_xn_, E, L.attn_norm);
       next_qkv_q8_ = fuse_q8(L.qkv, n, &pc);
       next_qkv_scaled_ = false;

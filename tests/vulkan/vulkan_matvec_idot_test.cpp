@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <regex>
@@ -741,6 +742,77 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
     EXPECT_NE(tail.find("q4_k"), std::string::npos) << profile;
   }
   EXPECT_EQ(greedy_by_fuse[0], greedy_by_fuse[1]);
+}
+
+// FISH_VK_NORM_FUSE=2: in a one-token decode forward wo and down add into the residual row
+// (matvec_idot_acc_) and every workgroup of q/k/v and gate / up computes the rmsnorm in its
+// prologue (matvec_idot_pn_, matvec_idot_swiglu_pn_) with the norm dispatch's mapping and order:
+// the logits of every decode step are bitwise those of the separate norms (=0), and the decode
+// forwards run one norm step (the head's). Two shapes of the kernels: the rule's (2 rows x 32
+// threads a row group, 16 groups: gate / up with the act epilogue) and 4 rows x 64 threads (8
+// groups of 4 rows: 32 rows a workgroup, still one act block; with FISH_VK_ACT_FUSE=0 the pn
+// gate / up then the act*mul op).
+TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {23, 5}, "fish_idot_span_pn_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  const int64_t n_layer = model->params().n_layer;
+  constexpr int kSteps = 5;
+  struct Shape {
+    uint32_t rows, wg;
+    int act;
+  };
+  for (const Shape sh : {Shape{2, 0, -1}, Shape{4, 64, 0}}) {
+    std::vector<float> logits[2];
+    std::vector<int32_t> ids[2];
+    for (int mode : {0, 2}) {
+      SCOPED_TRACE(
+          fmt::format("rows {} wg {} act {} FISH_VK_NORM_FUSE={}", sh.rows, sh.wg, sh.act, mode));
+      auto opt = vk::VulkanOptions::from_env();
+      ASSERT_TRUE(opt.ok());
+      opt->matvec = vk::MatvecMode::idot;
+      opt->profile = 2;
+      opt->head = true;
+      opt->idot_rows = sh.rows;
+      opt->idot_wg = sh.wg;
+      opt->act_fuse = sh.act;
+      opt->norm_fuse = mode;
+      vk::VulkanBackend b(opt);
+      ASSERT_TRUE(b.open().ok());
+      SpanSession ss = span_session(model, b);
+      ASSERT_TRUE(ss.s);
+      const int k = mode / 2;
+      const std::vector<int32_t> prompt = {11, 3, 40};
+      auto lg = ss.s->forward(prompt, 0);  // three tokens: the separate norms in both modes
+      for (int i = 0; lg.ok() && i < kSteps; ++i) {
+        ids[k].push_back(greedy_token(lg.value()));
+        logits[k].insert(logits[k].end(), lg.value().begin(), lg.value().end());
+        lg = ss.s->append(std::span<const int32_t>(&ids[k].back(), 1));
+      }
+      ASSERT_TRUE(lg.ok()) << lg.error().message;
+      logits[k].insert(logits[k].end(), lg.value().begin(), lg.value().end());
+      EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+      EXPECT_EQ(ss.pl->span()->kernels().find("norms in the q/k/v and gate/up prologues") !=
+                    std::string::npos,
+                mode == 2)
+          << ss.pl->span()->kernels();
+      const std::string profile = ss.pl->span()->profile();
+      if (profile.find("no timestamp support") != std::string::npos) continue;
+      const std::regex norm_re(R"(rmsnorm [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
+      std::smatch nm;
+      ASSERT_TRUE(std::regex_search(profile, nm, norm_re)) << profile;
+      // The prompt's forward: 2 n_layer + 1 norms; each decode forward: 2 n_layer + 1, or 1.
+      EXPECT_EQ(std::stoll(nm[1]), (2 * n_layer + 1) + kSteps * (mode == 2 ? 1 : 2 * n_layer + 1))
+          << profile;
+      EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
+    }
+    EXPECT_EQ(ids[0], ids[1]);
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    size_t differ = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      differ += std::memcmp(&logits[0][i], &logits[1][i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "of " << logits[0].size() << " logits";
+  }
 }
 
 // The streamed decode attention with idot's q8_1 epilogues, through the span:
