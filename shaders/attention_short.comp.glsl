@@ -15,8 +15,8 @@
 //   3. the workgroup max and the sum of exp(s - max) (subgroup reductions + one shared slot a
 //      subgroup);
 //   4. the output: thread (key group kg, dims 4c .. 4c + 3) sums weight x V over keys kg, kg + KG,
-//      ... (KG = WG / (n / 4) key groups; 8 keys' V loads in flight in every batch, the last
-//      included, so a thread's keys take ceil(keys / 8) round trips), the key groups are summed
+//      ... (KG = WG / (n / 4) key groups; VB keys' V loads in flight in every batch, the last
+//      included, so a thread's keys take ceil(keys / VB) round trips), the key groups are summed
 //      through shared memory and the row is normalised into ARENA c_off + h n.
 // Q8 (span_attention_short_q8): also the output row's q8_1 copy (q8_block.glsl, K = n_head n) for
 // an idot wo matvec. WIDE (span_attention_short_wide, _wide_q8): FISH_SPAN_SHORT_WIDE_WG threads
@@ -49,6 +49,14 @@
 #define KB 8u
 #else
 #define KB 16u
+#endif
+// V loads a thread of the output pass issues before their math: 16 keys' vec4s (64 registers)
+// on the 256-thread kernel, so a key group's keys at a head_dim-128 GQA head of up to 256 keys
+// (8 key groups, 32 keys a thread) take two round trips instead of four; 8 on the wide one.
+#if WG > 256
+#define VB 8u
+#else
+#define VB 16u
 #endif
 #define MAX_SG (WG / 4)  // subgroups of >= 4 lanes (the span checks)
 layout(local_size_x = WG) in;
@@ -157,16 +165,16 @@ void main() {
   if (kg < KG) {
     const uint base = g * rw + 2u * c;
     const vec4 v_own = vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
-    // 8 keys' V loads in flight, then their math, the last batch too: keys past the range read
+    // VB keys' V loads in flight, then their math, the last batch too: keys past the range read
     // pos0's V from shared memory and are not added (each thread adds the same keys in the same
     // order as a remainder loop would, with fewer round trips).
-    for (uint j = kg; j < len; j += 8u * KG) {
-      vec4 v[8];
-      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    for (uint j = kg; j < len; j += VB * KG) {
+      vec4 v[VB];
+      [[unroll]] for (uint i = 0u; i < VB; ++i) {
         const uint p = lo + j + i * KG;
         v[i] = p < pos0 ? v_quad(p, base) : v_own;
       }
-      [[unroll]] for (uint i = 0u; i < 8u; ++i)
+      [[unroll]] for (uint i = 0u; i < VB; ++i)
         if (j + i * KG < len) acc += p_s[j + i * KG] * v[i];
     }
   }
