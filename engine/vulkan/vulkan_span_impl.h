@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -288,6 +289,15 @@ class VulkanSpan final : public LayerSpan {
   // silu(gate) * up and its q8_1 copy for `down`; false: gate / up without, the act*mul op after
   // them is the caller's), and the acc producers (wo / down, added into the residual row).
   bool pro_norm_layers() const;
+  // The fused variants' steps of group g over n tokens: each step's pipeline, set and rows a
+  // workgroup from `pick`, pc with the step's grid; then the barrier closing the step.
+  struct FusedPick {
+    const Pipeline* p;
+    VkDescriptorSet set;
+    uint32_t rows;
+  };
+  void fused_steps(const MatmulGroup& g, MatvecFusedPush pc, uint32_t n,
+                   const std::function<FusedPick(const MatmulStep&)>& pick);
   void pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_off, bool act,
                         const MatmulGroup* down);
   void acc_matmuls(const MatmulGroup& g, bool quantized, uint32_t x_off);

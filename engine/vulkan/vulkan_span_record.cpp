@@ -14,6 +14,7 @@
 // (prefetch.h).
 #include <algorithm>
 #include <cassert>
+#include <functional>
 
 #include "engine/vulkan/vulkan_span.h"
 #include "engine/vulkan/vulkan_span_impl.h"
@@ -225,20 +226,26 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
   pc.ss_off = off_ss_;
   pc.gate_off = off_gu_;
   pc.eps = p_.norm_eps;
+  fused_steps(g, pc, n, [&](const MatmulStep& st) {
+    return FusedPick{scaled ? &st.act_scaled : &st.act, st.vec_set, st.vec_rows};
+  });
+  return true;
+}
+
+void VulkanSpan::fused_steps(const MatmulGroup& g, MatvecFusedPush pc, uint32_t n,
+                             const std::function<FusedPick(const MatmulStep&)>& pick) {
   for (const MatmulStep& st : g.steps) {
-    const MatmulGrid gr =
-        matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
-                    ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.vec_rows);
+    const FusedPick k = pick(st);
+    const MatmulGrid gr = matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
+                                      ctx_.limits().maxComputeWorkGroupCount[0], nullptr, k.rows);
     pc.mm = gr.pc;
-    const Pipeline& p = scaled ? st.act_scaled : st.act;
-    cmds_.bind(p, st.vec_set);
-    cmds_.push(p, &pc, sizeof pc);
+    cmds_.bind(*k.p, k.set);
+    cmds_.push(*k.p, &pc, sizeof pc);
     cmds_.dispatch(gr.gx, gr.gy);
     matvec_recorded(st);
   }
   barrier();
   stage_done(kMatvec, &g, n);
-  return true;
 }
 
 bool VulkanSpan::pro_norm_layers() const {
@@ -271,19 +278,9 @@ void VulkanSpan::pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_o
     pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].pn_rows);
     pc.gate_off = off_gu_;
   }
-  for (const MatmulStep& st : g.steps) {
-    const MatmulGrid gr =
-        matmul_grid(*st.w, *st.part, 1, st.x_stride, st.y_stride, st.y_offset,
-                    ctx_.limits().maxComputeWorkGroupCount[0], nullptr, st.pn_rows);
-    pc.mm = gr.pc;
-    const Pipeline& p = act ? st.act_pn : st.pn;
-    cmds_.bind(p, st.pn_set);
-    cmds_.push(p, &pc, sizeof pc);
-    cmds_.dispatch(gr.gx, gr.gy);
-    matvec_recorded(st);
-  }
-  barrier();
-  stage_done(kMatvec, &g, 1);
+  fused_steps(g, pc, 1, [&](const MatmulStep& st) {
+    return FusedPick{act ? &st.act_pn : &st.pn, st.pn_set, st.pn_rows};
+  });
 }
 
 void VulkanSpan::acc_matmuls(const MatmulGroup& g, bool quantized, uint32_t x_off) {
