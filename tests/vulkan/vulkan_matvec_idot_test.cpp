@@ -751,7 +751,7 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
 // forwards run one norm step (the head's). Two shapes of the kernels: the rule's (2 rows x 32
 // threads a row group, 16 groups: gate / up with the act epilogue) and 4 rows x 64 threads (8
 // groups of 4 rows: 32 rows a workgroup, still one act block; with FISH_VK_ACT_FUSE=0 the pn
-// gate / up then the act*mul op).
+// gate / up then the act*mul op). The pipelined greedy decode gives the same ids in both modes.
 TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {23, 5}, "fish_idot_span_pn_3l_q4_k_m.gguf");
@@ -792,6 +792,25 @@ TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
       ASSERT_TRUE(lg.ok()) << lg.error().message;
       logits[k].insert(logits[k].end(), lg.value().begin(), lg.value().end());
       EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+      {  // The pipelined greedy decode (what fish run / generate time; not under the profile).
+        auto opt_p = *opt;
+        opt_p.profile = 0;
+        vk::VulkanBackend bp(opt_p);
+        ASSERT_TRUE(bp.open().ok());
+        SpanSession sp = span_session(model, bp);
+        ASSERT_TRUE(sp.s);
+        ASSERT_TRUE(sp.s->pipelined_decode()) << sp.pl->summary();
+        auto first = sp.s->forward_greedy(prompt, 0);
+        ASSERT_TRUE(first.ok()) << first.error().message;
+        std::vector<int32_t> piped = {first.value()};
+        auto n = sp.s->decode_greedy(first.value(), kSteps - 1, [&](int32_t id) {
+          piped.push_back(id);
+          return true;
+        });
+        ASSERT_TRUE(n.ok()) << n.error().message;
+        EXPECT_EQ(piped, ids[k]) << "pipelined greedy decode against the logits' ids";
+        EXPECT_EQ(sp.s->gpu_fallbacks(), 0);
+      }
       EXPECT_EQ(ss.pl->span()->kernels().find("norms in the q/k/v and gate/up prologues") !=
                     std::string::npos,
                 mode == 2)
