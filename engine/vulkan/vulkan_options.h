@@ -143,25 +143,25 @@ struct VulkanOptions {
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
-  uint32_t idot_rows = 2;      // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
-  uint32_t idot_wg = 0;        // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 1;     // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
-  uint32_t idot_groups = 0;    // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
-  bool head = true;            // FISH_VK_HEAD: the output head in the span
-  int attn_split = -1;         // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int attn_decode = -1;        // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
-  int attn_short = -1;         // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int attn_stream = -1;        // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
-                               // on, 2 on with the splits merged by their last workgroup
-  bool stream_pipe = false;    // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
+  uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
+  uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
+  uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
+  uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
+  bool head = true;          // FISH_VK_HEAD: the output head in the span
+  int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
+  int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
+  int attn_stream = -1;      // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
+                             // on, 2 on with the splits merged by their last workgroup
+  bool stream_pipe = false;  // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
   int norm_fuse = -1;  // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
-  int act_fuse = -1;           // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
-  bool record_ahead = true;    // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
-  uint32_t fence_spin_us = 0;  // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
-  uint32_t prefetch_mb = 0;    // FISH_VK_PREFETCH_MB: weights read ahead a latency-bound step
-  int coopmat = -1;            // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  int coopmat2 = -1;           // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  uint32_t coopmat2_acc = 0;   // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
+  int act_fuse = -1;   // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
+  bool record_ahead = true;      // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
+  uint32_t fence_spin_us = 0;    // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
+  uint32_t prefetch_mb = 0;      // FISH_VK_PREFETCH_MB: weights read ahead a latency-bound step
+  int coopmat = -1;              // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  int coopmat2 = -1;             // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
+  uint32_t coopmat2_acc = 0;     // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
   uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
                                  // (coopmat2_stages_scales' level)
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
