@@ -17,7 +17,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 PEERS=${PEERS-vulkan cuda} HOST=${HOST:-0} WAIT=${WAIT:-1} BUDGET_S=${MIX_S:-330} \
   bash scripts/device/mixed_call.sh | tail -n 40
-g=$(python3 scripts/device/ab_winner.py /tmp/mixed-call/mixed/ab.tsv 2> $OUT/winner.txt)
+# mixed_call.sh removes its work folder when it ends: its ab.tsv is read back from the archive.
+tar -xzOf $OUT/mixed.tar.gz mixed/ab.tsv > /tmp/ab-peer-call.tsv 2>/dev/null || rm -f /tmp/ab-peer-call.tsv
+g=$(python3 scripts/device/ab_winner.py /tmp/ab-peer-call.tsv 2> $OUT/winner.txt)
 echo "peer rows under: $g" | tee -a $OUT/winner.txt
 extra=()
 [ "$g" != default ] && extra=(${g//,/ })

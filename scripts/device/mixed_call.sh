@@ -20,11 +20,13 @@
 #      forces that tile; TILES="" none), PP_S seconds each (default 150: 6 interleaved rounds
 #      load each model 6 times);
 #   5b. fish run each FILE@CONFIG of EXPS (CONFIG default or VAR=VALUE; EXP_S seconds each);
-#   5c. decode A/B (a config with FISH_GPU_PROFILE=1 adds the step's GPU run against its
-#      submit-to-done to ab.tsv and the summary): AB_ROUNDS rounds (default 3) of fish generate
-#      -n 128 on each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless
+#   5c. decode A/B: AB_ROUNDS rounds (default 3) of `fish run experiments/gpu_decode_ab.json`
+#      (tg128, a warm-up and 4 repetitions in one process; the round's value is their median)
+#      on each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless
 #      set), interleaved (config inside model inside round), decode tok/s into ab.tsv and a
-#      median [min, max] table in the summary;
+#      median [min, max] table in the summary. A config with FISH_GPU_PROFILE=1, or AB_TOOL=generate,
+#      times one cold `fish generate -n 128` instead and adds the step's GPU run against its
+#      submit-to-done to ab.tsv (a cold 8B generate decodes 20-25% below the warm run);
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
 #      the span's stage times and its matvec groups (GEN_WORDS=N: behind a prompt of ~N words;
@@ -169,13 +171,31 @@ if [ -n "${AB-}" ]; then
         [ $r = 1 ] && stamp "A/B $m ($g)"
         extra=()
         [ $g != default ] && extra=(${g//,/ })
-        out=$(env "${extra[@]}" timeout 30 $B/fish generate \
-          -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos 2>&1 |
-          tee -a $W/ab.log)
-        tok=$(grep -oE 'decode [0-9.]+ tok/s' <<< "$out" | grep -oE '[0-9.]+')
-        # With FISH_GPU_PROFILE=1 in the config: a decode step's GPU run and submit-to-done (us).
-        gw=$(grep -oE 'one-token forwards: [0-9.]+ us GPU, [0-9.]+ us submit' <<< "$out" |
-          grep -oE '[0-9.]+ us' | grep -oE '[0-9.]+' | tr '\n' '\t')
+        gw=""
+        if [ "${AB_TOOL:-run}" = generate ] || [[ $g == *FISH_GPU_PROFILE* ]]; then
+          out=$(env "${extra[@]}" timeout 30 $B/fish generate \
+            -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos 2>&1 |
+            tee -a $W/ab.log)
+          tok=$(grep -oE 'decode [0-9.]+ tok/s' <<< "$out" | grep -oE '[0-9.]+')
+          # With FISH_GPU_PROFILE=1 in the config: a decode step's GPU run and submit-to-done (us).
+          gw=$(grep -oE 'one-token forwards: [0-9.]+ us GPU, [0-9.]+ us submit' <<< "$out" |
+            grep -oE '[0-9.]+ us' | grep -oE '[0-9.]+' | tr '\n' '\t')
+        else  # fish run of experiments/gpu_decode_ab.json on this model: warm-up + 4 repetitions
+          d=$W/ab-runs/$r-$m-${g//[=,]/_}
+          mkdir -p $d
+          python3 - experiments/gpu_decode_ab.json $m $d/ab.json <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+e["model"] = ["synthetic:%s:q4_k_m" % sys.argv[2]]
+json.dump(e, open(sys.argv[3], "w"), indent=1)
+PY
+          out=$(env "${extra[@]}" timeout 60 $B/fish run $d/ab.json --out $d 2>&1 | tee -a $W/ab.log)
+          tok=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]
+r=[x for x in r if x.get("kind")=="row" and x.get("status")=="ok"]
+print("%.2f" % r[-1]["metrics"]["decode_tok_s"]["median"] if r else "")' \
+            $d/gpu_decode_ab.jsonl 2>/dev/null)
+        fi
         printf '%s\t%s\t%s\t%s\t%s\n' $r $m $g "${tok:-error}" "${gw%$'\t'}" >> $W/ab.tsv
       done
     done
