@@ -44,7 +44,8 @@
 // shared memory, and its GROUPS = FISH_PN_WG / (the rule's threads a row) row groups read them
 // there. Each row group reduces its own rows as matvec_idot_<type>'s one-group workgroup does
 // (pn_reduce_store). The first chunk's weights are loaded before the norm, which they do not
-// depend on. RESADD (matvec_idot_acc_<type>: wo / down in that mode): y += W x (the residual add
+// depend on. With FISH_VK_PN_GRID the grid is capped and a workgroup runs several row blocks
+// after its one prologue. RESADD (matvec_idot_acc_<type>: wo / down in that mode): y += W x (the residual add
 // of the norm's consumers' input), no epilogue.
 // Per chunk (matvec_raw.glsl): Q4_K/Q5_K 16 code bytes = 16 values of each of two sub-blocks
 // 2cc, 2cc+1, which are q8_1 blocks (the sub-block minimum times s8 is added by the even chunk of
@@ -423,7 +424,19 @@ void main() {
   const uint grp = GROUPS == 1u ? 0u : gl_LocalInvocationID.x / gt;
   const uint lane = gl_LocalInvocationID.x - grp * gt;
   uint row0, rb[ROWS];
+#ifdef PRONORM
+  // FISH_VK_PN_GRID: the host may dispatch fewer workgroups than row blocks. Each workgroup then
+  // runs blocks g, g + (workgroups dispatched), ... after one prologue. The codes are the same for
+  // every block, so the results do not depend on the grid. Uniform: every branch on `group` and
+  // every barrier is the whole workgroup's.
+  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+  const uint first_group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
+  for (uint group = first_group; group < pc.n_groups; group += stride) {
+  group_rows(group, ROWS * GROUPS, grp * ROWS, row0, rb);
+  const bool opening = group == first_group;
+#else
   if (!workgroup_rows(ROWS * GROUPS, grp * ROWS, row0, rb)) return;
+#endif
   const uint codes0 = FISH_Q8_CODES(pc.n_in), ds_stride = FISH_Q8_DS_STRIDE(pc.n_in);
 
   float acc[OWN];
@@ -446,15 +459,17 @@ void main() {
 #ifdef PRONORM
   // The first chunks' weights in flight while the prologue normalises the input.
   Raw first[AHEAD * ROWS];
-  if (lane < n_chunks) {
-    LOAD_CHUNKS(lane, first)
+  if (opening) {
+    if (lane < n_chunks) {
+      LOAD_CHUNKS(lane, first)
+    }
+    pro_norm();
   }
-  pro_norm();
 #endif
   for (uint c0 = lane; c0 < n_chunks; c0 += AHEAD * gt) {
     Raw raw[AHEAD * ROWS];  // AHEAD chunks of every row loaded before any is used
 #ifdef PRONORM
-    if (c0 == lane) {
+    if (opening && c0 == lane) {
       [[unroll]] for (uint i = 0u; i < AHEAD * ROWS; ++i) raw[i] = first[i];
     } else
 #endif
@@ -498,5 +513,9 @@ void main() {
 #endif
 #ifdef ACTMUL
   if (arrive_last(pc.ctr + blk, pc.arrivals)) act_block(blk);
+#endif
+#ifdef PRONORM
+  if (group + stride < pc.n_groups) barrier();  // pn_red and last_wg are the next block's
+  }
 #endif
 }

@@ -4,15 +4,19 @@
 // the workgroup's rows and the reduction of every thread's partial sums (added to y's rows rather
 // than stored where the includer defines MATVEC_ACCUMULATE).
 
-// The workgroup's first row (wg_rows rows a workgroup) and the byte offset rb[r] of its row
-// first + r (rows past n_out clamped to the last, so the hot loop needs no bounds checks); false
-// for the grid's spare workgroups (the whole workgroup returns: no barrier is skipped by a part
-// of it).
-bool workgroup_rows(uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) {
-  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
+// Row block `group`'s first row (wg_rows rows a block) and the byte offset rb[r] of its row
+// first + r (rows past n_out clamped to the last, so the hot loop needs no bounds checks).
+void group_rows(uint group, uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) {
   row0 = group * wg_rows;
   [[unroll]] for (uint r = 0u; r < ROWS; ++r)
     rb[r] = min(row0 + first + r, pc.n_out - 1u) * pc.row_bytes;
+}
+
+// The workgroup's block (one block a workgroup): false for the grid's spare workgroups (the
+// whole workgroup returns: no barrier is skipped by a part of it).
+bool workgroup_rows(uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) {
+  const uint group = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x;
+  group_rows(group, wg_rows, first, row0, rb);
   return group < pc.n_groups;
 }
 

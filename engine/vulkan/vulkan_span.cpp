@@ -711,14 +711,9 @@ std::string VulkanSpan::kernels() const {
                                    ? fmt::format("; wide past {}", kAttnShortKeys)
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
-  const std::string norms =
-      ctx_.options().norm_fuse != 2 ? ""
-      : pro_norm_ok_
-          ? "; decode norms in the q/k/v and gate/up prologues (FISH_VK_NORM_FUSE=2)"
-          : "; decode norms as dispatches (FISH_VK_NORM_FUSE=2 does not apply to these layers)";
   const std::string rec = fmt::format(
       "{}{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-      prefetch_note(), chain_note(), norms);
+      prefetch_note(), chain_note(), norms_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

@@ -289,12 +289,15 @@ class VulkanSpan final : public LayerSpan {
   // silu(gate) * up and its q8_1 copy for `down`; false: gate / up without, the act*mul op after
   // them is the caller's), and the acc producers (wo / down, added into the residual row).
   bool pro_norm_layers() const;
+  // The kernels line's note on the decode norms (FISH_VK_NORM_FUSE=2, FISH_VK_PN_GRID).
+  std::string norms_note() const;
   // The fused variants' steps of group g over n tokens: each step's pipeline, set and rows a
   // workgroup from `pick`, pc with the step's grid; then the barrier closing the step.
   struct FusedPick {
     const Pipeline* p;
     VkDescriptorSet set;
     uint32_t rows;
+    uint32_t max_groups = 0;  // a grid of at most this many workgroups (0: one a row block)
   };
   void fused_steps(const MatmulGroup& g, MatvecFusedPush pc, uint32_t n,
                    const std::function<FusedPick(const MatmulStep&)>& pick);

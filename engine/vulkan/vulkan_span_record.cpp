@@ -236,8 +236,12 @@ void VulkanSpan::fused_steps(const MatmulGroup& g, MatvecFusedPush pc, uint32_t 
                              const std::function<FusedPick(const MatmulStep&)>& pick) {
   for (const MatmulStep& st : g.steps) {
     const FusedPick k = pick(st);
-    const MatmulGrid gr = matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
-                                      ctx_.limits().maxComputeWorkGroupCount[0], nullptr, k.rows);
+    MatmulGrid gr = matmul_grid(*st.w, *st.part, n, st.x_stride, st.y_stride, st.y_offset,
+                                ctx_.limits().maxComputeWorkGroupCount[0], nullptr, k.rows);
+    if (k.max_groups && gr.gx * gr.gy > k.max_groups) {  // the kernel loops over row blocks
+      gr.gx = std::min(k.max_groups, ctx_.limits().maxComputeWorkGroupCount[0]);
+      gr.gy = 1;
+    }
     pc.mm = gr.pc;
     cmds_.bind(*k.p, k.set);
     cmds_.push(*k.p, &pc, sizeof pc);
@@ -266,6 +270,15 @@ bool VulkanSpan::pro_norm_layers() const {
   return true;
 }
 
+std::string VulkanSpan::norms_note() const {
+  const VulkanOptions& o = ctx_.options();
+  if (o.norm_fuse != 2) return "";
+  if (!pro_norm_ok_)
+    return "; decode norms as dispatches (FISH_VK_NORM_FUSE=2 does not apply to these layers)";
+  return fmt::format("; decode norms in the q/k/v and gate/up prologues (FISH_VK_NORM_FUSE=2{})",
+                     o.pn_grid ? fmt::format(", at most {} workgroups an SM", o.pn_grid) : "");
+}
+
 void VulkanSpan::pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_off, bool act,
                                   const MatmulGroup* down) {
   MatvecFusedPush pc;
@@ -278,8 +291,11 @@ void VulkanSpan::pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_o
     pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].pn_rows);
     pc.gate_off = off_gu_;
   }
+  // FISH_VK_PN_GRID: fewer workgroups, each paying the norm once for several row blocks.
+  const uint32_t sms = std::max<uint32_t>(1, ctx_.features().sm_count);
+  const uint32_t cap = ctx_.options().pn_grid * sms;
   fused_steps(g, pc, 1, [&](const MatmulStep& st) {
-    return FusedPick{act ? &st.act_pn : &st.pn, st.pn_set, st.pn_rows};
+    return FusedPick{act ? &st.act_pn : &st.pn, st.pn_set, st.pn_rows, cap};
   });
 }
 
