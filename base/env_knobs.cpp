@@ -307,13 +307,23 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_COOPMAT2_SCALES", S::gpu, E::results, switch_or_2_words(), 0, -1, vk_options,
        "1 (default): the coopmat2 tiles' interior tiles of q4_k / q5_k / fq3 weights take each "
        "super-block's sub-block scales from shared memory, computed once a tile, instead of "
-       "decoding them with every value (H200 pp512: 1B +12%, 8B +7%); 2: q6_k's too (not yet "
-       "run on a GPU); 0: every type decodes them with every value (A/B)"},
+       "decoding them with every value (H200 pp512: 1B +12%, 8B +7%); 2: q6_k's too (H100 pp512 "
+       "1.04x 1B, 1.01x 8B; off); 0: every type decodes them with every value (A/B)"},
+      {"FISH_VK_COOPMAT2_WIDE",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "1: the coopmat2 rule takes p (64 rows x 256 tokens) where o's grid is too small and p's "
+       "fills it, before n (the 8B's 4096-row matrices at 512 tokens), halving the weights "
+       "decoded per product; auto (default) and 0: o, n, nm only (unmeasured)"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
        {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r",
-        "u",    "v", "x", "y", "z", "d",  "e", "f", "k", "n", "nm", "o"},
+        "u",    "v", "x", "y", "z", "d",  "e", "f", "k", "n", "nm", "o",  "p"},
        0,
        -1,
        vk_options,
@@ -322,8 +332,8 @@ std::span<const EnvKnob> env_knobs() {
        "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
        "accumulators and register prefetch; x, y, z: r, u, v with 16-value weight loaders (16-byte "
        "loads; 5-word loads for q6_k, q8_0, q4_0); d, e, f, k: r, x, y and l's shape with named "
-       "accumulators (the A/B of accumulator arrays); n, nm, o: workgroup-scope coopmat2 tiles "
-       "(128 x 128, 64 x 64, 128 x 256; FISH_VK_COOPMAT2)"},
+       "accumulators (the A/B of accumulator arrays); n, nm, o, p: workgroup-scope coopmat2 tiles "
+       "(128 x 128, 64 x 64, 128 x 256, 64 x 256; FISH_VK_COOPMAT2)"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

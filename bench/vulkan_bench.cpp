@@ -686,7 +686,8 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
 // accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=0, the K-quant scales decoded with
 // every value instead of staged in shared memory, the default since 0c452b0's H200 rows; 32 n,
-// 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too).
+// 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too; 34 p: 64 x 256, forced, the
+// tile FISH_VK_COOPMAT2_WIDE=1 lets the rule take).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
@@ -695,15 +696,16 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const int64_t variant = state.range(4);
   constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
                                'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n',
-                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o'};
+                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'p'};
   constexpr const char* kNames[] = {
-      "tiled",  "",      "l",     "m",       "s",       "lp",        "mp",       "b", "h",
-      "w",      "c",     "bn",    "g",       "r",       "u",         "v",        "x", "y",
-      "z",      "d",     "e",     "f",       "k",       "n",         "nm",       "o", "n fold",
-      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2"};
+      "tiled",  "",      "l",     "m",       "s",       "lp",        "mp",        "b", "h",
+      "w",      "c",     "bn",    "g",       "r",       "u",         "v",         "x", "y",
+      "z",      "d",     "e",     "f",       "k",       "n",         "nm",        "o", "n fold",
+      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2", "p"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = variant >= 32   ? cm2_scales2_backend()
+  vk::VulkanBackend* b = variant >= 34   ? backend()
+                         : variant >= 32 ? cm2_scales2_backend()
                          : variant >= 30 ? cm2_plain_backend()
                          : variant >= 28 ? cm2_acc_backend(vk::kCoopmat2AccF16)
                          : variant >= 26 ? cm2_acc_backend(vk::kCoopmat2AccFold)
@@ -811,6 +813,8 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
           bm->Args({int64_t(t), n_out, n_in, 512, variant});
       if (t == GgmlType::q6_k)
         for (int64_t variant : {32, 33}) bm->Args({int64_t(t), n_out, n_in, 512, variant});
+      // p (64 x 256) against n and o just above, on the types the 8B's matrices hold.
+      if (tiles || t == GgmlType::f16) bm->Args({int64_t(t), n_out, n_in, 512, 34});
     }
   // The Llama-1B's shapes (q / wo, k / v, gate / up, down) for q4_k and q6_k: the rule, the KHR
   // tile k, the coopmat2 tiles, n and o with f16 sums and n with the scales decoded per value,

@@ -130,7 +130,7 @@ const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32
                                       uint32_t n_tok, uint32_t target_groups) {
   const CoopmatTile* most = nullptr;  // no tile fills the grid: the one of most workgroups
   uint64_t most_groups = 0;
-  for (char name : {'o', 'n', 'N'}) {  // largest first
+  for (char name : {'o', 'p', 'n', 'N'}) {  // most work a workgroup first (p: the wide rule's)
     const CoopmatTile* t = find_rule_tile(tiles, name);
     if (!t || !t->cm2) continue;
     const uint64_t grid = uint64_t((n_out + t->bm - 1) / t->bm) * ((n_tok + t->bn - 1) / t->bn);
@@ -193,12 +193,12 @@ const char* coopmat2_acc_name(uint32_t acc) {
 
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup, uint32_t acc,
-                                        uint32_t scales) {
+                                        uint32_t scales, bool wide) {
   std::vector<CoopmatTile> out;
   if (subgroup == 0) return out;
   // KU 4: four kCoopmat2K-value K steps per unrolled iteration (256 values: a K-quant
   // super-block).
-  auto add = [&](char name, uint32_t bm, uint32_t bn, uint32_t wg) {
+  auto add = [&](char name, uint32_t bm, uint32_t bn, uint32_t wg, bool rule = true) {
     if (std::max(bm, bn) > max_dim || wg > max_threads || wg % subgroup != 0) return;
     auto fits = [&](bool f16_acc) {
       return std::any_of(shapes.begin(), shapes.end(), [&](const Coopmat2Shape& s) {
@@ -210,7 +210,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
     CoopmatTile t;
     t.name = name;
     t.cm2 = true;
-    t.rule = true;  // pick_coopmat2_tile's
+    t.rule = rule;  // pick_coopmat2_tile's (else reachable only forced)
     t.bm = bm;
     t.bn = bn;
     t.wg = wg;
@@ -223,6 +223,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
   add('n', 128, 128, 256);
   add('N', 64, 64, 128);
   add('o', 128, 256, 256);
+  add('p', 64, 256, 256, wide);
   return out;
 }
 

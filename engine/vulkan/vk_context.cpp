@@ -94,7 +94,7 @@ Result<std::unique_ptr<VkContext>> VkContext::open(const VulkanOptions& opt, std
     for (const CoopmatTile& t : vk::coopmat2_tiles(
              f.coopmat2_shapes, f.coopmat2_max_dim,
              std::min(f.coopmat2_max_threads, c->limits().maxComputeWorkGroupInvocations),
-             f.subgroup_size, opt.coopmat2_acc, opt.coopmat2_scales))
+             f.subgroup_size, opt.coopmat2_acc, opt.coopmat2_scales, opt.coopmat2_wide == 1))
       c->cm_tiles_.push_back(t);
     // f16 sums asked for on a device that lists no f16 x f16 -> f16 workgroup shape: said once,
     // whatever the verbosity (a forced coopmat2 tile would otherwise run the rule's kernel under
