@@ -316,14 +316,15 @@ std::span<const EnvKnob> env_knobs() {
        0,
        -1,
        vk_options,
-       "1: the coopmat2 rule takes p (64 rows x 256 tokens) where o's grid is too small and p's "
-       "fills it, before n (the 8B's 4096-row matrices at 512 tokens), halving the weights "
-       "decoded per product; auto (default) and 0: o, n, nm only (unmeasured)"},
+       "1: the coopmat2 rule tries p (64 rows x 256 tokens) and q (32 x 256) after o and before "
+       "n and nm (the 8B's 4096-row matrices at 512 tokens take p, the 1B's 2048-row ones q), "
+       "so each decoded weight serves 256 tokens; auto (default) and 0: o, n, nm only "
+       "(unmeasured)"},
       {"FISH_VK_COOPMAT_TILE",
        S::gpu,
        E::results,
-       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s", "lp", "mp", "r",
-        "u",    "v", "x", "y", "z", "d",  "e", "f", "k", "n", "nm", "o",  "p"},
+       {"auto", "b", "h", "w", "c", "bn", "g", "l", "m", "s",  "lp", "mp", "r", "u",
+        "v",    "x", "y", "z", "d", "e",  "f", "k", "n", "nm", "o",  "p",  "q"},
        0,
        -1,
        vk_options,
@@ -332,8 +333,8 @@ std::span<const EnvKnob> env_knobs() {
        "single-buffered; lp, mp: l, m with register prefetch; r, u, v: b, c, s with local "
        "accumulators and register prefetch; x, y, z: r, u, v with 16-value weight loaders (16-byte "
        "loads; 5-word loads for q6_k, q8_0, q4_0); d, e, f, k: r, x, y and l's shape with named "
-       "accumulators (the A/B of accumulator arrays); n, nm, o, p: workgroup-scope coopmat2 tiles "
-       "(128 x 128, 64 x 64, 128 x 256, 64 x 256; FISH_VK_COOPMAT2)"},
+       "accumulators (the A/B of accumulator arrays); n, nm, o, p, q: workgroup-scope coopmat2 "
+       "tiles (128 x 128, 64 x 64, 128 x 256, 64 x 256, 32 x 256; FISH_VK_COOPMAT2)"},
       {"FISH_VK_FAULT",
        S::gpu,
        E::results,

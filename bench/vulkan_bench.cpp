@@ -686,8 +686,8 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // values, 28 n, 29 o with f16 sums throughout: FISH_VK_COOPMAT2_ACC fold / f16, the peer's
 // accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=0, the K-quant scales decoded with
 // every value instead of staged in shared memory, the default since 0c452b0's H200 rows; 32 n,
-// 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too; 34 p: 64 x 256, forced, the
-// tile FISH_VK_COOPMAT2_WIDE=1 lets the rule take).
+// 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too; 34 p: 64 x 256, 35 q: 32 x
+// 256, forced, the tiles FISH_VK_COOPMAT2_WIDE=1 lets the rule take).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
@@ -696,12 +696,12 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const int64_t variant = state.range(4);
   constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
                                'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n',
-                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'p'};
+                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'p', 'q'};
   constexpr const char* kNames[] = {
       "tiled",  "",      "l",     "m",       "s",       "lp",        "mp",        "b", "h",
       "w",      "c",     "bn",    "g",       "r",       "u",         "v",         "x", "y",
       "z",      "d",     "e",     "f",       "k",       "n",         "nm",        "o", "n fold",
-      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2", "p"};
+      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2", "p", "q"};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
   vk::VulkanBackend* b = variant >= 34   ? backend()
@@ -819,11 +819,11 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
   // The Llama-1B's shapes (q / wo, k / v, gate / up, down) for q4_k and q6_k: the rule, the KHR
   // tile k, the coopmat2 tiles, n and o with f16 sums and n with the scales decoded per value,
   // where the rule's grids are smallest (its 2048-row matrices fill 64 n tiles on a 132-SM card;
-  // it takes nm there).
+  // it takes nm there; p and q: the wide rule's).
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}})
-      for (int64_t variant : {1, 22, 23, 24, 25, 28, 29, 30})
+      for (int64_t variant : {1, 22, 23, 24, 25, 28, 29, 30, 34, 35})
         bm->Args({int64_t(t), n_out, n_in, 512, variant});
 }
 BENCHMARK(BM_VulkanPrefillMatmul)

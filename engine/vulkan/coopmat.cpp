@@ -130,7 +130,7 @@ const CoopmatTile* pick_coopmat2_tile(std::span<const CoopmatTile> tiles, uint32
                                       uint32_t n_tok, uint32_t target_groups) {
   const CoopmatTile* most = nullptr;  // no tile fills the grid: the one of most workgroups
   uint64_t most_groups = 0;
-  for (char name : {'o', 'p', 'n', 'N'}) {  // most work a workgroup first (p: the wide rule's)
+  for (char name : {'o', 'p', 'q', 'n', 'N'}) {  // o, p, q: 256 tokens (p, q: the wide rule's)
     const CoopmatTile* t = find_rule_tile(tiles, name);
     if (!t || !t->cm2) continue;
     const uint64_t grid = uint64_t((n_out + t->bm - 1) / t->bm) * ((n_tok + t->bn - 1) / t->bn);
@@ -224,6 +224,7 @@ std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, u
   add('N', 64, 64, 128);
   add('o', 128, 256, 256);
   add('p', 64, 256, 256, wide);
+  add('q', 32, 256, 256, wide);
   return out;
 }
 

@@ -58,16 +58,19 @@
 //       has too few workgroups (the 8B's 4096-row matrices at 512 tokens: o 64, p and n 128).
 //       q4_k's n ran at 0.62x of f16 weights' n on an H200 (136 against 220 TFLOP/s): decoding
 //       A bounds it, and p decodes half of n's A per step. Unmeasured, so off by default.
+//   q   32 rows x 256 tokens, 256 threads (the same): nm's accumulator size a thread, a quarter
+//       of nm's decoding per product, where p's grid is short too (the 1B's 2048-row matrices
+//       at 512 tokens: o 32, p 64, q 128 workgroups, where the rule takes nm).
 // Where the device has them (FISH_VK_COOPMAT2 not 0) they are the rule's for every type from
-// kNamedMinTok tokens on (pick_coopmat2_tile): the first of o, (p,) n, nm whose grid has at least
-// target workgroups and whose token tile is no wider than n_tok, else the one of most
+// kNamedMinTok tokens on (pick_coopmat2_tile): the first of o, (p, q,) n, nm whose grid has at
+// least target workgroups and whose token tile is no wider than n_tok, else the one of most
 // workgroups (ties to the smaller tile). Measured on an H200 (binary c75a0f7,
 // results/runs/h200-cm2-c75a0f7, 512 tokens, TFLOP/s) against the KHR tile k in the same run:
 // q4_k 4096 x 4096 n 136.2 (o 89.8: a 64-workgroup grid) against k 129.9 (the KHR rule's pick
 // there), 14336 x 4096 o 149.5 / n 117.5 against k 94.2 (the KHR rule picks e there: 123 on an
 // H100, not in this run); f16 n 220.1 / 199.1 against k 101.8 / 91.6 (the KHR rule picks z for
 // f16: 66 on an H100). End to end on an H100 (binary 260a0a1): pp512 1.18x (8B) / 1.21x (1B)
-// the KHR rule. FISH_VK_COOPMAT_TILE=n|nm|o|p forces one.
+// the KHR rule. FISH_VK_COOPMAT_TILE=n|nm|o|p|q forces one.
 // A tile whose pipeline the driver rejects is marked unavailable and the rule takes over.
 #pragma once
 
@@ -281,13 +284,13 @@ struct Coopmat2Shape {
   bool f16_acc = false;  // f16 x f16 -> f16 (C and result f16): the f16 sums' shape
 };
 
-// The workgroup-scope tiles n, nm, o, p (above) that one of `shapes` admits, with no dimension past
-// max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
+// The workgroup-scope tiles n, nm, o, p, q (above) that one of `shapes` admits, with no dimension
+// past max_dim, no workgroup past max_threads; subgroup: lanes per subgroup (for subgroups()); acc:
 // their accumulation (kCoopmat2Acc*): an f32 shape for every tile, and for fold / f16 an f16_acc
 // shape of the same thread count too (the f16 sums), else no tiles. scales: their SCALES
 // constant (FISH_VK_COOPMAT2_SCALES: interior tiles of the types coopmat2_stages_scales names
 // at that level take each super-block's sub-block scales from shared memory, computed once a
-// tile). wide: p is one of the rule's tiles (FISH_VK_COOPMAT2_WIDE=1); else it is listed but
+// tile). wide: p and q are the rule's tiles (FISH_VK_COOPMAT2_WIDE=1); else they are listed but
 // reachable only forced.
 std::vector<CoopmatTile> coopmat2_tiles(std::span<const Coopmat2Shape> shapes, uint32_t max_dim,
                                         uint32_t max_threads, uint32_t subgroup,

@@ -317,15 +317,16 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   std::vector<vk::CoopmatTile> t = vk::coopmat2_tiles(h200, 256, 1024, 32);
   std::string labels;
   for (const vk::CoopmatTile& x : t) labels += x.label() + " ";
-  EXPECT_EQ(labels, "n nm o p ");
-  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(labels, "n nm o p q ");
+  ASSERT_EQ(t.size(), 5u);
   const struct {
     uint32_t bm, bn, wg;
-  } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}, {64, 256, 256}};
+  } want[] = {{128, 128, 256}, {64, 64, 128}, {128, 256, 256}, {64, 256, 256}, {32, 256, 256}};
   for (size_t i = 0; i < t.size(); ++i) {
     const vk::CoopmatTile& x = t[i];
-    // p is the rule's only with FISH_VK_COOPMAT2_WIDE=1 (below); listed, it can be forced.
-    EXPECT_TRUE(x.cm2 && x.rule == (x.name != 'p') && !x.unavailable) << x.label();
+    // p and q are the rule's only with FISH_VK_COOPMAT2_WIDE=1 (below); listed, they can be
+    // forced.
+    EXPECT_TRUE(x.cm2 && x.rule == (x.name != 'p' && x.name != 'q') && !x.unavailable) << x.label();
     EXPECT_EQ(x.bm, want[i].bm) << x.label();
     EXPECT_EQ(x.bn, want[i].bn) << x.label();
     EXPECT_EQ(x.threads(), want[i].wg) << x.label();
@@ -345,13 +346,13 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
       {32, 16, 16, 128}, {32, 32, 16, 256}, {32, 32, 16, 256, true}};
   for (uint32_t acc : {vk::kCoopmat2AccFold, vk::kCoopmat2AccF16}) {
     const std::vector<vk::CoopmatTile> f = vk::coopmat2_tiles(with_f16, 256, 1024, 32, acc);
-    ASSERT_EQ(f.size(), 4u);
+    ASSERT_EQ(f.size(), 5u);
     for (const vk::CoopmatTile& x : f) EXPECT_EQ(x.constants()[5], acc) << x.label();
     EXPECT_TRUE(vk::coopmat2_tiles(h200, 256, 1024, 32, acc).empty());
     labels.clear();
     for (const vk::CoopmatTile& x : vk::coopmat2_tiles(f16_256, 256, 1024, 32, acc))
       labels += x.label() + " ";
-    EXPECT_EQ(labels, "n o p ");
+    EXPECT_EQ(labels, "n o p q ");
   }
   // FISH_VK_COOPMAT2_SCALES travels as SCALES, the constant after ACC, at its level; the types
   // staged at each level.
@@ -374,19 +375,19 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   EXPECT_STREQ(vk::coopmat2_acc_name(vk::kCoopmat2AccFold), "fold");
   EXPECT_STREQ(vk::coopmat2_acc_name(vk::kCoopmat2AccF16), "f16");
   EXPECT_EQ(t[1].name, 'N');  // FISH_VK_COOPMAT_TILE=nm parses to 'N'
-  // Limits: no 128-thread shape drops nm; a 128 maximum dimension drops o and p; a granularity
+  // Limits: no 128-thread shape drops nm; a 128 maximum dimension drops o, p, q; a granularity
   // that does not divide 64 drops nm; a 128-thread workgroup limit keeps nm only; no shapes, no
   // tiles.
   const vk::Coopmat2Shape only256[] = {{32, 32, 16, 256}};
   labels.clear();
   for (const vk::CoopmatTile& x : vk::coopmat2_tiles(only256, 256, 1024, 32))
     labels += x.label() + " ";
-  EXPECT_EQ(labels, "n o p ");
+  EXPECT_EQ(labels, "n o p q ");
   EXPECT_EQ(vk::coopmat2_tiles(h200, 128, 1024, 32).size(), 2u);
   const vk::Coopmat2Shape coarse[] = {{128, 16, 16, 128}, {32, 32, 16, 256}};
-  EXPECT_EQ(vk::coopmat2_tiles(coarse, 256, 1024, 32).size(), 3u);
+  EXPECT_EQ(vk::coopmat2_tiles(coarse, 256, 1024, 32).size(), 4u);
   const vk::Coopmat2Shape coarse256[] = {{32, 16, 16, 128}, {128, 32, 16, 256}};
-  labels.clear();  // an M granularity of 128 at 256 threads drops p (64 rows) alone
+  labels.clear();  // an M granularity of 128 at 256 threads drops p and q (64, 32 rows) alone
   for (const vk::CoopmatTile& x : vk::coopmat2_tiles(coarse256, 256, 1024, 32))
     labels += x.label() + " ";
   EXPECT_EQ(labels, "n nm o ");
@@ -417,29 +418,33 @@ TEST(CoopmatTiles, Coopmat2TilesFollowTheFlexibleShapes) {
   EXPECT_EQ(
       vk::pick_coopmat2_tile(vk::coopmat_tiles(16, 16, 16, 32, 48 * 1024, 1024), 4096, 512, target),
       nullptr);
-  {  // FISH_VK_COOPMAT2_WIDE=1: p (64 x 256) where o's grid is short of the target and p's is
-     // not (the 8B's 4096-row matrices at 256+ tokens), o where it fills, nm below both
+  {  // FISH_VK_COOPMAT2_WIDE=1: o where it fills the target, else p (64 x 256: the 8B's 4096-row
+     // matrices at 256+ tokens), else q (32 x 256: the 1B's 2048-row ones), else n / nm; the
+     // 256-token tiles need 256 tokens
     const std::vector<vk::CoopmatTile> w =
         vk::coopmat2_tiles(h200, 256, 1024, 32, vk::kCoopmat2AccF32, 0, true);
-    ASSERT_EQ(w.size(), 4u);
-    EXPECT_TRUE(w[3].rule);
+    ASSERT_EQ(w.size(), 5u);
+    EXPECT_TRUE(w[3].rule && w[4].rule);
     EXPECT_EQ(vk::pick_coopmat2_tile(w, 4096, 512, target)->label(), "p");
     EXPECT_EQ(vk::pick_coopmat2_tile(w, 4096, 300, target)->label(), "p");
     EXPECT_EQ(vk::pick_coopmat2_tile(w, 14336, 512, target)->label(), "o");
-    EXPECT_EQ(vk::pick_coopmat2_tile(w, 2048, 512, target)->label(), "nm");  // p 64 < 99
-    EXPECT_EQ(vk::pick_coopmat2_tile(w, 4096, 200, target)->label(), "nm");  // p: 256 > 200
+    EXPECT_EQ(vk::pick_coopmat2_tile(w, 2048, 512, target)->label(), "q");   // p 64 < 99
+    EXPECT_EQ(vk::pick_coopmat2_tile(w, 1024, 512, target)->label(), "nm");  // q 64 < 99
+    EXPECT_EQ(vk::pick_coopmat2_tile(w, 4096, 200, target)->label(), "nm");  // 256 > 200
     std::string wide_reach;
     for (const vk::CoopmatTile& x : w)
       if (vk::coopmat_tile_reachable(w, x, 0)) wide_reach += x.label() + " ";
-    EXPECT_EQ(wide_reach, "n nm o p ");
+    EXPECT_EQ(wide_reach, "n nm o p q ");
   }
-  EXPECT_EQ(vk::pick_coopmat2_tile(t, 4096, 512, target)->label(), "n");  // p not the rule's
+  EXPECT_EQ(vk::pick_coopmat2_tile(t, 4096, 512, target)->label(), "n");  // p, q not the rule's
+  EXPECT_EQ(vk::pick_coopmat2_tile(t, 2048, 512, target)->label(), "nm");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'n')->label(), "n");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'N')->label(), "nm");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'o')->label(), "o");
   EXPECT_EQ(vk::pick_coopmat_tile(all, 4096, 512, target, 'p')->label(), "p");
-  EXPECT_FALSE(vk::coopmat_tile_reachable(all, all.back(), 0));  // p, without the wide rule
-  EXPECT_TRUE(vk::coopmat_tile_reachable(all, all.back(), 'p'));
+  EXPECT_EQ(vk::pick_coopmat_tile(all, 2048, 512, target, 'q')->label(), "q");
+  EXPECT_FALSE(vk::coopmat_tile_reachable(all, all.back(), 0));  // q, without the wide rule
+  EXPECT_TRUE(vk::coopmat_tile_reachable(all, all.back(), 'q'));
   std::string reach;
   for (const vk::CoopmatTile& x : all)
     if (vk::coopmat_tile_reachable(all, x, 'n')) reach += x.label() + " ";
@@ -628,7 +633,7 @@ void check_token_counts(char tile, std::mt19937& rng, uint32_t acc = vk::kCoopma
     // 32-value blocks: 5 K steps (160 values for the KHR tiles' 32; 320 for the coopmat2 tiles'
     // 64, kCoopmat2K, where 160 ran the clamped loop alone), so the interior tiles run one
     // unrolled iteration and a step after it.
-    const bool cm2 = tile == 'n' || tile == 'N' || tile == 'o' || tile == 'p';
+    const bool cm2 = tile == 'n' || tile == 'N' || tile == 'o' || tile == 'p' || tile == 'q';
     const int64_t n_in = f16_sums || scales
                              ? (ti.block_elems == 256 ? 256 * 3 : vk::kCoopmat2K * 5 + 32)
                          : ti.block_elems == 256 ? 256
@@ -673,7 +678,7 @@ TEST(VulkanCoopmat, TokenCountsOneToSixHundredMatchCpuReference) {
   }
 }
 
-// The workgroup-scope tiles n, nm, o, p forced: clamped edge tiles (7 rows: less than one tile),
+// The workgroup-scope tiles n, nm, o, p, q forced: clamped edge tiles (7 rows: less than one tile),
 // the interior tiles' unrolled K loop (256 values: one iteration of 4 steps of 64; 320 values of
 // the 32-value types: one and a step), grids of many; then n with f16 sums (FISH_VK_COOPMAT2_ACC
 // fold and f16) within f16_acc_check's bounds; then each tile with the K-quant scales in shared
