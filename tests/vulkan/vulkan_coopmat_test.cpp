@@ -967,22 +967,24 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathTileX) {
   check_span("llama", 0, "synthetic llama 8:2 tile x", 'x');
 }
 
-// n: the workgroup-scope coopmat2 tile through a whole span (q4_k and q6_k decode functions).
-TEST(VulkanCoopmat, SpanMatchesTiledPathTileN) {
+// A workgroup-scope coopmat2 tile forced through a whole span (q4_k and q6_k decode functions).
+void check_cm2_span(char tile) {
   auto probe = coopmat_backend(0);
   SKIP_WITHOUT_COOPMAT2(probe);
-  if (!has_tile(*probe, 'n')) GTEST_SKIP() << "no coopmat2 tile n: " << probe->info().features;
+  if (!has_tile(*probe, tile))
+    GTEST_SKIP() << "no coopmat2 tile " << tile << ": " << probe->info().features;
   probe.reset();
-  check_span("llama", 0, "synthetic llama 8:2 tile n", 'n');
+  check_span("llama", 0, fmt::format("synthetic llama 8:2 tile {}", tile), tile);
 }
 
-// p: the 64 x 256 coopmat2 tile (FISH_VK_COOPMAT2_WIDE's) through a whole span.
+// n: 128 x 128.
+TEST(VulkanCoopmat, SpanMatchesTiledPathTileN) {
+  check_cm2_span('n');
+}
+
+// p: 64 x 256 (FISH_VK_COOPMAT2_WIDE's; q, 32 x 256, runs in the token-count test).
 TEST(VulkanCoopmat, SpanMatchesTiledPathTileP) {
-  auto probe = coopmat_backend(0);
-  SKIP_WITHOUT_COOPMAT2(probe);
-  if (!has_tile(*probe, 'p')) GTEST_SKIP() << "no coopmat2 tile p: " << probe->info().features;
-  probe.reset();
-  check_span("llama", 0, "synthetic llama 8:2 tile p", 'p');
+  check_cm2_span('p');
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
