@@ -113,6 +113,9 @@ class LayerSpan {
   // "span profile: 12 forwards, 34.1 ms: matvec 30.2 ms 88.6% (84 steps), ..." (a step: the
   // dispatches between two timestamps); empty when not profiling.
   virtual std::string profile() const = 0;
+  // Forgets the profile's totals so far (fish generate --warmup: the profile is then the timed
+  // forwards' alone).
+  virtual void reset_profile() {}
   // The attention kernels the span runs (prefill chunks; decode and short verifies) and how its
   // forwards are recorded, for the run's description, e.g. "attention: prefill flash_cm 64 x 32,
   // decode split-K (fused from 1024 keys); recorded ahead"; empty where it has nothing to say.

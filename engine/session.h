@@ -131,6 +131,10 @@ class Session {
   Status kv_truncate(int64_t n);
   // Empties the cache (never fails).
   void reset();
+  // Forgets the GPU span's FISH_GPU_PROFILE totals so far (no span: nothing).
+  void reset_profile() {
+    if (span_ != nullptr) span_->reset_profile();
+  }
   // The most tokens one forward may hold so that every row runs the kernels (and the rounding)
   // of a one-token step, the bound on a speculative verify whose output must equal plain greedy
   // decoding: the GPU backend's decode_exact_tokens() when a placement holds any matrix,

@@ -3,6 +3,7 @@
 // stderr (docs/speculative.md for the drafts). Its Config flags come from the field table
 // (generate_config_flags: --draft, --draft-n, --gpu-layers, ...), and the run is planned
 // (plan_session) and placed (CellPlacement) as a fish run cell is.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -96,14 +97,16 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     bool chat = false;
     bool ignore_eos = false;
     bool lookup = false;  // speculative decoding with prompt-lookup drafts
+    int64_t warmup = 0;   // untimed rounds before the timed one (--warmup)
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Generate text from a prompt: streams the continuation, then one stats line (prompt "
       "tokens, prefill and decode tok/s, weight GB/s, KV MB, threads, kernel ISA, GPU placement) "
-      "on stderr. Its speeds are one cold run, no warm-up and no repetitions (on an H100 the 8B "
-      "decoded 20-25% below fish run's warmed median): fish run measures. With a GPU backend (fish "
+      "on stderr. Its speeds are one run, by default cold (on an H100 the 8B decoded 20-25% below "
+      "fish run's warmed median; --warmup N runs N untimed rounds first): fish run measures. With "
+      "a GPU backend (fish "
       "gpu) the output projection and the last layers' "
       "projections run on the GPU, as many as fit (--gpu-layers / FISH_GPU_LAYERS cap the "
       "layers, --vram-budget-mb the device memory), as one layer span per forward unless "
@@ -126,6 +129,11 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->add_flag("--lookup", a->lookup,
                 "Greedy speculative decoding with prompt-lookup drafts (n-grams of the context)");
+  cmd->add_option("--warmup", a->warmup,
+                  "Untimed rounds before the timed run: each prefills the prompt and decodes up "
+                  "to 16 greedy tokens, then empties the cache; FISH_GPU_PROFILE then counts the "
+                  "timed forwards alone")
+      ->check(CLI::Range(int64_t(0), int64_t(100)));
   cmd->callback([a, exit_code] {
     *exit_code = kExitUsage;
     auto fail = [](const Error& e) {
@@ -203,6 +211,19 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     if (!drafter_r.ok()) return fail(drafter_r.error());
     Drafter* drafter = drafter_r.value().drafter.get();
     Streamer out(tok);
+
+    // --warmup: the driver's pipelines, the GPU's clocks and the caches warm before the timer.
+    for (int64_t w = 0; w < a->warmup; ++w) {
+      auto f = s.append_greedy(prompt);
+      if (!f.ok()) return fail(f.error());
+      const int64_t n = std::min<int64_t>(a->gen.n_predict - 1, 16);
+      if (n > 0) {
+        auto d = s.decode_greedy(f.value(), n, [](int32_t) { return true; });
+        if (!d.ok()) return fail(d.error());
+      }
+      s.reset();
+    }
+    if (a->warmup > 0) s.reset_profile();
 
     const auto t0 = Clock::now();
     // Greedy (temperature <= 0): the session's greedy step, which a GPU span with the output

@@ -188,6 +188,7 @@ class VulkanSpan final : public LayerSpan {
            head_host_.alloc_bytes + chain_.host.alloc_bytes;
   }
   std::string profile() const override;
+  void reset_profile() override;
   std::string kernels() const override;
 
  private:

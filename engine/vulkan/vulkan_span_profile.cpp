@@ -43,6 +43,17 @@ void VulkanSpan::read_profile(int64_t n_tok, double wait_ms) {
   }
 }
 
+void VulkanSpan::reset_profile() {
+  std::lock_guard lock(ctx_.mutex());
+  n_profiled_ = 0;
+  ahead_hits_ = 0;
+  forward_gpu_ms_ = host_record_ms_ = host_wait_ms_ = 0;
+  one_tok_ = {};
+  stage_ms_ = {};
+  stage_steps_ = {};
+  group_ms_.clear();
+}
+
 std::string VulkanSpan::profile() const {
   std::lock_guard lock(ctx_.mutex());
   if (!queries_)

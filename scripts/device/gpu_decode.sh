@@ -159,7 +159,7 @@ for s in llama-8b llama-1b; do
     stamp "generate $s $mode"
     env $(knobs $mode) FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
       -m $FISH_SYNTHETIC_DIR/$s-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
-      > $W/gen-$s-$mode.txt 2>&1
+      --warmup 1 > $W/gen-$s-$mode.txt 2>&1
     grep -h "^fish generate:" $W/gen-$s-$mode.txt | cut -c1-700 | sed "s/^/gen $s $mode: /" | tee -a $W/summary.txt
   done
 done

@@ -157,7 +157,7 @@ for v in coopmat $([ "$f32" = 0 ] || echo f32); do
   [ $v = f32 ] && extra=(FISH_VK_COOPMAT=0)
   env "${extra[@]}" FISH_GPU_PROFILE=2 timeout 40 $B/fish generate \
     -m $FISH_SYNTHETIC_DIR/llama-8b-q4_k_m-s1.gguf -p "$(for i in $(seq 100); do echo -n "$P "; done)" \
-    -n 16 --threads 16 --ignore-eos --n-batch 512 > $W/gen-llama-8b-$v.txt 2>&1
+    -n 16 --threads 16 --ignore-eos --n-batch 512 --warmup 1 > $W/gen-llama-8b-$v.txt 2>&1
   grep -h "^fish generate:" $W/gen-llama-8b-$v.txt | cut -c1-260
 done
 stamp done

@@ -25,14 +25,17 @@
 #      on each of AB_MODELS (default llama-1b llama-8b) in each config of AB (none unless
 #      set), interleaved (config inside model inside round), decode tok/s into ab.tsv and a
 #      median [min, max] table in the summary. A config with FISH_GPU_PROFILE=1, or AB_TOOL=generate,
-#      times one cold `fish generate -n 128` instead and adds the step's GPU run against its
-#      submit-to-done to ab.tsv (a cold 8B generate decodes 20-25% below the warm run);
+#      times one `fish generate -n 128` instead and adds the step's GPU run against its
+#      submit-to-done to ab.tsv (a cold 8B generate decoded 20-25% below the warm run);
 #   6. fish generate with FISH_GPU_PROFILE=2 on each of GEN_MODELS (default llama-8b) in each
 #      config of GEN (default: the defaults and FISH_VK_ATTN_DECODE=1; GEN="" none): decode tok/s,
 #      the span's stage times and its matvec groups (GEN_WORDS=N: behind a prompt of ~N words;
 #      GEN_N decode steps, default 128: GEN_N=1 with GEN_WORDS profiles the prefill alone, in
 #      chunks of --n-batch 512);
 # A config (AB, GEN) is `default` or VAR=VALUE[,VAR=VALUE...].
+#   Every fish generate here runs GEN_WARMUP (default 1) untimed rounds first (--warmup): a
+#   cold process's first forwards ran at idle clocks (a prefill profile 5.4x the warm pp512 on an
+#   H100), so profiles and generate timings are of a warm GPU.
 #   5c'. (before the A/B: two short runs) the prefill alone profiled: fish generate -n 1
 #      --n-batch 512 with FISH_GPU_PROFILE=2 behind a prompt of PRE_WORDS words (default 260,
 #      ~490 tokens: one 512-token chunk) on each of PRE_MODELS (none unless set), into
@@ -150,7 +153,7 @@ if [ -n "${PRE_MODELS-}" ]; then
     left 25 "prefill profile $m" || continue
     stamp "prefill profile $m"
     FISH_GPU_PROFILE=2 timeout 30 $B/fish generate -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf \
-      -p "$PP" -n 1 --n-batch 512 --threads 16 > $W/pre-$m.txt 2>&1
+      -p "$PP" -n 1 --n-batch 512 --threads 16 --warmup ${GEN_WARMUP:-1} > $W/pre-$m.txt 2>&1
     echo "config: prefill $m" >> $W/pre-$m.txt
   done
 fi
@@ -174,7 +177,8 @@ if [ -n "${AB-}" ]; then
         gw=""
         if [ "${AB_TOOL:-run}" = generate ] || [[ $g == *FISH_GPU_PROFILE* ]]; then
           out=$(env "${extra[@]}" timeout 30 $B/fish generate \
-            -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos 2>&1 |
+            -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n 128 --threads 16 --ignore-eos \
+            --warmup ${GEN_WARMUP:-1} 2>&1 |
             tee -a $W/ab.log)
           tok=$(grep -oE 'decode [0-9.]+ tok/s' <<< "$out" | grep -oE '[0-9.]+')
           # With FISH_GPU_PROFILE=1 in the config: a decode step's GPU run and submit-to-done (us).
@@ -211,7 +215,7 @@ for m in ${GEN_MODELS:-llama-8b}; do
     [ $g != default ] && extra=(${g//,/ })
     env "${extra[@]}" FISH_GPU_PROFILE=2 timeout 30 $B/fish generate \
       -m $FISH_SYNTHETIC_DIR/$m-q4_k_m-s1.gguf -p "$P" -n ${GEN_N:-128} --n-batch 512 \
-      --threads 16 --ignore-eos > $W/gen-$i.txt 2>&1
+      --threads 16 --ignore-eos --warmup ${GEN_WARMUP:-1} > $W/gen-$i.txt 2>&1
     echo "config: $m $g" >> $W/gen-$i.txt
   done
 done

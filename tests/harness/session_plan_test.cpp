@@ -225,7 +225,7 @@ TEST(SessionPlan, GenerateKeepsItsDocumentedFlagSpellings) {
     if (f == "--help-fields") continue;  // fish run's, named in the note
     const bool generate_own = f == "--n-predict" || f == "--n-ctx" || f == "--seed" ||
                               f == "--temp" || f == "--top-k" || f == "--top-p" || f == "--chat" ||
-                              f == "--ignore-eos" || f == "--lookup";
+                              f == "--ignore-eos" || f == "--lookup" || f == "--warmup";
     EXPECT_TRUE(generate_own || app.get_option_no_throw(f) != nullptr) << f;
     ++checked;
   }
@@ -254,6 +254,33 @@ TEST(SessionPlan, GeneratePlacesWhatItsGpuFlagsAsk) {
   EXPECT_EQ(test::shell_exit_code("FISH_GPU=0 " + gen + "--gpu-layers 1", log), kExitUsage);
   EXPECT_THAT(test::file_text(log),
               HasSubstr("no GPU backend (vulkan: off: disabled by FISH_GPU=0)"));
+}
+
+// fish generate --warmup 1 on SmolLM2's span over lavapipe: the same continuation as a cold run,
+// and FISH_GPU_PROFILE=2 counts the timed forwards alone (the prompt's and two decode steps; the
+// warm-up's prompt and two steps are forgotten), as a cold run's profile does; 101 rounds is a
+// usage error.
+TEST(SessionPlan, GenerateWarmupKeepsTheOutputAndProfilesTheTimedRun) {
+  const std::string model = test::model_path(test::kSmolLm2);
+  if (model.empty()) FAIL() << "model missing; scripts/setup.sh fetches it";
+  test::TempDir dir;
+  const std::string gen = "FISH_GPU=cpu FISH_GPU_PROFILE=2 " + test::fish_bin() + " generate -m " +
+                          model + " -p 'The capital of France is' -n 3 --threads 2 ";
+  std::string out[2], err[2];
+  for (int w : {0, 1}) {
+    const std::string o = dir.file(fmt::format("out{}", w)), e = dir.file(fmt::format("err{}", w));
+    // A subshell: shell_exit_code's own redirection would take both streams otherwise.
+    ASSERT_EQ(test::shell_exit_code("(" + gen + fmt::format("--warmup {} > {} 2> {})", w, o, e),
+                                    dir.file("log")),
+              kExitOk)
+        << test::file_text(e);
+    out[w] = test::file_text(o);
+    err[w] = test::file_text(e);
+    EXPECT_THAT(err[w], HasSubstr("span profile: 3 forwards")) << err[w];
+  }
+  EXPECT_FALSE(out[0].empty());
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(test::shell_exit_code(gen + "--warmup 101", dir.file("log")), kExitUsage);
 }
 
 TEST(SessionPlan, HarnessSourcesReachTheGpuOnlyThroughComputeBackend) {
