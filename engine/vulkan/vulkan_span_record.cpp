@@ -640,6 +640,15 @@ void VulkanSpan::record_head(int64_t row, int64_t n) {
   am.split = (V + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
   const uint64_t pair_floats = 2ull * am.split * rows;  // in the split-K partials' scratch
   if (am.split >= 2 && pair_floats <= uint64_t(parts_cap_) * uint64_t(p_.head_dim + 2)) {
+    if (rows <= FISH_SPAN_ARGMAX_ROWS) {
+      // Pass 1 and, in each row's last workgroup, pass 2: one step (its counters after the KV
+      // heads').
+      am.flags = 3;
+      am.w_off1 = off_ctr_ + uint32_t(p_.n_embd + p_.n_ff) / FISH_Q8_BLOCK + uint32_t(p_.n_head_kv);
+      op(ops_.argmax, am, am.split, rows);
+      stage_done(kArgmax);
+      return;
+    }
     am.flags = 1;
     op(ops_.argmax, am, am.split, rows);
     barrier();

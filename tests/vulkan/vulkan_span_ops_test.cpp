@@ -1044,7 +1044,9 @@ TEST(VulkanSpanOps, AttentionSplitRule) {
 // logits of sizes below, at and above the workgroup (a real vocabulary's 49152 + 3), the largest
 // value repeated at several indices (the lowest wins, across threads and within one thread's
 // stride), all equal, -inf everywhere, and NaN at index 0 and elsewhere (greedy_token's ranking);
-// by one workgroup a row and by slices then their pairs (a vocabulary of 12 slices), two rows.
+// by one workgroup a row and by slices then their pairs (a vocabulary of 12 slices), two rows, and
+// by pass 3 (the slices, each row's last workgroup reducing its pairs after an arrival counter,
+// which it leaves zero).
 TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -1081,7 +1083,9 @@ TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
       std::vector<float> rev(lg.rbegin(), lg.rend());
       const uint32_t slices = (k.n + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
       const uint32_t a_off = 37, c_off = a_off + 2 * k.n + 3, b_off = c_off + 4;
-      std::vector<float> arena(b_off + 4 * slices + 1, -1.0f);
+      const uint32_t ctr = b_off + 4 * slices + 1;  // pass 3's two counters, then a sentinel
+      std::vector<float> arena(ctr + 3, -1.0f);
+      arena[ctr] = arena[ctr + 1] = 0.0f;  // the words' zero bits
       std::copy(lg.begin(), lg.end(), arena.begin() + a_off);
       std::copy(rev.begin(), rev.end(), arena.begin() + a_off + k.n);
       const std::vector<float> params(4);
@@ -1093,25 +1097,35 @@ TEST(VulkanSpanOps, ArgmaxMatchesGreedyTokenWithTiesAndNan) {
       pc.c_off = c_off;
       pc.b_off = b_off;
       pc.split = slices;
-      for (int passes : {1, 2}) {
+      for (int passes : {1, 2, 3}) {
         std::vector<float> a = arena;
         std::vector<vk::SpanDispatch> ds;
-        if (passes == 2) {
+        if (passes == 3) {
+          vk::SpanPush p3 = pc;
+          p3.flags = 3;
+          p3.w_off1 = ctr;
+          ds.push_back({"span_argmax", p3, slices, 2, 1});
+        } else if (passes == 2) {
           vk::SpanPush p1 = pc;
           p1.flags = 1;
           ds.push_back({"span_argmax", p1, slices, 2, 1});
           pc.flags = 2;
         }
-        ds.push_back({"span_argmax", pc, 1, 2, 1});
+        if (passes != 3) ds.push_back({"span_argmax", pc, 1, 2, 1});
         auto r = backend().run_span_ops(ds, 1, a, params, kv);
         ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
         uint32_t got[2] = {0, 0};
         std::memcpy(got, &a[c_off], 8);
-        const std::string w = what + (passes == 2 ? " (slices)" : " (one workgroup)");
+        const std::string w = what + (passes == 3   ? " (slices, merged)"
+                                      : passes == 2 ? " (slices)"
+                                                    : " (one workgroup)");
         EXPECT_EQ(int32_t(got[0]), greedy_token(lg)) << w;
         EXPECT_EQ(int32_t(got[1]), greedy_token(rev)) << w << ", reversed";
         EXPECT_EQ(a[c_off + 2], -1.0f) << w << ": wrote past its words";
-        EXPECT_EQ(a.back(), -1.0f) << w << ": wrote past its pairs";
+        EXPECT_EQ(a[ctr - 1], -1.0f) << w << ": wrote past its pairs";
+        EXPECT_EQ(a[ctr], 0.0f) << w << ": counter left set";
+        EXPECT_EQ(a[ctr + 1], 0.0f) << w << ": counter left set";
+        EXPECT_EQ(a.back(), -1.0f) << w << ": wrote past its counters";
       }
     }
   }
