@@ -254,7 +254,7 @@ for line in open(sys.argv[1]):
         rows.setdefault((m, g), []).append(float(tok))
     if len(f) >= 6 and f[4] and f[5]:  # FISH_GPU_PROFILE=1: GPU us, submit-to-done us a step
         gaps.setdefault((m, g), []).append((float(f[4]), float(f[5])))
-print("decode A/B (fish generate -n 128, tok/s: median [min, max] over rounds)")
+print("decode A/B (tg128: gpu_decode_ab.json's median of 4 a round, or fish generate -n 128; tok/s: median [min, max] over rounds)")
 for (m, g), v in rows.items():
     print(f"  {m} {g}: {statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}] n={len(v)}")
     if (m, g) in gaps:
