@@ -7,7 +7,7 @@
 #   3. experiments/peer_cpu_host16.json (FISH x16 vs llama.cpp's CPU build on the host's 16
 #      threads, the GPU idle), HOST_S (250; a host with a 77 GB/s stream read needed more: the
 #      run resumes in a next call); HOST=0 skips it.
-# Each through peer_gpu.sh PHASE=run (--resume into /tmp/peer/runs: a cut sweep goes on in a
+# Each through peer_gpu.sh PHASE=run (--resume into /tmp/peer/runs-<knobs>: a cut sweep goes on in a
 # next call). Carry as mixed_call.sh. Output: $OUT/peer-gpu-depth.tar.gz, $OUT/peer-gpu.tar.gz,
 # $OUT/host16/ (fish run's rows, table and log).
 set -uo pipefail

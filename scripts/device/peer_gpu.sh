@@ -17,12 +17,13 @@
 #               then copies their logs and build-info.txt to $OUT/peer-build.
 #   PHASE=run   (device) waits for the builds as PHASE=wait does (WAIT_S, default 120 s), then
 #               `fish run experiments/peer_gpu.json` (llama_bench vulkan / cuda resolve to the
-#               builds through FISH_CACHE=/tmp/peer/cache) into /tmp/peer/runs (--resume: a
-#               second PHASE=run finishes a cut sweep), copied to $OUT/peer-gpu/runs, with the
-#               context and `llama-bench --list-devices` of each build; wait + run stay within
-#               CALL_S (default 570 s) of the call. EXPERIMENT names another experiment of the
-#               same engines (experiments/peer_gpu_depth.json: the long-context rows); its rows go
-#               to /tmp/peer/runs beside peer_gpu's, in $OUT/peer-gpu-depth.tar.gz.
+#               builds through FISH_CACHE=/tmp/peer/cache) into /tmp/peer/runs-<hash of the
+#               FISH_VK_* / FISH_GPU_* knobs> (--resume: a second PHASE=run under the same knobs
+#               finishes a cut sweep), copied to $OUT/peer-gpu/runs, with the context and
+#               `llama-bench --list-devices` of each build; wait + run stay within CALL_S (default
+#               570 s) of the call. EXPERIMENT names another experiment of the same engines
+#               (experiments/peer_gpu_depth.json: the long-context rows); its rows go to the same
+#               folder beside peer_gpu's, in $OUT/peer-gpu-depth.tar.gz.
 #
 # Carry: .devcarry (bin/fish + lib/ of the FISH Vulkan build made here, as for h200_session.sh,
 # and peer/ from PHASE=pack) and .gl (the Vulkan loader .debs, device README). Run from the repo
@@ -161,11 +162,15 @@ if [ "$PHASE" = run ]; then
   cd $root
   run_s=$(( ${CALL_S:-570} - ($(date +%s) - t_start) - 15 ))
   say "fish run $exp (at most $run_s s; fish run --resume in a next call finishes it)"
-  # The results live on the machine (/tmp/peer/runs) while it is held: a second PHASE=run call
-  # resumes the sweep where a timeout cut it.
-  timeout $run_s $FISH_BIN run $exp --resume --out $P/runs > $W/run.log 2>&1
+  # The results live on the machine (/tmp/peer/runs-<knobs>) while it is held: a second PHASE=run
+  # call under the same FISH_VK_* / FISH_GPU_* knobs resumes the sweep where a timeout cut it.
+  # The folder is the knobs' (a knob is no cell axis: under other knobs --resume would find every
+  # cell finished and run nothing).
+  knobs=$(env | grep -E '^FISH_(VK|GPU)_' | sort | sha1sum | cut -c1-8)
+  say "knobs: $(env | grep -E '^FISH_(VK|GPU)_' | sort | tr '\n' ' ')(runs-$knobs)"
+  timeout $run_s $FISH_BIN run $exp --resume --out $P/runs-$knobs > $W/run.log 2>&1
   echo "rc=$?" >> $W/run.log
-  cp -r $P/runs $W/runs
+  cp -r $P/runs-$knobs $W/runs
   tail -n 30 $W/run.log
   cat $W/runs/$(basename "$exp" .json).md 2>/dev/null | head -40
   tar -C $OUT -czf $OUT/$name.tar.gz $name && rm -rf $W
