@@ -276,7 +276,9 @@ std::string VulkanSpan::norms_note() const {
   if (!pro_norm_ok_)
     return "; decode norms as dispatches (FISH_VK_NORM_FUSE=2 does not apply to these layers)";
   return fmt::format("; decode norms in the q/k/v and gate/up prologues (FISH_VK_NORM_FUSE=2{})",
-                     o.pn_grid ? fmt::format(", at most {} workgroups an SM", o.pn_grid) : "");
+                     o.pn_grid ? fmt::format(", at most {} workgroup{} an SM", o.pn_grid,
+                                             o.pn_grid == 1 ? "" : "s")
+                               : "");
 }
 
 void VulkanSpan::pro_norm_matmuls(const MatmulGroup& g, uint32_t w, uint32_t x_off, bool act,
