@@ -6,8 +6,10 @@
 #             GL_EXT_integer_dot_product (Debian 12's glslang 12 compiles none of them), plus
 #             spirv-val, and trixie's Vulkan 1.4.309 headers.
 #   lavapipe  Debian trixie-backports' Mesa lavapipe (26.1), a software Vulkan device with
-#             VK_KHR_cooperative_matrix, VK_NV_cooperative_matrix2 and integer dot products,
-#             so those kernels run on a machine without a GPU (Debian 12's Mesa 22.3 has none).
+#             VK_KHR_cooperative_matrix and integer dot products, so those kernels run on a
+#             machine without a GPU (Debian 12's Mesa 22.3 has none). It lists
+#             VK_NV_cooperative_matrix2 without workgroup scope, tensor addressing or block
+#             loads (checked 2026-12-07), so the coopmat2 tiles run on NVIDIA only.
 #
 # Each part is run through its own glibc (the prefix's ld-linux-x86-64.so.2 --library-path), so
 # it works on Debian 12 without touching / or the system's apt sources. Idempotent; the apt
