@@ -417,6 +417,17 @@ std::span<const EnvKnob> env_knobs() {
        "residual (matvec_idot_acc_<type>) and q/k/v and gate / up run the norm in their prologue "
        "(matvec_idot_pn_<type>, bitwise the separate norm's values; on an H100 1B 982 vs 967, "
        "8B 298 vs 311 tok/s); auto (default) and 0: a separate norm dispatch"},
+      {"FISH_VK_PN_FFN",
+       S::gpu,
+       E::results,
+       {"auto", "0", "off", "false", "no", "1", "on", "true", "yes"},
+       0,
+       -1,
+       vk_options,
+       "with FISH_VK_NORM_FUSE=2: 0 keeps the ffn norm's dispatch (only q/k/v normalise in their "
+       "prologue; gate / up stream at their own rate: on an H100 the 8B's pn gate/up ran 1.30 "
+       "against 1.8-2.1 TB/s); auto (default) and 1: gate / up's prologue too; results are the "
+       "same (unmeasured)"},
       {"FISH_VK_PN_GRID",
        S::gpu,
        E::results,

@@ -88,6 +88,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.norm_fuse, env_switch_or_2("FISH_VK_NORM_FUSE", -1));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> pn_grid, env_int("FISH_VK_PN_GRID"));
   if (pn_grid) o.pn_grid = uint32_t(*pn_grid);  // the row's range: 0..64
+  FISH_ASSIGN_OR_RETURN(o.pn_ffn, env_auto_switch("FISH_VK_PN_FFN"));
   FISH_ASSIGN_OR_RETURN(o.act_fuse, env_auto_switch("FISH_VK_ACT_FUSE"));
   FISH_ASSIGN_OR_RETURN(o.record_ahead, env_switch("FISH_VK_RECORD_AHEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> spin, env_int("FISH_VK_FENCE_SPIN_US"));

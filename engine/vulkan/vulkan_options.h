@@ -156,6 +156,7 @@ struct VulkanOptions {
   bool stream_pipe = false;  // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
   int norm_fuse = -1;    // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
   uint32_t pn_grid = 0;  // FISH_VK_PN_GRID: prologue-norm workgroups an SM at most (0: no cap)
+  int pn_ffn = -1;       // FISH_VK_PN_FFN: -1 auto (on), 0 the ffn norm a dispatch, 1 on
   int act_fuse = -1;     // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
   bool record_ahead = true;      // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
   uint32_t fence_spin_us = 0;    // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking

@@ -275,7 +275,9 @@ std::string VulkanSpan::norms_note() const {
   if (o.norm_fuse != 2) return "";
   if (!pro_norm_ok_)
     return "; decode norms as dispatches (FISH_VK_NORM_FUSE=2 does not apply to these layers)";
-  return fmt::format("; decode norms in the q/k/v and gate/up prologues (FISH_VK_NORM_FUSE=2{})",
+  return fmt::format("; decode norms in the {} prologues (FISH_VK_NORM_FUSE=2{}{})",
+                     o.pn_ffn == 0 ? "q/k/v" : "q/k/v and gate/up",
+                     o.pn_ffn == 0 ? ", the ffn's a dispatch: FISH_VK_PN_FFN=0" : "",
                      o.pn_grid ? fmt::format(", at most {} workgroup{} an SM", o.pn_grid,
                                              o.pn_grid == 1 ? "" : "s")
                                : "");
@@ -531,12 +533,29 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
   };
   if (pn_) {  // FISH_VK_NORM_FUSE=2: wo and down add into x, gate / up normalise it themselves
     acc_matmuls(L.wo, wo_q8_, x_off);
-    const bool act =
-        L.gate_up.steps.size() == 2 && L.down.quant_set &&
-        std::all_of(L.gate_up.steps.begin(), L.gate_up.steps.end(),
-                    [](const MatmulStep& st) { return st.act_pn.pipe != VK_NULL_HANDLE; });
-    pro_norm_matmuls(L.gate_up, L.ffn_norm, x_off, act, &L.down);
-    const bool down_q8 = act || act_mul();
+    bool down_q8 = false;
+    if (ctx_.options().pn_ffn == 0) {  // FISH_VK_PN_FFN=0: the ffn norm's own dispatch on x
+      bind_ops();
+      SpanPush pc = norm_push(n, x_off, E, off_xn_, E, L.ffn_norm);
+      const bool gu_q8 = fuse_q8(L.gate_up, n, &pc);
+      op(gu_q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, n, 1);
+      barrier();
+      stage_done(kRmsnorm);
+      down_q8 = gate_up_act(L.gate_up, n, gu_q8, false, L.down);
+      if (!down_q8) {
+        matmuls(L.gate_up, n, gu_q8);
+        barrier();
+        stage_done(kMatvec, &L.gate_up, n);
+        down_q8 = act_mul();
+      }
+    } else {
+      const bool act =
+          L.gate_up.steps.size() == 2 && L.down.quant_set &&
+          std::all_of(L.gate_up.steps.begin(), L.gate_up.steps.end(),
+                      [](const MatmulStep& st) { return st.act_pn.pipe != VK_NULL_HANDLE; });
+      pro_norm_matmuls(L.gate_up, L.ffn_norm, x_off, act, &L.down);
+      down_q8 = act || act_mul();
+    }
     acc_matmuls(L.down, down_q8, x_off);
     next_qkv_q8_ = next_qkv_scaled_ = false;
     return;

@@ -753,7 +753,9 @@ TEST_F(VulkanMatvecIdot, SpanDecodeFusesEveryQ81InputAndRunsTheHead) {
 // groups of 4 rows: 32 rows a workgroup, still one act block; with FISH_VK_ACT_FUSE=0 the pn
 // gate / up then the act*mul op). The pipelined greedy decode gives the same ids in both modes.
 // FISH_VK_PN_GRID=1 too: one workgroup an SM, which on a device that does not report its SM count
-// (lavapipe) is one workgroup running every row block after one prologue, bitwise the same.
+// (lavapipe) is one workgroup running every row block after one prologue, bitwise the same; and
+// with it FISH_VK_PN_FFN=0: q/k/v's prologue with the ffn norm's own dispatch on the residual row
+// (1 + n_layer norm steps a decode forward), bitwise the same too.
 TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {23, 5}, "fish_idot_span_pn_3l_q4_k_m.gguf");
@@ -768,14 +770,17 @@ TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
     struct Mode {
       int fuse;
       uint32_t grid;
+      int ffn;
     };
-    constexpr Mode kModes[] = {{0, 0}, {2, 0}, {2, 1}};
-    std::vector<float> logits[3];
-    std::vector<int32_t> ids[3];
-    for (int k = 0; k < 3; ++k) {
+    constexpr Mode kModes[] = {{0, 0, -1}, {2, 0, -1}, {2, 1, -1}, {2, 1, 0}};
+    constexpr int kNumModes = int(std::size(kModes));
+    std::vector<float> logits[kNumModes];
+    std::vector<int32_t> ids[kNumModes];
+    for (int k = 0; k < kNumModes; ++k) {
       const int mode = kModes[k].fuse;
-      SCOPED_TRACE(fmt::format("rows {} wg {} act {} FISH_VK_NORM_FUSE={} FISH_VK_PN_GRID={}",
-                               sh.rows, sh.wg, sh.act, mode, kModes[k].grid));
+      SCOPED_TRACE(fmt::format(
+          "rows {} wg {} act {} FISH_VK_NORM_FUSE={} FISH_VK_PN_GRID={} FISH_VK_PN_FFN={}", sh.rows,
+          sh.wg, sh.act, mode, kModes[k].grid, kModes[k].ffn));
       auto opt = vk::VulkanOptions::from_env();
       ASSERT_TRUE(opt.ok());
       opt->matvec = vk::MatvecMode::idot;
@@ -786,6 +791,7 @@ TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
       opt->act_fuse = sh.act;
       opt->norm_fuse = mode;
       opt->pn_grid = kModes[k].grid;
+      opt->pn_ffn = kModes[k].ffn;
       vk::VulkanBackend b(opt);
       ASSERT_TRUE(b.open().ok());
       SpanSession ss = span_session(model, b);
@@ -819,22 +825,28 @@ TEST_F(VulkanMatvecIdot, SpanPrologueNormIsBitwiseTheSeparateNorm) {
         EXPECT_EQ(piped, ids[k]) << "pipelined greedy decode against the logits' ids";
         EXPECT_EQ(sp.s->gpu_fallbacks(), 0);
       }
+      const bool ffn = mode == 2 && kModes[k].ffn != 0;  // gate / up's prologue too
       EXPECT_EQ(ss.pl->span()->kernels().find("norms in the q/k/v and gate/up prologues") !=
                     std::string::npos,
-                mode == 2)
+                ffn)
+          << ss.pl->span()->kernels();
+      EXPECT_EQ(ss.pl->span()->kernels().find("norms in the q/k/v prologues") != std::string::npos,
+                mode == 2 && !ffn)
           << ss.pl->span()->kernels();
       const std::string profile = ss.pl->span()->profile();
       if (profile.find("no timestamp support") != std::string::npos) continue;
       const std::regex norm_re(R"(rmsnorm [0-9.]+ ms [0-9.]+% \((\d+) steps\))");
       std::smatch nm;
       ASSERT_TRUE(std::regex_search(profile, nm, norm_re)) << profile;
-      // The prompt's forward: 2 n_layer + 1 norms; each decode forward: 2 n_layer + 1, or 1.
-      EXPECT_EQ(std::stoll(nm[1]), (2 * n_layer + 1) + kSteps * (mode == 2 ? 1 : 2 * n_layer + 1))
-          << profile;
+      // The prompt's forward: 2 n_layer + 1 norms; each decode forward: 2 n_layer + 1, 1, or
+      // 1 + n_layer with the ffn norms as dispatches.
+      const int64_t per_decode = mode != 2 ? 2 * n_layer + 1 : ffn ? 1 : 1 + n_layer;
+      EXPECT_EQ(std::stoll(nm[1]), (2 * n_layer + 1) + kSteps * per_decode) << profile;
       EXPECT_NE(profile.find("q8_1 0.00 ms 0.0% (0 steps)"), std::string::npos) << profile;
     }
-    for (int k = 1; k < 3; ++k) {
-      SCOPED_TRACE(fmt::format("FISH_VK_PN_GRID={}", kModes[k].grid));
+    for (int k = 1; k < kNumModes; ++k) {
+      SCOPED_TRACE(
+          fmt::format("FISH_VK_PN_GRID={} FISH_VK_PN_FFN={}", kModes[k].grid, kModes[k].ffn));
       EXPECT_EQ(ids[0], ids[k]);
       ASSERT_EQ(logits[0].size(), logits[k].size());
       size_t differ = 0;
