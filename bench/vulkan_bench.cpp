@@ -1039,6 +1039,71 @@ BENCHMARK(BM_VulkanPrefillAttention)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// Args: vocabulary (the synthetic Llama's 128256, SmolLM2's 49152), variant: 0 one workgroup
+// over every logit (span_argmax pass 0), 1 passes 1 + 2 (a barrier between: the head's argmax
+// before 3b34b60), 2 pass 3 (the slices and, in the row's last workgroup, the ranking of their
+// pairs: one dispatch). Device time of 50 argmax steps a rep (a barrier after each, as in a
+// decode forward), so us_per_step holds each variant's dependent-step cost; one untimed run of
+// 8x first (clocks).
+void BM_VulkanArgmax(benchmark::State& state) {
+  const uint32_t V = uint32_t(state.range(0));
+  const int variant = int(state.range(1));
+  constexpr int kReps = 50;
+  vk::VulkanBackend* b = backend();
+  const uint32_t split = (V + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  // ARENA: the logits, the id, the pairs, one arrival counter (zero).
+  const uint32_t c_off = V, b_off = V + 4, ctr = b_off + 2 * split;
+  std::vector<float> arena(ctr + 1, 0.0f);
+  for (uint32_t i = 0; i < V; ++i) arena[i] = dist(rng);
+  const std::vector<float> params(4);
+  std::vector<uint32_t> kv(4);
+  vk::SpanPush pc{};
+  pc.n = V;
+  pc.a_stride = V;
+  pc.c_off = c_off;
+  pc.b_off = b_off;
+  pc.split = split;
+  pc.w_off1 = ctr;
+  std::vector<vk::SpanDispatch> ds;
+  if (variant == 1) {
+    pc.flags = 1;
+    ds.push_back({"span_argmax", pc, split, 1, 1});
+    pc.flags = 2;
+    ds.push_back({"span_argmax", pc, 1, 1, 1});
+  } else {
+    pc.flags = variant == 2 ? 3 : 0;
+    ds.push_back({"span_argmax", pc, variant == 2 ? split : 1, 1, 1});
+  }
+  if (auto warm = b->run_span_ops(ds, 8 * kReps, arena, params, kv); !warm.ok()) {
+    state.SkipWithError(warm.error().message.c_str());
+    return;
+  }
+  double seconds = 0, best = 0;
+  for (auto _ : state) {
+    auto r = b->run_span_ops(ds, kReps, arena, params, kv);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    state.SetIterationTime(r.value());
+    seconds += r.value();
+    best = best == 0 ? r.value() : std::min(best, r.value());
+  }
+  state.counters["us_per_step"] = seconds / std::max(double(state.iterations()) * kReps, 1.0) * 1e6;
+  state.counters["us_per_step_best"] = best / kReps * 1e6;
+  state.counters["slices"] = split;
+  const char* names[] = {"one workgroup", "slices + pairs (2 dispatches)",
+                         "slices, pairs in the last (1 dispatch)"};
+  state.SetLabel(fmt::format("vocab {} {}", V, names[variant]));
+}
+BENCHMARK(BM_VulkanArgmax)
+    ->ArgsProduct({{49152, 128256}, {0, 1, 2}})
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void matvec_shapes(benchmark::internal::Benchmark* bm) {
   using Shape = std::pair<int64_t, int64_t>;
   const auto add = [&](GgmlType t, Shape s, int64_t n_tok) {
