@@ -487,6 +487,36 @@ BENCHMARK(BM_VulkanShaderCopy)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// The device time of `reps` passes over the span ops `ds` (run_span_ops: a barrier after each
+// dispatch) in each iteration of `state`, after one untimed run of 8x the passes (the GPU's
+// clocks ramp up under load); the iterations' total and best. nullopt (the row skipped with the
+// error) when a run fails.
+struct SpanOpsTime {
+  double seconds = 0, best = 0;
+};
+std::optional<SpanOpsTime> time_span_ops(benchmark::State& state, vk::VulkanBackend& b,
+                                         std::span<const vk::SpanDispatch> ds, int reps,
+                                         std::vector<float>& arena,
+                                         const std::vector<float>& params,
+                                         std::vector<uint32_t>& kv) {
+  if (auto warm = b.run_span_ops(ds, 8 * reps, arena, params, kv); !warm.ok()) {
+    state.SkipWithError(warm.error().message.c_str());
+    return std::nullopt;
+  }
+  SpanOpsTime t;
+  for (auto _ : state) {
+    auto r = b.run_span_ops(ds, reps, arena, params, kv);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().message.c_str());
+      return std::nullopt;
+    }
+    state.SetIterationTime(r.value());
+    t.seconds += r.value();
+    t.best = t.best == 0 ? r.value() : std::min(t.best, r.value());
+  }
+  return t;
+}
+
 // Args: heads shape (0: Llama-3.2-1B 32:8 x 64, 1: Llama-3.1-8B 32:8 x 128, 2: SmolLM2 9:3 x
 // 64), context (keys attended), variant (0: one-pass, 1: split-K with attention_splits' auto
 // count, 2: span_attention_decode with RoPE and the KV store fused (attention_decode_splits'
@@ -595,21 +625,9 @@ void BM_VulkanDecodeAttention(benchmark::State& state) {
   // entries from idle misled (an H100 gave the stream kernel 79 us a layer at 8192 keys where the
   // forward's tok/s implied ~25: results/runs/h100-stream-d5082b3). Counters from the best
   // iteration beside the mean.
-  if (auto warm = b->run_span_ops(ds, 8 * kReps, arena, params, kv); !warm.ok()) {
-    state.SkipWithError(warm.error().message.c_str());
-    return;
-  }
-  double seconds = 0, best = 0;
-  for (auto _ : state) {
-    auto r = b->run_span_ops(ds, kReps, arena, params, kv);
-    if (!r.ok()) {
-      state.SkipWithError(r.error().message.c_str());
-      return;
-    }
-    state.SetIterationTime(r.value());
-    seconds += r.value();
-    best = best == 0 ? r.value() : std::min(best, r.value());
-  }
+  const std::optional<SpanOpsTime> t = time_span_ops(state, *b, ds, kReps, arena, params, kv);
+  if (!t) return;
+  const double seconds = t->seconds, best = t->best;
   const double passes = double(state.iterations()) * kReps * n_layer;
   state.counters["us_per_layer"] = seconds / std::max(passes, 1.0) * 1e6;
   state.counters["us_per_layer_best"] = best / (double(kReps) * n_layer) * 1e6;
@@ -1076,21 +1094,9 @@ void BM_VulkanArgmax(benchmark::State& state) {
     pc.flags = variant == 2 ? 3 : 0;
     ds.push_back({"span_argmax", pc, variant == 2 ? split : 1, 1, 1});
   }
-  if (auto warm = b->run_span_ops(ds, 8 * kReps, arena, params, kv); !warm.ok()) {
-    state.SkipWithError(warm.error().message.c_str());
-    return;
-  }
-  double seconds = 0, best = 0;
-  for (auto _ : state) {
-    auto r = b->run_span_ops(ds, kReps, arena, params, kv);
-    if (!r.ok()) {
-      state.SkipWithError(r.error().message.c_str());
-      return;
-    }
-    state.SetIterationTime(r.value());
-    seconds += r.value();
-    best = best == 0 ? r.value() : std::min(best, r.value());
-  }
+  const std::optional<SpanOpsTime> t = time_span_ops(state, *b, ds, kReps, arena, params, kv);
+  if (!t) return;
+  const double seconds = t->seconds, best = t->best;
   state.counters["us_per_step"] = seconds / std::max(double(state.iterations()) * kReps, 1.0) * 1e6;
   state.counters["us_per_step_best"] = best / kReps * 1e6;
   state.counters["slices"] = split;
