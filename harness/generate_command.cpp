@@ -106,10 +106,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "tokens, prefill and decode tok/s, weight GB/s, KV MB, threads, kernel ISA, GPU placement) "
       "on stderr. Its speeds are one run, by default cold (on an H100 the 8B decoded 20-25% below "
       "fish run's warmed median; --warmup N runs N untimed rounds first): fish run measures. With "
-      "a GPU backend (fish "
-      "gpu) the output projection and the last layers' "
-      "projections run on the GPU, as many as fit (--gpu-layers / FISH_GPU_LAYERS cap the "
-      "layers, --vram-budget-mb the device memory), as one layer span per forward unless "
+      "a GPU backend (fish gpu) the output projection and the last layers' projections run on "
+      "the GPU, as many as fit (--gpu-layers / FISH_GPU_LAYERS cap the layers, --vram-budget-mb "
+      "the device memory), as one layer span per forward unless "
       "--gpu-span false or FISH_GPU_SPAN=0; FISH_GPU_PROFILE=2 prints its per-stage GPU time. "
       "Every flag's range is the experiment format's (fish run --help-fields).");
   cmd->add_option("-m,--model", a->model, "GGUF model")->required();

@@ -63,7 +63,6 @@
 #define FISH_SPAN_STREAM_MIN_KEYS 64
 #define FISH_SPAN_ARGMAX_WG 512      // span_argmax (argmax.comp.glsl): threads a workgroup
 #define FISH_SPAN_ARGMAX_SLICE 4096  // ... logits a workgroup of its first pass (8 a thread)
-#define FISH_SPAN_ARGMAX_ROWS 16     // ... rows whose passes merge (arrival counters in ARENA)
 #define FISH_SPAN_CHUNK 64           // tokens per chunk: work buffers hold this many rows
 #define FISH_SPAN_CHUNK_CM 512       // ... where prefill matmuls run on cooperative matrices
 

@@ -105,7 +105,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(const int flash_cm, env_switch_or_2("FISH_VK_FLASH_CM", 2));
   o.flash_cm = uint32_t(flash_cm);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));
-  if (tile && *tile != "auto")  // l, m, s, p; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
+  if (tile && *tile != "auto")  // l, m, s, p, q; lp, mp, bn, nm: 'L', 'M', 'B', 'N'
     o.coopmat_tile = tile->size() == 2 ? char((*tile)[0] - 'a' + 'A') : (*tile)[0];
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> mb, env_int("FISH_VRAM_BUDGET_MB"));
   if (mb) o.budget_bytes = uint64_t(*mb) << 20;

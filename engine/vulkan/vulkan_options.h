@@ -166,7 +166,7 @@ struct VulkanOptions {
   uint32_t coopmat2_acc = 0;     // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
   uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
                                  // (coopmat2_stages_scales' level)
-  int coopmat2_wide = -1;        // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 the p tile
+  int coopmat2_wide = -1;        // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 tiles p, q
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload

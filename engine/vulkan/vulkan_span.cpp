@@ -92,8 +92,8 @@ void VulkanSpan::layout_arena() {
   if (ctx_.features().coopmat2) off_h_ = region((uint64_t(kChunk) * std::max({E, Q, F}) + 1) / 2);
   off_ss_ = region(uint64_t(FISH_Q8_MAX_TOK) * uint64_t(E / FISH_Q8_BLOCK));
   // The fused epilogues' counters: one per 32-row block of wo/down and of gate/up, then one per KV
-  // head for span_attention_stream_last, then one per greedy row for span_argmax's pass 3.
-  n_ctr_ = uint32_t((E + F) / FISH_Q8_BLOCK + p_.n_head_kv + FISH_SPAN_ARGMAX_ROWS);
+  // head for span_attention_stream_last, then one per forward row for span_argmax's pass 3.
+  n_ctr_ = uint32_t((E + F) / FISH_Q8_BLOCK + p_.n_head_kv + d_.max_tok);
   off_ctr_ = region(n_ctr_);
   parts_cap_ = uint32_t(p_.n_head) * FISH_SPAN_ATTN_SPLIT_TOK * FISH_SPAN_ATTN_MAX_SPLIT;
   off_parts_ = region(uint64_t(parts_cap_) * uint64_t(hd + 2));

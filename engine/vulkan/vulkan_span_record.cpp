@@ -531,6 +531,16 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     stage_done(kActMul);
     return q8;
   };
+  // gate / up and act*mul on xn (its q8_1 copy when gu_q8; scaled by the norm's 1 / rms when
+  // gu_scaled): one step where the fused variant applies. Returns whether down's q8_1 input was
+  // written.
+  auto gate_up_then_act = [&](bool gu_q8, bool gu_scaled) {
+    if (gate_up_act(L.gate_up, n, gu_q8, gu_scaled, L.down)) return true;
+    matmuls(L.gate_up, n, gu_q8, gu_scaled);
+    barrier();
+    stage_done(kMatvec, &L.gate_up, n);
+    return act_mul();
+  };
   if (pn_) {  // FISH_VK_NORM_FUSE=2: wo and down add into x, gate / up normalise it themselves
     acc_matmuls(L.wo, wo_q8_, x_off);
     bool down_q8 = false;
@@ -541,13 +551,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
       op(gu_q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, n, 1);
       barrier();
       stage_done(kRmsnorm);
-      down_q8 = gate_up_act(L.gate_up, n, gu_q8, false, L.down);
-      if (!down_q8) {
-        matmuls(L.gate_up, n, gu_q8);
-        barrier();
-        stage_done(kMatvec, &L.gate_up, n);
-        down_q8 = act_mul();
-      }
+      down_q8 = gate_up_then_act(gu_q8, false);
     } else {
       const bool act =
           L.gate_up.steps.size() == 2 && L.down.quant_set &&
@@ -572,14 +576,7 @@ void VulkanSpan::record_ffn(const LayerState& L, uint32_t n, uint32_t x_off) {
     if (L.has_post) post_norm(L.post_attn);
     gu_q8 = add_rmsnorm(L.ffn_norm, L.gate_up);
   }
-  // gate / up and act*mul: one step where the fused variant applies.
-  bool down_q8 = gate_up_act(L.gate_up, n, gu_q8, gu_scaled, L.down);
-  if (!down_q8) {
-    matmuls(L.gate_up, n, gu_q8, gu_scaled);
-    barrier();
-    stage_done(kMatvec, &L.gate_up, n);
-    down_q8 = act_mul();
-  }
+  const bool down_q8 = gate_up_then_act(gu_q8, gu_scaled);
   const LayerState* next = &L != &layers_.back() ? &L + 1 : nullptr;
   // down, x += its output and the next layer's attention norm in one dispatch where it applies.
   if (next && !L.has_post && residual_norm(L.down, n, down_q8, x_off, next->attn_norm, next->qkv)) {
@@ -661,21 +658,14 @@ void VulkanSpan::record_head(int64_t row, int64_t n) {
   am.split = (V + FISH_SPAN_ARGMAX_SLICE - 1) / FISH_SPAN_ARGMAX_SLICE;
   const uint64_t pair_floats = 2ull * am.split * rows;  // in the split-K partials' scratch
   if (am.split >= 2 && pair_floats <= uint64_t(parts_cap_) * uint64_t(p_.head_dim + 2)) {
-    if (rows <= FISH_SPAN_ARGMAX_ROWS) {
-      // Pass 1 and, in each row's last workgroup, pass 2: one step (its counters after the KV
-      // heads').
-      am.flags = 3;
-      am.w_off1 = off_ctr_ + uint32_t(p_.n_embd + p_.n_ff) / FISH_Q8_BLOCK + uint32_t(p_.n_head_kv);
-      op(ops_.argmax, am, am.split, rows);
-      stage_done(kArgmax);
-      return;
-    }
-    am.flags = 1;
+    // Pass 3: the slices and, in each row's last workgroup, the ranking of their pairs (its
+    // arrival counter after the KV heads': one a forward row).
+    am.flags = 3;
+    am.w_off1 = off_ctr_ + uint32_t(p_.n_embd + p_.n_ff) / FISH_Q8_BLOCK + uint32_t(p_.n_head_kv);
     op(ops_.argmax, am, am.split, rows);
-    barrier();
-    am.flags = 2;
+  } else {
+    op(ops_.argmax, am, 1, rows);
   }
-  op(ops_.argmax, am, 1, rows);
   stage_done(kArgmax);
 }
 
