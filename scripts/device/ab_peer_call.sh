@@ -5,8 +5,8 @@
 # A/B):
 #   1. (all, mix) scripts/device/mixed_call.sh with the caller's knobs (PEERS defaults to
 #      "vulkan cuda", HOST to 0, WAIT to 1) in MIX_S seconds (default 330; PART=mix 560): the
-#      peer builds start first and the A/B (AB, AB_MODELS, AB_ROUNDS), tests, benches, EXPS and
-#      profiles run beside them;
+#      tests run first (TESTS_FIRST=1; 0 runs them beside the builds), then the peer builds start
+#      and the A/B (AB, AB_MODELS, AB_ROUNDS), benches, EXPS and profiles run beside them;
 #   2. (all, mix) scripts/device/ab_winner.py on its ab.tsv: the AB config ahead of `default` on
 #      every model with no round overlapping (else `default`), into $OUT/winner.txt with its
 #      reason and into /tmp/ab-peer-call.winner for PART=peer;
@@ -28,7 +28,7 @@ case $part in all | mix | peer) ;; *) echo "ab_peer_call: PART=$part (all, mix, 
 
 if [ $part != peer ]; then
   mix_s=${MIX_S:-$([ $part = mix ] && echo 560 || echo 330)}
-  PEERS="$peers" HOST=${HOST:-0} WAIT=${WAIT:-1} BUDGET_S=$mix_s \
+  PEERS="$peers" HOST=${HOST:-0} WAIT=${WAIT:-1} BUDGET_S=$mix_s TESTS_FIRST=${TESTS_FIRST:-1} \
     bash scripts/device/mixed_call.sh | tail -n 40
   # mixed_call.sh removes its work folder when it ends: its ab.tsv is read back from the archive.
   tar -xzOf $OUT/mixed.tar.gz mixed/ab.tsv > /tmp/ab-peer-call.tsv 2>/dev/null ||

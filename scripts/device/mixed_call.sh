@@ -10,7 +10,7 @@
 #   2. fish_test_vulkan with TESTS (default: the cooperative-matrix and coopmat2 kernels against
 #      the CPU reference, the fused and streamed decode attention and RoPE + KV store, the
 #      integer-dot variants and fused epilogues, the span end to end, the polled fence wait;
-#      TESTS="" none);
+#      TESTS="" none; TESTS_FIRST=1 runs them before step 1's builds start);
 #   3. fish_vulkan_bench with BENCH (default: the coopmat peak and its diagnostics, the q4_k
 #      prefill tiles and the integer-dot variants at the 8B shapes; BENCH="" none);
 #   3b. fish_test_vulkan with TESTS2 (none unless set; FISH_GPU_VERBOSE=1, TESTS2_S seconds);
@@ -71,6 +71,19 @@ left() {  # left NEED_S WHAT: true when NEED_S seconds remain of the budget, els
   return 1
 }
 
+tests=${TESTS-'CoopmatTiles.*:VulkanCoopmat.Coopmat2*:VulkanCoopmat.EveryTile*:VulkanCoopmat.SpanMatchesTiledPathGqa:VulkanSpanOps.*Rope*:VulkanSpanOps.DecodeAttention*:VulkanSpanOps.Stream*:VulkanSpan.SplitK*:VulkanMatvecIdot.EveryVariant*:VulkanMatvecIdot.Span*:VkContext.PolledFence*'}
+run_tests() {
+  [ -n "$tests" ] || return 0
+  stamp "vulkan tests"
+  FISH_SOURCE_DIR=$root FISH_TESTDATA=$root/tests/data timeout ${TESTS_S:-90} $B/fish_test_vulkan \
+    --gtest_filter="$tests" > $W/tests.txt 2>&1
+  echo "rc=$?" >> $W/tests.txt
+}
+# TESTS_FIRST=1: the tests before the peer builds start, so no build shares the host's cores with
+# the driver's pipeline compiles (fb1c142's call: the coopmat2 token-count test, 80 s alone on an
+# H200, was cut at 150 s beside the Vulkan and CUDA builds, and the tests after it never ran).
+[ "${TESTS_FIRST:-0}" = 1 ] && run_tests
+
 stamp "peer builds and synthetic models (background)"
 host=${HOST:-1}  # 0: no peer_cpu_host16 (and, unless PEERS says otherwise, no CPU peer build)
 peers=${PEERS-$([ $host = 1 ] && echo cpu)}
@@ -84,13 +97,7 @@ PHASE=stash bash scripts/device/real_model.sh > $W/real-model.txt 2>&1
 export FISH_MODELS_DIR=/tmp/real
 FISH_GPU_VERBOSE=1 $B/fish gpu > $W/gpu.txt 2>&1
 
-tests=${TESTS-'CoopmatTiles.*:VulkanCoopmat.Coopmat2*:VulkanCoopmat.EveryTile*:VulkanCoopmat.SpanMatchesTiledPathGqa:VulkanSpanOps.*Rope*:VulkanSpanOps.DecodeAttention*:VulkanSpanOps.Stream*:VulkanSpan.SplitK*:VulkanMatvecIdot.EveryVariant*:VulkanMatvecIdot.Span*:VkContext.PolledFence*'}
-if [ -n "$tests" ]; then
-  stamp "vulkan tests"
-  FISH_SOURCE_DIR=$root FISH_TESTDATA=$root/tests/data timeout ${TESTS_S:-90} $B/fish_test_vulkan \
-    --gtest_filter="$tests" > $W/tests.txt 2>&1
-  echo "rc=$?" >> $W/tests.txt
-fi
+[ "${TESTS_FIRST:-0}" = 1 ] || run_tests
 
 bench=${BENCH-'ShaderCopy|CoopmatPeak|PrefillMatmul/(1|12)/(4096|14336)/4096/512/(1|4|18|19|20|21|22|23|24|25)/|MatvecVariant/(12|14)/(4096|14336)/'}
 if [ -n "$bench" ] && left 80 "fish_vulkan_bench"; then
