@@ -149,6 +149,15 @@ std::span<const EnvKnob> env_knobs() {
        "kernels/cpu_features.cpp",
        "cap on the CPU kernels' instruction set (unset: the best the "
        "CPU runs)"},
+      {"FISH_KX16_PREFETCH",
+       S::all,
+       E::results,
+       {},
+       0,
+       65536,
+       "kernels/kquant_x16.cpp",
+       "bytes ahead that the AVX-512 x16 K-quant / Q5_0 decode kernels prefetch their panels "
+       "(default 8192; 0: none, the hardware prefetcher alone; docs/cpu-kernels.md)"},
       {"FISH_LLAMA_BENCH",
        S::harness,
        E::location,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/env_knobs.h"
 #include "kernels/amx.h"
 #include "quant/f16.h"
 #include "quant/k_quants.h"
@@ -426,8 +427,15 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx)
 }
 
 namespace {
+// FISH_KX16_PREFETCH when set (commands refuse a bad value before they start:
+// base/env_knobs.h), else the default.
+size_t prefetch_from_env() {
+  if (auto n = env_int("FISH_KX16_PREFETCH"); n.ok() && n.value()) return size_t(*n.value());
+  return kKx16PrefetchDefault;
+}
+
 std::atomic<size_t>& prefetch_setting() {
-  static std::atomic<size_t> bytes(kKx16PrefetchDefault);
+  static std::atomic<size_t> bytes(prefetch_from_env());
   return bytes;
 }
 }  // namespace

@@ -130,8 +130,9 @@ void kx16_q5_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t 
                    float* y, int64_t ldy, int64_t rows);
 
 // How far ahead (bytes) the AVX-512 K-quant / Q5_0 kernels prefetch the panel bytes in decode (one
-// token): kKx16PrefetchDefault (measured: docs/cpu-kernels.md) unless set; 0 turns it off. The
-// setter is for A/B benchmarks in one process (bench/kquant_bench.cpp's x16_nopf rows).
+// token): FISH_KX16_PREFETCH (bytes) where set, else kKx16PrefetchDefault (measured:
+// docs/cpu-kernels.md); 0 turns it off. The setter is for A/B benchmarks in one process
+// (bench/kquant_bench.cpp's x16_nopf rows).
 constexpr size_t kKx16PrefetchDefault = 8192;
 size_t kx16_prefetch_bytes();
 void kx16_set_prefetch_bytes(size_t bytes);

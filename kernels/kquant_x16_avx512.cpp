@@ -36,7 +36,7 @@ inline void prefetch_part(const uint8_t* blk, size_t ahead) {
   constexpr size_t l0 = P * kPer, l1 = l0 + kPer < kLines ? l0 + kPer : kLines;
   if (ahead == 0) return;
   for (size_t l = l0; l < l1; ++l)
-    _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + 64 * l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + ahead + 64 * l), _MM_HINT_T1);
 }
 
 template <typename F>
