@@ -379,6 +379,10 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "chunks of its rows a thread of the integer-dot decode matvec loads before it uses any "
        "(default 1; tuning)"},
+      {"FISH_VK_IDOT_EXACT", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1/on/true/yes: the integer-dot decode matvec runs a pipeline compiled for the exact token "
+       "count (1..4) of each dispatch (specialisation constant EXACT) instead of one for any "
+       "count; the same results; default off until measured on a GPU"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,

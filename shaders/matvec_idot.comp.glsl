@@ -91,6 +91,15 @@ layout(constant_id = 0) const uint ROWS = FISH_MATVEC_ROWS;  // rows a workgroup
 layout(constant_id = 2) const uint AHEAD = 1u;
 // Row groups a workgroup, each of WG / GROUPS threads and its own ROWS rows (FISH_VK_IDOT_GROUPS).
 layout(constant_id = 3) const uint GROUPS = 1u;
+// EXACT (FISH_VK_IDOT_EXACT): 1..FISH_MATVEC_MAX_TOK compiles the pipeline for exactly that many
+// tokens (pc.n_tok must equal it): the token loops have no branch on pc.n_tok, so a chunk's
+// weight decoding is the same expression for every token and the compiler can share it; 0 (the
+// default) any n_tok up to FISH_MATVEC_MAX_TOK. Same arithmetic in the same order either way.
+layout(constant_id = 4) const uint EXACT = 0u;
+const uint NT = EXACT == 0u ? FISH_MATVEC_MAX_TOK : EXACT;  // accumulator slots a row
+bool tok_live(uint t) {
+  return EXACT != 0u || t < pc.n_tok;
+}
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf { uint w[]; };
 layout(std430, binding = FISH_BINDING_W) readonly buffer WBuf4 { uvec4 w4[]; };
 #ifdef PRONORM
@@ -263,11 +272,13 @@ uint in_block(uint c, uint place) {  // a chunk is a whole block
 }
 #endif
 
-const uint OWN = ROWS * FISH_MATVEC_MAX_TOK;  // a thread's accumulators: its group's rows
+const uint OWN = ROWS * NT;  // a thread's accumulators: its group's rows x NT tokens
 const uint NACC = GROUPS * OWN;                // the workgroup's
 #ifdef PRONORM
 #define MATVEC_NO_REDUCE
 #endif
+#define MV_TOK NT  // matvec_reduce.glsl's accumulator layout acc[row * NT + token]
+#define MV_LIVE(t) tok_live(t)
 #include "matvec_reduce.glsl"
 
 #ifdef MATVEC_EPILOGUE
@@ -393,7 +404,7 @@ shared float pn_red[FISH_PN_WG / 8u][ROWS];  // [subgroup][row of its group]
 // bitwise matvec_idot_<type>'s; gt is a multiple of the subgroup size (the host checks).
 void pn_reduce_store(float acc[OWN], uint row0, uint grp, uint lane, uint gt) {
   float s[ROWS];
-  [[unroll]] for (uint r = 0u; r < ROWS; ++r) s[r] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK]);
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) s[r] = subgroupAdd(acc[r * NT]);
   if (subgroupElect())
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) pn_red[gl_SubgroupID][r] = s[r];
   barrier();
@@ -476,14 +487,14 @@ void main() {
     {
       LOAD_CHUNKS(c0, raw)
     }
-    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) {
-      if (t < pc.n_tok) {
+    [[unroll]] for (uint t = 0u; t < NT; ++t) {
+      if (tok_live(t)) {
         [[unroll]] for (uint u = 0u; u < AHEAD; ++u) {
           if (u == 0u || c0 + u * gt < n_chunks) {
             const uint c = in_block(c0 + u * gt, place);
             const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
             [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-              acc[r * FISH_MATVEC_MAX_TOK + t] += chunk_dot(raw[u * ROWS + r], c, q);
+              acc[r * NT + t] += chunk_dot(raw[u * ROWS + r], c, q);
           }
         }
       }
@@ -494,7 +505,7 @@ void main() {
   float sc[FISH_MATVEC_MAX_TOK];
   norm_scales(ss_part, sc);
   [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-    [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t) acc[r * FISH_MATVEC_MAX_TOK + t] *= sc[t];
+    [[unroll]] for (uint t = 0u; t < NT; ++t) acc[r * NT + t] *= sc[t];
 #endif
 #ifdef PRONORM
   pn_reduce_store(acc, row0, grp, lane, gt);

@@ -20,19 +20,28 @@ bool workgroup_rows(uint wg_rows, uint first, out uint row0, out uint rb[ROWS]) 
   return group < pc.n_groups;
 }
 
+// The token slots of a row (MV_TOK, default FISH_MATVEC_MAX_TOK) and whether slot t is a token
+// of this dispatch (MV_LIVE(t), default t < pc.n_tok); matvec_idot's EXACT pipelines define both.
+#ifndef MV_TOK
+#define MV_TOK FISH_MATVEC_MAX_TOK
+#endif
+#ifndef MV_LIVE
+#define MV_LIVE(t) ((t) < pc.n_tok)
+#endif
+
 #ifndef MATVEC_NO_REDUCE  // matvec_idot's PRONORM reduces per row group (pn_reduce_store)
 #define SLOTS 32u                   // subgroup partial sums per pass
-shared float partial[NACC][SLOTS];  // [row * MAX_TOK + tok][subgroup - pass start]
+shared float partial[NACC][SLOTS];  // [row * MV_TOK + tok][subgroup - pass start]
 
 // subgroupAdd, one shared slot per subgroup (any subgroup size: the slots are drained in passes
 // of SLOTS), then thread i stores accumulators i, i + WG, ... (< NACC; a workgroup of 32 threads
 // may hold up to 128) unless its row or token is past the end.
 const uint PER_THREAD = (NACC + 31u) / 32u;  // accumulators a thread stores (32 threads or more)
 void reduce_store(float acc[NACC], uint row0) {
-  [[unroll]] for (uint t = 0u; t < FISH_MATVEC_MAX_TOK; ++t)
-    if (t < pc.n_tok)
-      [[unroll]] for (uint r = 0u; r < NACC / FISH_MATVEC_MAX_TOK; ++r)
-        acc[r * FISH_MATVEC_MAX_TOK + t] = subgroupAdd(acc[r * FISH_MATVEC_MAX_TOK + t]);
+  [[unroll]] for (uint t = 0u; t < MV_TOK; ++t)
+    if (MV_LIVE(t))
+      [[unroll]] for (uint r = 0u; r < NACC / MV_TOK; ++r)
+        acc[r * MV_TOK + t] = subgroupAdd(acc[r * MV_TOK + t]);
   const uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   float total[PER_THREAD];
   [[unroll]] for (uint j = 0u; j < PER_THREAD; ++j) total[j] = 0.0;
@@ -51,8 +60,8 @@ void reduce_store(float acc[NACC], uint row0) {
   [[unroll]] for (uint j = 0u; j < PER_THREAD; ++j) {
     const uint i = lid + j * wg;
     if (i >= NACC) continue;
-    const uint r = row0 + i / FISH_MATVEC_MAX_TOK;
-    const uint t = i % FISH_MATVEC_MAX_TOK;
+    const uint r = row0 + i / MV_TOK;
+    const uint t = i % MV_TOK;
     if (r < pc.n_out && t < pc.n_tok) {
 #ifdef MATVEC_ACCUMULATE  // y += W x (matvec_idot_res_<type>: the residual add)
       y[pc.y_offset + t * pc.y_stride + r] += total[j];

@@ -71,6 +71,13 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
   return s;
 }
 
+PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                               int64_t n_in) {
+  PipelineSpec s = matmul_spec(type, n_tok, k, o, n_in);
+  if (o.idot_exact && !s.constants.empty() && n_tok >= 1) s.constants.push_back(uint32_t(n_tok));
+  return s;
+}
+
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
                              std::string_view variant) {
   PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);

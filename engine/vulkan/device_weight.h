@@ -79,6 +79,11 @@ uint32_t idot_groups(int64_t n_in, uint32_t forced);
 // idot_workgroup(n_in, idot_wg) threads a workgroup and idot_ahead chunks a thread loaded ahead.
 PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                          int64_t n_in);
+// matmul_spec for a dispatch of exactly n_tok tokens: with FISH_VK_IDOT_EXACT (o.idot_exact), an
+// idot decode pipeline of 1..FISH_MATVEC_MAX_TOK tokens gets n_tok as its EXACT constant (the
+// fifth), so its token loops need no branch on the count; else matmul_spec's.
+PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                               int64_t n_in);
 // A fused variant of that idot pipeline (matvec_idot.comp.glsl), the same constants and
 // MatvecFusedPush's push constants: "matvec_idot_res" (y += W x, then each 32-row block's share
 // of the next rmsnorm; a span's wo and down; PARAMS as a fourth binding, FISH_BINDING_P),

@@ -530,7 +530,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
     }
     if (!cm)
-      pr = ctx->pipeline(matmul_spec(w.type, n_tok, decode_kernel(w.type), *opt, w.n_in_pad));
+      pr = ctx->pipeline(matvec_exact_spec(w.type, n_tok, decode_kernel(w.type), *opt, w.n_in_pad));
     FISH_ASSIGN_OR_RETURN(picks[i].p, std::move(pr));
     picks[i].cm = cm;
   }

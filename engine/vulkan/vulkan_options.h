@@ -25,6 +25,9 @@
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
 //                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
 //                             idot_groups' rule (device_weight.h: 1)
+//   FISH_VK_IDOT_EXACT=0|1    1: matvec_idot_<type> pipelines specialised to each dispatch's
+//                             token count (1..FISH_MATVEC_MAX_TOK; specialisation constant EXACT):
+//                             no branch on the count in the token loops; same results (A/B)
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -147,6 +150,7 @@ struct VulkanOptions {
   uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
+  bool idot_exact = false;   // FISH_VK_IDOT_EXACT: pipelines for the exact token count
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always

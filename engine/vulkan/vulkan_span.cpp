@@ -191,6 +191,11 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
   const MatvecKernel mk = matvec_kernel(w.type, ctx_.options().matvec, ctx_.features());
   FISH_ASSIGN_OR_RETURN(st.vec, ctx_.pipeline(matmul_spec(w.type, 1, mk, ctx_.options(), w.n_in)));
   st.vec_rows = matvec_rows(mk, ctx_.options(), w.n_in);
+  for (int n = 1; ctx_.options().idot_exact && mk == MatvecKernel::idot && n <= FISH_MATVEC_MAX_TOK;
+       ++n) {
+    const PipelineSpec spec = matvec_exact_spec(w.type, n, mk, ctx_.options(), w.n_in);
+    FISH_ASSIGN_OR_RETURN(st.vec_exact[n - 1], ctx_.pipeline(spec));
+  }
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,
                         ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK + 1, mk)));

@@ -168,7 +168,8 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
       matvec_recorded(st);
       continue;
     }
-    const Pipeline& p = vec    ? st.vec
+    const Pipeline& exact = vec ? st.vec_exact[n_tok - 1] : st.vec;
+    const Pipeline& p = vec    ? (exact.pipe != VK_NULL_HANDLE ? exact : st.vec)
                         : wide ? st.wide
                         : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                                : st.tiled;

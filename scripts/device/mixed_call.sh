@@ -41,6 +41,7 @@
 #      ~490 tokens: one 512-token chunk) on each of PRE_MODELS (none unless set), into
 #      pre-<model>.txt: the prefill's stage times and its
 #      matmul groups (the AB / GEN prompt stays as GEN_WORDS sets it);
+#   6b. VERIFY (none unless set): BM_VulkanVerify under each of its configs (see the step);
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
 # Each step is skipped once the call's BUDGET_S (default 560) would be passed; skipped.txt lists
@@ -119,6 +120,24 @@ fi
 
 stamp "waiting for the synthetic models"
 for p in "${SYN_PIDS[@]}"; do wait $p; done
+# VERIFY: BM_VulkanVerify (a speculative verify of 1..8 tokens against one decode step, 1B and
+# 8B: ratio_to_1) under each config (default or VAR=VALUE[,...]), VERIFY_ROUNDS rounds (default
+# 1) interleaved, VERIFY_S seconds each (default 90), into verify-<round>-<config>.json / .log.
+if [ -n "${VERIFY-}" ]; then
+  export FISH_VERIFY_8B=$FISH_SYNTHETIC_DIR/llama-8b-q4_k_m-s1.gguf
+  for round in $(seq 1 ${VERIFY_ROUNDS:-1}); do
+    for cfg in $VERIFY; do
+      left $(( ${VERIFY_S:-90} + 10 )) "verify bench round $round ($cfg)" || continue
+      stamp "BM_VulkanVerify round $round ($cfg)"
+      extra=()
+      [ "$cfg" != default ] && extra=(${cfg//,/ })
+      tag=$round-${cfg//[=,]/_}
+      env "${extra[@]}" timeout ${VERIFY_S:-90} $B/fish_vulkan_bench --benchmark_filter=VulkanVerify \
+        --benchmark_out=$W/verify-$tag.json --benchmark_out_format=json > $W/verify-$tag.log 2>&1
+      echo "rc=$? config: $cfg" >> $W/verify-$tag.log
+    done
+  done
+fi
 if [ $host = 1 ] && left 230 "peer_cpu_host16"; then
   stamp "CPU peer build wait"
   PEERS=cpu PHASE=wait WAIT_S=90 bash scripts/device/peer_gpu.sh > $W/peer-wait.txt 2>&1
@@ -247,6 +266,11 @@ stamp done
     grep -m1 -B10 '^\[  FAILED  \] [A-Za-z].*(' $W/tests.txt | grep -v '^\[       OK \]' | cut -c1-220
     grep -h "coopmat span vs\|coopmat2" $W/tests.txt | cut -c1-200 | head -6
   }
+  for f in $W/verify-*.log; do
+    [ -f "$f" ] || continue
+    echo "$(basename $f .log): $(tail -n 1 $f)"
+    grep -E "^BM_VulkanVerify" $f | sed 's/  */ /g' | cut -c1-200
+  done
   [ -f $W/tests2.txt ] && { echo "tests2: $(grep -cE '^\[       OK \]' $W/tests2.txt) ok, $(grep -cE '^\[  FAILED  \] [A-Za-z].*\(' $W/tests2.txt) failed; $(tail -n 1 $W/tests2.txt)"; grep -h "rejected\|FAILED\|coopmat2" $W/tests2.txt | cut -c1-300 | head -8; }
   grep -E "^BM_|rc=" $W/vulkan_bench.log 2>/dev/null | sed 's/  */ /g' | cut -c1-190
   for f in $W/pp512-*.log; do [ -f $f ] && echo "$(basename $f .log): $(grep -oE 'ok: prefill [0-9.]+ tok/s' $f | tr '\n' ' ') $(grep rc= $f)"; done

@@ -355,6 +355,49 @@ TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
         [](GgmlType) { return int64_t(72 * 32); }, 2 * 16 + 3, rng);
 }
 
+// FISH_VK_IDOT_EXACT: pipelines specialised to the dispatch's token count give bitwise the
+// general pipeline's outputs (the same arithmetic in the same order) for every idot type at 1..4
+// tokens, with rows of more chunks than a workgroup has threads and, at 2 rows a workgroup and 4
+// chunks ahead, n_out not a multiple of the rows; a pipeline of the wrong count would drop or add
+// a token's rows. The exact pipelines are in use (the fifth constant).
+TEST_F(VulkanMatvecIdot, ExactTokenPipelinesAreBitwiseTheGeneralOnes) {
+  std::mt19937 rng(53);
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::idot;
+  opt->idot_ahead = 4;
+  opt->idot_exact = true;
+  EXPECT_EQ(vk::matvec_exact_spec(GgmlType::q4_k, 3, vk::MatvecKernel::idot, *opt, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 4, 1, 3}));
+  EXPECT_EQ(vk::matvec_exact_spec(GgmlType::q4_k, 5, vk::MatvecKernel::idot, *opt, 4096).module,
+            "matvec8_q4_k");  // past the decode kernel's tokens: no constants to add
+  vk::VulkanBackend b(opt);
+  ASSERT_TRUE(b.open().ok());
+  opt->idot_exact = false;
+  vk::VulkanBackend g(opt);
+  ASSERT_TRUE(g.open().ok());
+  const int64_t n_out = 2 * 7 + 1;
+  for (GgmlType t : kIdotTypes) {
+    const int64_t blk = type_info(t).block_elems;  // >= 141 chunks of 32 values
+    const int64_t n_in = ((FISH_MATVEC_WG + 13) * 32 + blk - 1) / blk * blk;
+    const std::vector<uint8_t> wd = test::random_weights(t, n_out, n_in, rng);
+    const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), "exact"};
+    auto hb = b.upload(w);
+    auto hg = g.upload(w);
+    ASSERT_TRUE(hb.ok() && hg.ok());
+    for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
+      const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+      std::vector<float> yb(size_t(n_tok * n_out), -1.0f), yg(yb.size(), -2.0f);
+      ASSERT_TRUE(b.matmul(hb.value(), x.data(), n_tok, yb.data()).ok());
+      ASSERT_TRUE(g.matmul(hg.value(), x.data(), n_tok, yg.data()).ok());
+      EXPECT_EQ(std::memcmp(yb.data(), yg.data(), yb.size() * sizeof(float)), 0)
+          << type_name(t) << " n_tok " << n_tok;
+    }
+    b.release(hb.value());
+    g.release(hg.value());
+  }
+}
+
 // The pipeline's specialisation constants (rows, workgroup size, chunks ahead, row groups) and
 // the grid's rows a workgroup follow the FISH_VK_IDOT_* options; other kernels take none.
 TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
@@ -972,6 +1015,37 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
       EXPECT_EQ(logits[i], logits[0]) << "prefetch " << mbs[i] << " MiB, stream " << stream;
     }
   }
+}
+
+// FISH_VK_IDOT_EXACT in a span: a 3-token forward (a verify's shape: the decode matvecs at 3
+// tokens), then one-token steps, give bitwise the logits of the general pipelines.
+TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  std::vector<float> logits[2];
+  for (int exact = 0; exact < 2; ++exact) {
+    SCOPED_TRACE(fmt::format("FISH_VK_IDOT_EXACT={}", exact));
+    auto opt = vk::VulkanOptions::from_env();
+    ASSERT_TRUE(opt.ok());
+    opt->matvec = vk::MatvecMode::idot;
+    opt->idot_exact = exact == 1;
+    vk::VulkanBackend b(opt);
+    ASSERT_TRUE(b.open().ok());
+    SpanSession ss = span_session(model, b);
+    ASSERT_TRUE(ss.s);
+    const std::vector<int32_t> prompt = {7, 48, 3};
+    auto lg = ss.s->forward(prompt, 0);
+    for (int32_t tok : {11, 5, 29}) {
+      ASSERT_TRUE(lg.ok()) << lg.error().message;
+      logits[exact].insert(logits[exact].end(), lg.value().begin(), lg.value().end());
+      lg = ss.s->append(std::span<const int32_t>(&tok, 1));
+    }
+    ASSERT_TRUE(lg.ok()) << lg.error().message;
+    EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+  }
+  ASSERT_FALSE(logits[0].empty());
+  EXPECT_EQ(logits[1], logits[0]);
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
