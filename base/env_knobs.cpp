@@ -156,8 +156,9 @@ std::span<const EnvKnob> env_knobs() {
        0,
        65536,
        "kernels/kquant_x16.cpp",
-       "bytes ahead that the AVX-512 x16 K-quant / Q5_0 decode kernels prefetch their panels "
-       "(default 8192; 0: none, the hardware prefetcher alone; docs/cpu-kernels.md)"},
+       "bytes ahead that the AVX-512 x16 K-quant / Q5_0 decode kernels prefetch their panels, "
+       "every format (default: 1024 for Q4_K, 8192 for the others; 0: none, the hardware "
+       "prefetcher alone; docs/cpu-kernels.md)"},
       {"FISH_LLAMA_BENCH",
        S::harness,
        E::location,

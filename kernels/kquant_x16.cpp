@@ -431,7 +431,7 @@ namespace {
 // base/env_knobs.h), else the default.
 size_t prefetch_from_env() {
   if (auto n = env_int("FISH_KX16_PREFETCH"); n.ok() && n.value()) return size_t(*n.value());
-  return kKx16PrefetchDefault;
+  return kKx16PrefetchAuto;
 }
 
 std::atomic<size_t>& prefetch_setting() {

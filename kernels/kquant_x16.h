@@ -130,12 +130,20 @@ void kx16_q5_0_amx(const void* w, int64_t nb, int64_t np, const void* x, size_t 
                    float* y, int64_t ldy, int64_t rows);
 
 // How far ahead (bytes) the AVX-512 K-quant / Q5_0 kernels prefetch the panel bytes in decode (one
-// token): FISH_KX16_PREFETCH (bytes) where set, else kKx16PrefetchDefault (measured:
-// docs/cpu-kernels.md); 0 turns it off. The setter is for A/B benchmarks in one process
+// token). The setting is FISH_KX16_PREFETCH's bytes where set (every format; 0 turns it off),
+// else kKx16PrefetchAuto: kKx16PrefetchQ4K for Q4_K and kKx16PrefetchDefault for the others
+// (measured: docs/cpu-kernels.md). The setter is for A/B benchmarks in one process
 // (bench/kquant_bench.cpp's x16_nopf rows).
 constexpr size_t kKx16PrefetchDefault = 8192;
-size_t kx16_prefetch_bytes();
+constexpr size_t kKx16PrefetchQ4K = 1024;
+constexpr size_t kKx16PrefetchAuto = SIZE_MAX;
+size_t kx16_prefetch_bytes();  // the setting (kKx16PrefetchAuto: the per-format distances)
 void kx16_set_prefetch_bytes(size_t bytes);
+// The distance a format's decode prefetches at under the setting.
+inline size_t kx16_prefetch_distance(bool q4_k) {
+  const size_t s = kx16_prefetch_bytes();
+  return s != kKx16PrefetchAuto ? s : q4_k ? kKx16PrefetchQ4K : kKx16PrefetchDefault;
+}
 
 // 16 x the sum of the 32 int8 values of every block of n_tok Q8_0 rows (x_stride bytes apart, nb
 // blocks each): out[t * nb + i], in a per-thread buffer valid until the next call on the thread.

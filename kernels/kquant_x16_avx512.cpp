@@ -29,7 +29,7 @@ constexpr int kMaxTok = 4;
 
 // Decode (one token) streams the panels from DRAM at one pass: the lines of part P (of kParts) of
 // a kBytes block are prefetched `ahead` bytes ahead of `blk` while the part is read, so the
-// misses in flight are spread over the block (kx16_prefetch_bytes(), 0: none). Into L2 (T1), not
+// misses in flight are spread over the block (kx16_prefetch_distance(), 0: none). Into L2 (T1), not
 // L1: on the 2-core EPYC the 1B decoded 1.28x (1 thread) / 1.20x (2) faster than with T0, and the
 // x16 decode kernels at 8 KiB ran q4_k 20.6 / q5_k 20.8 / q6_k 21.4 GB/s against T0's 17.6 / 15.6
 // / 14.8 (docs/cpu-kernels.md).
@@ -80,7 +80,7 @@ template <typename F, int NT>
 inline void tile(const uint8_t* panel, int64_t nb, const BlockQ8_K* const* xt, float* y,
                  int64_t ldy, int64_t rows_valid) {
   constexpr size_t kBytes = kBlockBytes<F>;
-  const size_t ahead = NT == 1 ? kx16_prefetch_bytes() : 0;
+  const size_t ahead = NT == 1 ? kx16_prefetch_distance(std::is_same_v<F, Q4K>) : 0;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -146,7 +146,7 @@ inline void q5_quads(const uint8_t* blk, __m512i qh, const int8_t* const (&xq)[k
 template <int NT>
 inline void tile_q5(const uint8_t* panel, int64_t nb, const BlockQ8_0* const* xt,
                     const int32_t* const* xs16, float* y, int64_t ldy, int64_t rows_valid) {
-  const size_t ahead = NT == 1 ? kx16_prefetch_bytes() : 0;
+  const size_t ahead = NT == 1 ? kx16_prefetch_distance(false) : 0;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
