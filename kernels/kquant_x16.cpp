@@ -428,7 +428,7 @@ Kx16Fn kx16_kernel(GgmlType t, Isa isa, Isa* got, bool allow_amx, bool* got_amx)
 
 namespace {
 // FISH_KX16_PREFETCH when set (commands refuse a bad value before they start:
-// base/env_knobs.h), else the default.
+// base/env_knobs.h), else kKx16PrefetchAuto (the per-format distances, kquant_x16.h).
 size_t prefetch_from_env() {
   if (auto n = env_int("FISH_KX16_PREFETCH"); n.ok() && n.value()) return size_t(*n.value());
   return kKx16PrefetchAuto;
