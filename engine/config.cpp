@@ -55,7 +55,7 @@ std::span<const FieldSpec<Config>> config_fields() {
        &Config::kquant_repack,
        "Q4_K/Q5_K/Q6_K/Q8_0/Q5_0 matrices repacked at load into the x16 interleaved layout (16 "
        "rows per panel; kernels/kquant_x16.h), replacing the GGUF bytes in memory: auto (on where "
-       "the kernel ISA is avx2 or avx512 and weight_path is auto/gguf; at avx512 Q8_0 stays GGUF), "
+       "the kernel ISA is avx2 or avx512 and weight_path is auto/gguf), "
        "on, off, keep (on, GGUF pages kept)",
        {"auto", "on", "off", "keep"}},
       {"weight_path",
@@ -276,11 +276,11 @@ Result<ModelLoadOptions> model_load_options(const Config& c) {
     o.keep_gguf = c.kquant_repack == "keep";
   } else if (c.kquant_repack == "auto") {
     // Measured (docs/cpu-kernels.md, Measured): x16 is ahead at avx2 for every type, and at
-    // avx512 for Q4_K/Q5_K/Q6_K (decode 1.2-1.7x, prefill 2.3-3.1x); Q8_0's per-row AVX-512
-    // decode is 5% faster than x16's, so AVX-512 keeps it for Q8_0.
+    // avx512 for Q4_K/Q5_K/Q6_K (decode 1.2-1.7x, prefill 2.3-3.1x) and Q8_0 (prefill 3.5x;
+    // decode 0.95x on one machine, 2.1x on the quiet EPYC, where Gemma 3 and SmolLM2's Q8_0
+    // heads decoded 2.1x / 1.2-1.4x faster end to end).
     const std::optional<Isa> isa =
         c.isa == "auto" ? std::optional<Isa>(best_isa()) : parse_isa_name(c.isa);
-    o.repack_q8_0 = !(isa && *isa >= Isa::avx512);
     o.kquant_repack = isa && *isa >= Isa::avx2 && isa_supported(*isa) &&
                       (c.weight_path == "auto" || c.weight_path == "gguf");
   } else if (c.kquant_repack != "off") {

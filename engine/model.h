@@ -110,7 +110,7 @@ struct ModelLoadOptions {
   // released) unless keep_gguf. Config field kquant_repack (engine/config.h) sets these.
   bool kquant_repack = false;
   bool keep_gguf = false;
-  bool repack_q8_0 = true;  // false: Q8_0 matrices stay GGUF rows (kquant_repack auto, AVX-512)
+  bool repack_q8_0 = true;  // false: Q8_0 matrices stay GGUF rows (tests; no Config sets it)
 };
 
 // What load-time x16 repacking did (Model::kquant_repack()).
