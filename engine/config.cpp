@@ -277,8 +277,8 @@ Result<ModelLoadOptions> model_load_options(const Config& c) {
   } else if (c.kquant_repack == "auto") {
     // Measured (docs/cpu-kernels.md, Measured): x16 is ahead at avx2 for every type, and at
     // avx512 for Q4_K/Q5_K/Q6_K (decode 1.2-1.7x, prefill 2.3-3.1x) and Q8_0 (prefill 3.5x;
-    // decode 0.95x on one machine, 2.1x on the quiet EPYC, where Gemma 3 and SmolLM2's Q8_0
-    // heads decoded 2.1x / 1.2-1.4x faster end to end).
+    // decode 0.95x on one machine, 2.1x on the quiet EPYC, where Gemma 3 and SmolLM2 (tied Q8_0
+    // heads) decoded 2.13x / 1.29x faster at 1 thread, 1.46x / 1.15x at 2).
     const std::optional<Isa> isa =
         c.isa == "auto" ? std::optional<Isa>(best_isa()) : parse_isa_name(c.isa);
     o.kquant_repack = isa && *isa >= Isa::avx2 && isa_supported(*isa) &&
