@@ -50,7 +50,7 @@ if [ "${1:-}" = pack ]; then
   fi
   D=.devcarry
   rm -rf $D && mkdir -p $D/bin $D/lib
-  for b in fish tests/fish_test_vulkan bench/fish_vulkan_bench; do
+  for b in fish tests/fish_test_vulkan bench/fish_vulkan_bench bench/fish_kquant_bench; do
     [ -x "$build/$b" ] || { echo "gpu_prefill.sh: $build/$b not built" >&2; exit 1; }
     strip -o $D/bin/$(basename $b) "$build/$b"
   done

@@ -42,6 +42,7 @@
 #      pre-<model>.txt: the prefill's stage times and its
 #      matmul groups (the AB / GEN prompt stays as GEN_WORDS sets it);
 #   6b. VERIFY (none unless set): BM_VulkanVerify under each of its configs (see the step);
+#       KQ_PREFETCH (none unless set): the host's x16 decode kernels at those prefetch distances;
 #   7. with WAIT=1, waits for the PEERS builds for what is left of the budget (peer_gpu.sh
 #      PHASE=wait), so the next call finds them built.
 # Each step is skipped once the call's BUDGET_S (default 560) would be passed; skipped.txt lists
@@ -120,6 +121,22 @@ fi
 
 stamp "waiting for the synthetic models"
 for p in "${SYN_PIDS[@]}"; do wait $p; done
+# KQ_PREFETCH: the host CPU's x16 decode kernels (fish_kquant_bench, 1 and 2 threads, the stream
+# read beside them) at each of these FISH_KX16_PREFETCH distances, KQ_ROUNDS rounds (default 2)
+# interleaved, into kq-<round>-<distance>.json: the L2 prefetch and its distances were measured
+# on an EPYC only (docs/cpu-kernels.md).
+if [ -n "${KQ_PREFETCH-}" ]; then
+  for round in $(seq 1 ${KQ_ROUNDS:-2}); do
+    for d in $KQ_PREFETCH; do
+      left 40 "kquant bench round $round (prefetch $d)" || continue
+      stamp "fish_kquant_bench round $round (FISH_KX16_PREFETCH=$d)"
+      FISH_KX16_PREFETCH=$d timeout 35 $B/fish_kquant_bench \
+        --benchmark_filter='stream|decode/(q4_k|q5_k|q6_k|q8_0)/(gguf|x16)/' \
+        --benchmark_out=$W/kq-$round-$d.json --benchmark_out_format=json > $W/kq-$round-$d.log 2>&1
+    done
+  done
+fi
+
 # VERIFY: BM_VulkanVerify (a speculative verify of 1..8 tokens against one decode step, 1B and
 # 8B: ratio_to_1) under each config (default or VAR=VALUE[,...]), VERIFY_ROUNDS rounds (default
 # 1) interleaved, VERIFY_S seconds each (default 90), into verify-<round>-<config>.json / .log.
