@@ -462,6 +462,17 @@ std::span<const EnvKnob> env_knobs() {
        "MiB of the coming decode matvecs' weights a span reads into the L2 cache beside each "
        "latency-bound decode step (attention, norms, q8_1 rounding): 0 (default) none (A/B: "
        "slower on an H200, 8B 285.4 vs 226.5 tok/s with 8)"},
+      {"FISH_VK_PREFILL_F16",
+       S::gpu,
+       E::results,
+       {},
+       0,
+       65536,
+       vk_options,
+       "prefill matmuls of quantised weights over at least this many tokens (and more than 8) "
+       "first write the weights as f16 rows and run the f16 kernel of the same family (coopmat2, "
+       "KHR tile or tiled f32), which decodes nothing in its K loop; spans and per-matmul "
+       "calls: 0 (default) never (unmeasured)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

@@ -136,6 +136,58 @@ uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups) {
   return uint32_t(std::min<uint64_t>(need, std::max<uint32_t>(max_groups, 1)));
 }
 
+bool has_dequant_f16(GgmlType type) {
+  switch (type) {  // shaders/CMakeLists.txt FISH_VK_DEQUANT_F16_TYPES
+    case GgmlType::q4_0:
+    case GgmlType::q4_1:
+    case GgmlType::q5_0:
+    case GgmlType::q5_1:
+    case GgmlType::q8_0:
+    case GgmlType::q4_k:
+    case GgmlType::q5_k:
+    case GgmlType::q6_k:
+    case GgmlType::fq3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
+                 uint32_t n_tok, uint64_t max_binding) {
+  return o.prefill_f16 != 0 && n_tok > FISH_MATVEC_WIDE_TOK && n_tok >= o.prefill_f16 &&
+         has_dequant_f16(w.type) && f.storage_16bit && f.shader_float16 &&
+         std::all_of(w.parts.begin(), w.parts.end(), [&](const DeviceWeight::Part& p) {
+           return f16_copy_bytes(w, p) <= max_binding;
+         });
+}
+
+uint64_t f16_copy_bytes(const DeviceWeight& w, const DeviceWeight::Part& part) {
+  return (uint64_t(part.n_rows) * w.n_in_pad * 2 + 255) / 256 * 256;
+}
+
+MatmulPush dequant_push(const DeviceWeight& w, const DeviceWeight::Part& part) {
+  MatmulPush pc{};
+  pc.n_in = w.n_in_pad;
+  pc.n_out = part.n_rows;
+  pc.row_bytes = w.row_bytes;
+  return pc;
+}
+
+uint32_t dequant_groups(const DeviceWeight& w, const DeviceWeight::Part& part,
+                        uint32_t max_groups) {
+  const uint64_t need = (uint64_t(part.n_rows) * (w.n_in_pad / 8) + 255) / 256;
+  return uint32_t(std::clamp<uint64_t>(need, 1, std::max<uint32_t>(max_groups, 1)));
+}
+
+MatmulGrid f16_copy_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
+                         uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
+                         uint32_t max_groups_x, const CoopmatTile* cm) {
+  MatmulGrid g = matmul_grid(w, part, n_tok, x_stride, y_stride, y_offset, max_groups_x, cm);
+  g.pc.row_bytes = w.n_in_pad * 2;
+  return g;
+}
+
 MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
                        uint32_t max_groups_x, const CoopmatTile* cm, uint32_t vec_rows) {

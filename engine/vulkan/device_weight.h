@@ -113,6 +113,27 @@ uint32_t quant_groups(uint32_t k, uint32_t n_tok);
 MatmulPush half_push(uint32_t k, uint32_t n_tok, uint32_t x_stride, uint32_t h_stride);
 uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups);
 
+// FISH_VK_PREFILL_F16 (o.prefill_f16): whether a matmul of n_tok tokens over `w` first writes
+// its rows as f16 (dequant_f16_<type>, shaders/dequant_f16.comp.glsl) and multiplies those with
+// the f16 kernel of the tile it picks for f16 (matmul_cm2_f16, matmul_cm_f16 or matmul_f16):
+// prefill chunks (more than FISH_MATVEC_WIDE_TOK tokens, at least o.prefill_f16) of the types
+// that have the module, on a device with 16-bit storage and f16 arithmetic, where every part's
+// copy fits one binding (max_binding bytes, VkContext::max_binding_bytes). The copy costs a
+// read of the weights and a write of 2 bytes a value before the matmul, for a K loop that
+// decodes nothing; the f16 values are the tiled kernel's dequantisation rounded to f16, as the
+// cooperative-matrix kernels round them in their own decode.
+bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
+                 uint32_t n_tok, uint64_t max_binding);
+bool has_dequant_f16(GgmlType type);
+// The f16 copy of one part: its bytes (rows of n_in_pad values, rounded up to 256 so that copies
+// placed one after another keep every binding offset aligned), the dequant dispatch's push
+// constants (n_in, n_out, row_bytes of the part) and 1-D grid (one thread per 8 values, at most
+// max_groups workgroups of 256; the shader strides over the rest), and the f16 matmul's
+// grid over it (matmul_grid of an f16 weight with the same rows: row_bytes 2 x n_in_pad).
+uint64_t f16_copy_bytes(const DeviceWeight& w, const DeviceWeight::Part& part);
+MatmulPush dequant_push(const DeviceWeight& w, const DeviceWeight::Part& part);
+uint32_t dequant_groups(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t max_groups);
+
 // Push constants and grid of one part's dispatch: x rows x_stride floats apart, y rows y_stride
 // apart with the part's row 0 at y_offset (floats from the Y binding's start). With a
 // cooperative-matrix tile `cm` (matmul_cm_<type>), the grid is of that tile's rows x tokens; a
@@ -126,5 +147,9 @@ MatmulGrid matmul_grid(const DeviceWeight& w, const DeviceWeight::Part& part, ui
                        uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
                        uint32_t max_groups_x, const CoopmatTile* cm = nullptr,
                        uint32_t vec_rows = FISH_MATVEC_ROWS);
+// matmul_grid over a part's f16 copy (f16_copy_bytes): the same rows and outputs, f16 rows.
+MatmulGrid f16_copy_grid(const DeviceWeight& w, const DeviceWeight::Part& part, uint32_t n_tok,
+                         uint32_t x_stride, uint32_t y_stride, uint32_t y_offset,
+                         uint32_t max_groups_x, const CoopmatTile* cm);
 
 }  // namespace fish::vk

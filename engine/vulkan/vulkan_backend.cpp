@@ -213,15 +213,23 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   if (!impl_->open_locked(this).ok()) return "off";
   if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
   if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
-  const CoopmatTile* t = impl_->ctx->coopmat_tile(type, uint32_t(n_out), uint32_t(n_tok));
-  if (!t) return "tiled f32";
+  // FISH_VK_PREFILL_F16: the f16 kernel over the weights' f16 copy (a part's size aside).
+  DeviceWeight probe;
+  probe.type = type;
+  const bool f16 = prefill_f16(*impl_->opt, impl_->ctx->features(), probe, uint32_t(n_tok),
+                               impl_->ctx->max_binding_bytes());
+  const GgmlType kt = f16 ? GgmlType::f16 : type;
+  const std::string copy =
+      f16 ? fmt::format(", on f16 copies of the {} weights", type_name(type)) : "";
+  const CoopmatTile* t = impl_->ctx->coopmat_tile(kt, uint32_t(n_out), uint32_t(n_tok));
+  if (!t) return "tiled f32" + copy;
   if (t->cm2)
     return fmt::format(
-        "coopmat2 workgroup tile {} {}x{}{}{}", t->label(), t->bm, t->bn,
+        "coopmat2 workgroup tile {} {}x{}{}{}{}", t->label(), t->bm, t->bn,
         t->acc == kCoopmat2AccF32 ? "" : fmt::format(", {} sums", coopmat2_acc_name(t->acc)),
-        coopmat2_stages_scales(type, t->scales) ? ", shared scales" : "");
-  return fmt::format("coopmat {}x{}x{} tile {} {}x{}", t->cm, t->cn, t->ck, t->label(), t->bm,
-                     t->bn);
+        coopmat2_stages_scales(kt, t->scales) ? ", shared scales" : "", copy);
+  return fmt::format("coopmat {}x{}x{} tile {} {}x{}{}", t->cm, t->cn, t->ck, t->label(), t->bm,
+                     t->bn, copy);
 }
 
 std::vector<CoopmatTile> VulkanBackend::coopmat_tiles() {
@@ -504,33 +512,43 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
                                            std::span<const uint64_t> y_off, int64_t n_tok,
                                            char kernel, bool quantize) {
   // Each weight's kernel first: the inputs its steps read (q8_1, f16) are written once, before.
+  // f16: FISH_VK_PREFILL_F16 runs this weight's matmul on its f16 copy (wh_dev at wh_off).
   struct Pick {
     const CoopmatTile* cm = nullptr;
     Pipeline p;
+    bool f16 = false;
+    uint64_t wh_off = 0;
   };
   std::vector<Pick> picks(ws.size());
+  uint64_t wh_bytes = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
+    picks[i].f16 = prefill_f16(*opt, ctx->features(), w, uint32_t(n_tok), ctx->max_binding_bytes());
+    picks[i].wh_off = wh_bytes;
+    if (picks[i].f16)
+      for (const DeviceWeight::Part& part : w.parts) wh_bytes += f16_copy_bytes(w, part);
+    // The kernel's type: f16 where it reads the copy.
+    const GgmlType type = picks[i].f16 ? GgmlType::f16 : w.type;
     // 5..8 tokens run matvec8_<type> (weights read once) unless a tile is forced.
     const bool wide = n_tok > FISH_MATVEC_MAX_TOK && n_tok <= FISH_MATVEC_WIDE_TOK;
     const CoopmatTile* cm =
-        kernel == 't' || wide ? nullptr : ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
+        kernel == 't' || wide ? nullptr : ctx->coopmat_tile(type, w.n_out, uint32_t(n_tok));
     if (kernel != 0 && kernel != 't') {
       cm = nullptr;
       for (const CoopmatTile& t : ctx->coopmat_tiles())
         if (t.name == kernel) cm = &t;
       if (!cm) return make_error("vulkan: no cooperative-matrix tile '{}' on this device", kernel);
     }
-    Result<Pipeline> pr = cm ? ctx->coopmat_pipeline(w.type, *cm) : Result<Pipeline>(Pipeline{});
+    Result<Pipeline> pr = cm ? ctx->coopmat_pipeline(type, *cm) : Result<Pipeline>(Pipeline{});
     // A coopmat2 tile the driver rejects (forced or the rule's) is marked unavailable by
     // coopmat_pipeline: the rule's next pick, until one builds or it is no coopmat2 tile.
     for (size_t left = ctx->coopmat_tiles().size();
          !pr.ok() && cm && cm->cm2 && kernel == 0 && left; --left) {
-      cm = ctx->coopmat_tile(w.type, w.n_out, uint32_t(n_tok));
-      if (cm) pr = ctx->coopmat_pipeline(w.type, *cm);
+      cm = ctx->coopmat_tile(type, w.n_out, uint32_t(n_tok));
+      if (cm) pr = ctx->coopmat_pipeline(type, *cm);
     }
     if (!cm)
-      pr = ctx->pipeline(matvec_exact_spec(w.type, n_tok, decode_kernel(w.type), *opt, w.n_in_pad));
+      pr = ctx->pipeline(matvec_exact_spec(type, n_tok, decode_kernel(type), *opt, w.n_in_pad));
     FISH_ASSIGN_OR_RETURN(picks[i].p, std::move(pr));
     picks[i].cm = cm;
   }
@@ -562,6 +580,32 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     FISH_TRY(convert("to_f16", xh_dev, half_push(k, uint32_t(n_tok), k, k),
                      half_groups(k, uint32_t(n_tok), ctx->limits().maxComputeWorkGroupCount[0])));
   }
+  // The f16 copies (FISH_VK_PREFILL_F16), one a part, all written before any matmul reads one.
+  if (wh_bytes != 0) {
+    FISH_TRY(ensure_scratch(wh_dev, wh_bytes + kBufferPad, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                            Memory::device, "matmul weights f16", tightest_budget(ws)));
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (!picks[i].f16) continue;
+      const DeviceWeight& w = *ws[i];
+      FISH_ASSIGN_OR_RETURN(const Pipeline d,
+                            ctx->pipeline(fmt::format("dequant_f16_{}", type_name(w.type))));
+      uint64_t off = picks[i].wh_off;
+      for (const DeviceWeight::Part& part : w.parts) {
+        if (++n_sets > kMaxSetsPerSubmit)
+          return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
+        const BufferRange r[3] = {{part.buf.buf, 0, VK_WHOLE_SIZE},
+                                  {x_dev.buf, 0, VK_WHOLE_SIZE},
+                                  {wh_dev.buf, off, f16_copy_bytes(w, part)}};
+        FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(d, r));
+        const MatmulPush pc = dequant_push(w, part);
+        cmds.bind(d, set);
+        cmds.push(d, &pc, sizeof pc);
+        cmds.dispatch(dequant_groups(w, part, ctx->limits().maxComputeWorkGroupCount[0]), 1);
+        off += f16_copy_bytes(w, part);
+      }
+    }
+    cmds.barrier(Sync::compute, Sync::compute);
+  }
   for (size_t i = 0; i < ws.size(); ++i) {
     const DeviceWeight& w = *ws[i];
     const CoopmatTile* cm = picks[i].cm;
@@ -569,16 +613,22 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     const MatvecKernel mk = decode_kernel(w.type);
     const bool q8 = n_tok <= FISH_MATVEC_MAX_TOK && mk == MatvecKernel::idot;
     const Buffer& x = q8 ? xq_dev : cm && cm->cm2 ? xh_dev : x_dev;
+    uint64_t wh_off = picks[i].wh_off;
     for (const DeviceWeight::Part& part : w.parts) {
       if (++n_sets > kMaxSetsPerSubmit)
         return make_error("vulkan: matmul_group: more than {} weight parts", kMaxSetsPerSubmit);
-      const BufferRange r[3] = {{part.buf.buf, 0, VK_WHOLE_SIZE},
+      const uint64_t wh = picks[i].f16 ? f16_copy_bytes(w, part) : 0;
+      const BufferRange r[3] = {picks[i].f16 ? BufferRange{wh_dev.buf, wh_off, wh}
+                                             : BufferRange{part.buf.buf, 0, VK_WHOLE_SIZE},
                                 {x.buf, 0, VK_WHOLE_SIZE},
                                 {y_dev.buf, y_off[i], uint64_t(n_tok) * w.n_out * 4}};
+      wh_off += wh;
       FISH_ASSIGN_OR_RETURN(const VkDescriptorSet set, sets.allocate(p, r));
-      const MatmulGrid g = matmul_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0,
-                                       ctx->limits().maxComputeWorkGroupCount[0], cm,
-                                       matvec_rows(mk, *opt, w.n_in_pad));
+      const uint32_t max_x = ctx->limits().maxComputeWorkGroupCount[0];
+      const MatmulGrid g =
+          picks[i].f16 ? f16_copy_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0, max_x, cm)
+                       : matmul_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0, max_x, cm,
+                                     matvec_rows(mk, *opt, w.n_in_pad));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);

@@ -45,10 +45,11 @@ struct VulkanBackend::Impl {
   Buffer x_host, x_dev, y_host, y_dev;
   Buffer xq_dev;        // x as q8_1 (quant_q8_1) for the matvec_idot_ kernels
   Buffer xh_dev;        // x as f16 rows (to_f16) for the matmul_cm2_ kernels
+  Buffer wh_dev;        // weights as f16 rows (dequant_f16_, FISH_VK_PREFILL_F16)
   Commands cmds;        // matmul and upload submits
   DescriptorPool sets;  // matmul_group's sets, reset per submit
   void free_scratch() {
-    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev, &xh_dev}) ctx->free(*b);
+    for (Buffer* b : {&x_host, &x_dev, &y_host, &y_dev, &xq_dev, &xh_dev, &wh_dev}) ctx->free(*b);
   }
   MatvecKernel decode_kernel(GgmlType t) const {
     return matvec_kernel(t, opt->matvec, ctx->features());

@@ -101,6 +101,11 @@
 //                             value (as llama.cpp's fetch_scales / store_scales; H200 pp512: 1B
 //                             +12%, 8B +7%); 2 q6_k's too (d sc; not yet run on a GPU); 0 none
 //                             (A/B)
+//   FISH_VK_PREFILL_F16=0..65536  prefill matmuls of quantised weights over at least this many
+//                             tokens (and more than FISH_MATVEC_WIDE_TOK) first write the
+//                             weights as f16 rows (dequant_f16_<type>) and multiply those with
+//                             the f16 kernel of the same family (coopmat2, KHR tile or tiled),
+//                             which decodes nothing in its K loop: 0 (default) never
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -171,6 +176,8 @@ struct VulkanOptions {
   uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
                                  // (coopmat2_stages_scales' level)
   int coopmat2_wide = -1;        // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 tiles p, q
+  uint32_t prefill_f16 = 0;      // FISH_VK_PREFILL_F16: f16 weight copies from this many
+                                 // prefill tokens on (0: never; device_weight.h prefill_f16)
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload

@@ -42,7 +42,8 @@ void VulkanSpan::release() {
   ahead_ = Ahead{};
   chain_.cmds = {};
   pool_ = DescriptorPool{};
-  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_, &chain_.host}) ctx_.free(*b);
+  for (Buffer* b : {&arena_, &params_, &kv_, &x_host_, &head_host_, &chain_.host, &wh_})
+    ctx_.free(*b);
 }
 
 Status VulkanSpan::check_shapes() const {
@@ -219,6 +220,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
     }
     if (!rejected) break;
   }
+  st.x_region = x_region;
   st.x_stride = x_stride;
   st.y_stride = y_stride;
   for (const DeviceWeight::Part& part : w.parts) {
@@ -323,7 +325,8 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       auto it = weights.find(w);
       if (w == 0 || it == weights.end())
         return make_error("span: a layer matrix is not resident on the device");
-      n_sets += 3 * uint32_t(it->second.parts.size());  // + the q8_1 input's, the f16 input's
+      // + the q8_1 input's, the f16 input's (+ FISH_VK_PREFILL_F16's three)
+      n_sets += (ctx_.options().prefill_f16 ? 6 : 3) * uint32_t(it->second.parts.size());
     }
   n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
   n_sets += 5 * uint32_t(d_.layers.size());  // q/k/v's and gate / up's pn variant (4 bindings)
@@ -488,6 +491,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
   FISH_TRY(build_prefetch());
+  FISH_TRY(build_prefill_f16());
   // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded).
   if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
@@ -717,8 +721,8 @@ std::string VulkanSpan::kernels() const {
                                    : "")
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
   const std::string rec = fmt::format(
-      "{}{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-      prefetch_note(), chain_note(), norms_note());
+      "{}{}{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
+      prefetch_note(), chain_note(), norms_note(), prefill_f16_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

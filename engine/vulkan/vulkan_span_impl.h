@@ -79,7 +79,16 @@ struct MatmulStep {
   VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
-  uint32_t stream = 0;  // its part's range in the span's prefetch stream (build_prefetch)
+  uint32_t stream = 0;    // its part's range in the span's prefetch stream (build_prefetch)
+  uint32_t x_region = 0;  // ARENA floats: its f32 input rows (set's X)
+  // FISH_VK_PREFILL_F16 (build_prefill_f16; null where it never applies): dequant_f16_<type>
+  // writing the part's f16 copy into wh_ at wh_off (deq_set), and the f16 kernels over it:
+  // matmul_f16 / matmul_cm_f16 (set16: X the f32 input) per tile, matmul_cm2_f16 (half_set16:
+  // X the group's f16 copy at off_h_).
+  Pipeline deq, tiled16;
+  std::vector<Pipeline> cm16;
+  VkDescriptorSet deq_set = VK_NULL_HANDLE, set16 = VK_NULL_HANDLE, half_set16 = VK_NULL_HANDLE;
+  uint64_t wh_off = 0;
 };
 
 // The matmuls of one input (q/k/v, gate/up, wo, down) and, when one of them decodes with
@@ -318,6 +327,12 @@ class VulkanSpan final : public LayerSpan {
   // The stream of decode weight parts in reading order (pf_vecs_, pf_sets_, MatmulStep::stream)
   // and the prefetch pipeline, where FISH_VK_PREFETCH_MB asks for them.
   Status build_prefetch();
+  // The f16 weight copies of FISH_VK_PREFILL_F16 (device_weight.h prefill_f16): wh_, sized for
+  // the group whose qualifying parts need the most (a group's copies are all written before its
+  // first matmul), and each such step's pipelines and sets.
+  Status build_prefill_f16();
+  // Whether step st's matmul over n_tok tokens runs on its f16 copy.
+  bool on_f16_copy(const MatmulStep& st, uint32_t n_tok) const;
   // Prefetch dispatches over the next FISH_VK_PREFETCH_MB MiB of the stream from pf_; ops' set
   // bound again after them.
   void prefetch();
@@ -326,6 +341,9 @@ class VulkanSpan final : public LayerSpan {
   // kernels()'s prefetch clause: "" without it, else the MiB a step and the dispatches the last
   // recorded decode forward holds.
   std::string prefetch_note() const;
+  // kernels()'s FISH_VK_PREFILL_F16 clause: "" without copies, else from how many tokens and
+  // their buffer's size.
+  std::string prefill_f16_note() const;
   // A timestamp closing stage s; `group`: the matmul group that step ran over n_tok tokens (the
   // profile's breakdown by group).
   void stage_done(Stage s, const MatmulGroup* group = nullptr, uint32_t n_tok = 0);
@@ -340,6 +358,7 @@ class VulkanSpan final : public LayerSpan {
   std::optional<uint64_t> budget_;
   std::vector<LayerState> layers_;
   Buffer arena_, params_, kv_, x_host_;
+  Buffer wh_;  // FISH_VK_PREFILL_F16's f16 weight copies (build_prefill_f16; empty: none)
   // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the
   // final norm's PARAMS offset, the argmax word's ARENA offset, and the host copy of
   // [logits (n_vocab floats), id].

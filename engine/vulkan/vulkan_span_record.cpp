@@ -16,6 +16,8 @@
 #include <cassert>
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "engine/vulkan/vulkan_span.h"
 #include "engine/vulkan/vulkan_span_impl.h"
 
@@ -50,6 +52,71 @@ Status VulkanSpan::build_prefetch() {
   return Status::success();
 }
 
+bool VulkanSpan::on_f16_copy(const MatmulStep& st, uint32_t n_tok) const {
+  return st.deq.pipe != VK_NULL_HANDLE &&
+         prefill_f16(ctx_.options(), ctx_.features(), *st.w, n_tok, ctx_.max_binding_bytes());
+}
+
+Status VulkanSpan::build_prefill_f16() {
+  const VulkanOptions& o = ctx_.options();
+  // The fewest tokens it applies to; none where no chunk is that long.
+  const uint32_t n_min = std::max<uint32_t>(o.prefill_f16, FISH_MATVEC_WIDE_TOK + 1);
+  if (o.prefill_f16 == 0 || int64_t(n_min) > chunk_) return Status::success();
+  auto wants = [&](const MatmulStep& st) {
+    return prefill_f16(o, ctx_.features(), *st.w, n_min, ctx_.max_binding_bytes());
+  };
+  std::vector<MatmulGroup*> groups;  // the layers' (the head runs one token)
+  for (LayerState& L : layers_)
+    for (MatmulGroup* g : {&L.qkv, &L.wo, &L.gate_up, &L.down}) groups.push_back(g);
+  uint64_t need = 0;
+  for (MatmulGroup* g : groups) {
+    uint64_t off = 0;
+    for (MatmulStep& st : g->steps)
+      if (wants(st)) {
+        st.wh_off = off;
+        off += f16_copy_bytes(*st.w, *st.part);
+      }
+    need = std::max(need, off);
+  }
+  if (need == 0) return Status::success();
+  FISH_ASSIGN_OR_RETURN(wh_, ctx_.alloc(need, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device,
+                                        true, "span f16 weight copies", budget_));
+  const std::span<const CoopmatTile> tiles = ctx_.coopmat_tiles();
+  for (MatmulGroup* g : groups)
+    for (MatmulStep& st : g->steps) {
+      if (!wants(st)) continue;
+      const BufferRange copy{wh_.buf, st.wh_off, f16_copy_bytes(*st.w, *st.part)};
+      FISH_ASSIGN_OR_RETURN(st.deq,
+                            ctx_.pipeline(fmt::format("dequant_f16_{}", type_name(st.w->type))));
+      const BufferRange rd[3] = {
+          {st.part->buf.buf, 0, VK_WHOLE_SIZE}, {arena_.buf, 0, VK_WHOLE_SIZE}, copy};  // X unread
+      FISH_ASSIGN_OR_RETURN(st.deq_set, pool_.allocate(st.deq, rd));
+      FISH_ASSIGN_OR_RETURN(st.tiled16,
+                            ctx_.pipeline(matmul_module(GgmlType::f16, FISH_MATVEC_WIDE_TOK + 1,
+                                                        MatvecKernel::fast)));
+      // Every f16 tile the rule may pick (a coopmat2 tile the driver rejects turns unavailable,
+      // so the rule does not pick it).
+      st.cm16.assign(tiles.size(), Pipeline{});
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        if (!coopmat_tile_reachable(tiles, tiles[i], o.coopmat_tile, GgmlType::f16)) continue;
+        Result<Pipeline> r = ctx_.coopmat_pipeline(GgmlType::f16, tiles[i]);
+        if (!r.ok() && tiles[i].cm2) continue;
+        FISH_ASSIGN_OR_RETURN(st.cm16[i], std::move(r));
+      }
+      const BufferRange r[3] = {copy,
+                                {arena_.buf, uint64_t(st.x_region) * 4, VK_WHOLE_SIZE},
+                                {arena_.buf, 0, VK_WHOLE_SIZE}};
+      FISH_ASSIGN_OR_RETURN(st.set16, pool_.allocate(st.tiled16, r));
+      if (ctx_.features().coopmat2) {
+        const BufferRange rh[3] = {copy,
+                                   {arena_.buf, uint64_t(off_h_) * 4, VK_WHOLE_SIZE},
+                                   {arena_.buf, 0, VK_WHOLE_SIZE}};
+        FISH_ASSIGN_OR_RETURN(st.half_set16, pool_.allocate(st.tiled16, rh));
+      }
+    }
+  return Status::success();
+}
+
 void VulkanSpan::prefetch() {
   const uint64_t budget = (uint64_t(ctx_.options().prefetch_mb) << 20) / 16;
   const std::vector<PrefetchPiece> pieces = plan_prefetch(pf_vecs_, &pf_, budget);
@@ -73,6 +140,13 @@ std::string VulkanSpan::prefetch_note() const {
   if (!ops_.prefetch.pipe) return "";
   return fmt::format("; weight prefetch {} MiB a step ({} dispatches in the last decode forward)",
                      ctx_.options().prefetch_mb, pf_dispatches_);
+}
+
+std::string VulkanSpan::prefill_f16_note() const {
+  if (wh_.bytes == 0) return "";
+  return fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB)",
+                     std::max<uint32_t>(ctx_.options().prefill_f16, FISH_MATVEC_WIDE_TOK + 1),
+                     double(wh_.bytes) / double(1 << 20));
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {
@@ -135,10 +209,25 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   if (vec && group.quant_set && !quantized) quantize(group, n_tok);
   // 5..8 tokens (a speculative verify): matvec8_<type>, weights read once, no tile.
   const bool wide = !vec && n_tok <= FISH_MATVEC_WIDE_TOK;
+  // FISH_VK_PREFILL_F16: the step reads its f16 copy with the f16 kernel of f16's tile.
+  auto f16 = [&](const MatmulStep& st) { return !vec && !wide && on_f16_copy(st, n_tok); };
   auto tile = [&](const MatmulStep& st) {
-    return vec || wide ? nullptr : ctx_.coopmat_tile(st.w->type, st.w->n_out, n_tok);
+    return vec || wide
+               ? nullptr
+               : ctx_.coopmat_tile(f16(st) ? GgmlType::f16 : st.w->type, st.w->n_out, n_tok);
   };
-  // The group's input as f16 rows (K apart) for its coopmat2 steps, once (prefill chunks only).
+  const uint32_t max_x = ctx_.limits().maxComputeWorkGroupCount[0];
+  // The steps' f16 weight copies, then the group's input as f16 rows (K apart) for its coopmat2
+  // steps, once (prefill chunks only), all before one barrier.
+  bool inputs = false;
+  for (const MatmulStep& st : group.steps)
+    if (f16(st)) {
+      const MatmulPush pc = dequant_push(*st.w, *st.part);
+      cmds_.bind(st.deq, st.deq_set);
+      cmds_.push(st.deq, &pc, sizeof pc);
+      cmds_.dispatch(dequant_groups(*st.w, *st.part, max_x), 1);
+      inputs = true;
+    }
   if (!vec && !wide && group.half_set &&
       std::any_of(group.steps.begin(), group.steps.end(), [&](const auto& st) {
         const CoopmatTile* cm = tile(st);
@@ -147,15 +236,27 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     const MatmulPush pc = half_push(group.k, n_tok, group.x_stride, group.k);
     cmds_.bind(half_, group.half_set);
     cmds_.push(half_, &pc, sizeof pc);
-    cmds_.dispatch(half_groups(group.k, n_tok, ctx_.limits().maxComputeWorkGroupCount[0]), 1);
-    barrier();
+    cmds_.dispatch(half_groups(group.k, n_tok, max_x), 1);
+    inputs = true;
   }
+  if (inputs) barrier();
   for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = tile(st);
     const bool half = cm && cm->cm2;
+    const uint32_t xs = half ? group.k : st.x_stride;
+    if (f16(st)) {
+      const Pipeline& p = cm ? st.cm16[size_t(cm - ctx_.coopmat_tiles().data())] : st.tiled16;
+      assert(p.pipe != VK_NULL_HANDLE);
+      const MatmulGrid g =
+          f16_copy_grid(*st.w, *st.part, n_tok, xs, st.y_stride, st.y_offset, max_x, cm);
+      cmds_.bind(p, half ? st.half_set16 : st.set16);
+      cmds_.push(p, &g.pc, sizeof g.pc);
+      cmds_.dispatch(g.gx, g.gy);
+      matvec_recorded(st);
+      continue;
+    }
     const MatmulGrid g =
-        matmul_grid(*st.w, *st.part, n_tok, half ? group.k : st.x_stride, st.y_stride, st.y_offset,
-                    ctx_.limits().maxComputeWorkGroupCount[0], cm, st.vec_rows);
+        matmul_grid(*st.w, *st.part, n_tok, xs, st.y_stride, st.y_offset, max_x, cm, st.vec_rows);
     // residual_norm's input (its q8_1 copy written, scalable checked): matvec_idot_scaled_.
     assert(!scaled || quantized);
     if (vec && scaled) {

@@ -865,12 +865,15 @@ std::shared_ptr<const Model> synthetic_model(const char* arch, int64_t window) {
 
 // Logits at every position: a prefill of n_prefill tokens in one span forward, then one token at
 // a time.
+// The span's kernels line into *kernels where given.
 std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBackend& b,
-                               const std::vector<int32_t>& tokens, size_t n_prefill) {
+                               const std::vector<int32_t>& tokens, size_t n_prefill,
+                               std::string* kernels = nullptr) {
   std::vector<float> all;
   std::shared_ptr<const GpuPlacement> pl = GpuPlacement::place_layers(
       *model, b, test::placement_request(-1, SpanRequest{kCtx, 128, 16}));
   EXPECT_TRUE(pl->span()) << pl->summary();
+  if (kernels && pl->span()) *kernels = pl->span()->kernels();
   SessionOptions opt;
   opt.n_ctx = kCtx;
   opt.n_batch = 128;
@@ -895,6 +898,11 @@ std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBac
   return all;
 }
 
+// Teacher-forced comparison of two spans' logits (a against b, b the reference): argmax equal at
+// >= 99% of positions, every logit within 2% of b's largest |logit|; KL(b || a) printed.
+void compare_logits(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab,
+                    size_t n_pos_expected, const std::string& what);
+
 // The span with coopmat (the rule, or `tile` forced) against the f32 tiled span.
 void check_span(const char* arch, int64_t window, const std::string& what, char tile = 0) {
   auto cm = coopmat_backend(tile);
@@ -917,12 +925,17 @@ void check_span(const char* arch, int64_t window, const std::string& what, char 
   ASSERT_TRUE(f32.coopmat_tiles().empty());
   ASSERT_EQ(f32.prefill_kernel(1024, 100, GgmlType::q4_k), "tiled f32");
   const std::vector<float> b = span_logits(model, f32, tokens, 100);
-  const int64_t n_vocab = model->params().n_vocab;
+  compare_logits(a, b, model->params().n_vocab, tokens.size(),
+                 what + ": coopmat span vs f32 tiled span");
+}
+
+void compare_logits(const std::vector<float>& a, const std::vector<float>& b, int64_t n_vocab,
+                    size_t n_pos_expected, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
-  ASSERT_EQ(a.size(), tokens.size() * size_t(n_vocab));
+  ASSERT_EQ(a.size(), n_pos_expected * size_t(n_vocab));
   int64_t equal = 0;
   double kl_sum = 0, kl_max = 0, max_diff = 0, max_abs = 0;
-  const int64_t n_pos = int64_t(tokens.size());
+  const int64_t n_pos = int64_t(n_pos_expected);
   for (int64_t p = 0; p < n_pos; ++p) {
     const float* ra = a.data() + p * n_vocab;
     const float* rb = b.data() + p * n_vocab;
@@ -945,7 +958,7 @@ void check_span(const char* arch, int64_t window, const std::string& what, char 
     kl_max = std::max(kl_max, kl);
   }
   std::printf(
-      "%s: coopmat span vs f32 tiled span, %lld teacher-forced positions: argmax equal %lld "
+      "%s, %lld teacher-forced positions: argmax equal %lld "
       "(%.1f%%), KL mean %.3g max %.3g nats, max |dlogit| %.3g of %.3g\n",
       what.c_str(), (long long)n_pos, (long long)equal, 100.0 * double(equal) / double(n_pos),
       kl_sum / double(n_pos), kl_max, max_diff, max_abs);
@@ -985,6 +998,37 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathTileN) {
 // p: 64 x 256 (FISH_VK_COOPMAT2_WIDE's; q, 32 x 256, runs in the token-count test).
 TEST(VulkanCoopmat, SpanMatchesTiledPathTileP) {
   check_cm2_span('p');
+}
+
+// FISH_VK_PREFILL_F16: the span's prefill chunk (100 tokens) runs every q4_k / q6_k matmul on
+// f16 copies of the weights with the f16 kernel of the device's family (lavapipe: the tiled
+// kernel; NVIDIA: a coopmat2 tile), against the same device's span without copies. The copies
+// round each dequantised weight to f16, as the cooperative-matrix kernels' own decode does.
+TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->prefill_f16 = 0;
+  vk::VulkanBackend plain(opt);
+  if (!plain.open().ok()) GTEST_SKIP() << "no Vulkan device";
+  opt->prefill_f16 = 1;
+  vk::VulkanBackend f16(opt);
+  ASSERT_TRUE(f16.open().ok());
+  const std::string pk = f16.prefill_kernel(1024, 100, GgmlType::q4_k);
+  if (pk.find("f16 copies") == std::string::npos)
+    GTEST_SKIP() << "no f16 copies on this device (16-bit storage and f16 arithmetic): " << pk;
+  auto model = synthetic_model("llama", 0);
+  ASSERT_TRUE(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * 29 + 3) % 2048));
+  std::string with, without;
+  const std::vector<float> a = span_logits(model, f16, tokens, 100, &with);
+  const std::vector<float> b = span_logits(model, plain, tokens, 100, &without);
+  EXPECT_NE(with.find("prefill matmuls on f16 weight copies from 9 tokens"), std::string::npos)
+      << with;
+  EXPECT_EQ(without.find("f16 weight copies"), std::string::npos) << without;
+  compare_logits(a, b, model->params().n_vocab, tokens.size(),
+                 fmt::format("synthetic llama 8:2: span on f16 copies ({}) vs without ({})", pk,
+                             plain.prefill_kernel(1024, 100, GgmlType::q4_k)));
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "engine/model.h"
+#include "engine/vulkan/device_weight.h"
 #include "engine/vulkan/vulkan_backend.h"
 #include "shaders/fish_vk_layout.h"
 #include "test_env.h"
@@ -122,6 +123,61 @@ TEST_F(VulkanMatmul, WeightSplitIntoPartsMatchesCpuReference) {
     small_parts.release(h.value());
   }
   EXPECT_EQ(small_parts.bytes_resident(), 0u);
+}
+
+// FISH_VK_PREFILL_F16: prefill matmuls of every quantised type on f16 copies of the weights
+// (dequant_f16_<type>, then the f16 kernel the device's rule picks for f16) against the CPU
+// reference, the copies placed one after another in one buffer (several parts, several weights
+// of a group); below the threshold, the type's own kernel.
+TEST_F(VulkanMatmul, PrefillOnF16CopiesMatchesCpuReference) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->matvec = vk::MatvecMode::fast;  // the f32 bound (SetUpTestSuite)
+  opt->prefill_f16 = 30;
+  opt->max_part_bytes = 20000;  // several parts a weight
+  vk::VulkanBackend f16(opt);
+  ASSERT_TRUE(f16.open().ok());
+  if (f16.prefill_kernel(64, 37, GgmlType::q4_k).find("f16 copies") == std::string::npos)
+    GTEST_SKIP() << "no f16 copies on this device: " << f16.prefill_kernel(64, 37, GgmlType::q4_k);
+  EXPECT_EQ(f16.prefill_kernel(64, 29, GgmlType::q4_k).find("f16 copies"), std::string::npos);
+  EXPECT_EQ(f16.prefill_kernel(64, 37, GgmlType::f16).find("f16 copies"), std::string::npos);
+  std::mt19937 rng(5);
+  for (GgmlType t : kTypes) {
+    if (!vk::has_dequant_f16(t)) continue;
+    const TypeInfo& ti = type_info(t);
+    const int64_t n_in = ti.block_elems == 32 ? 32 * 9 : 256 * 3, n_out = 133;
+    const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+    const MatrixView v = view(w, t, n_out, n_in, fmt::format("f16 copy {}", ti.name));
+    auto h = f16.upload(v);
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    for (int64_t n_tok : {int64_t(29), int64_t(37), int64_t(256)}) {
+      const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+      std::vector<float> y(size_t(n_tok * n_out), -1.0f);
+      ASSERT_TRUE(f16.matmul(h.value(), x.data(), n_tok, y.data()).ok());
+      test::expect_close(
+          test::reference_matmul(v, x.data(), n_tok), y, n_out,
+          fmt::format("{} n_tok {} ({})", v.name, n_tok, f16.prefill_kernel(n_out, n_tok, t)));
+    }
+    f16.release(h.value());
+  }
+  // A group: two weights' copies side by side, one input.
+  const int64_t n_in = 256 * 2, n_tok = 40;
+  const std::vector<uint8_t> a = test::random_weights(GgmlType::q4_k, 70, n_in, rng);
+  const std::vector<uint8_t> b = test::random_weights(GgmlType::q6_k, 45, n_in, rng);
+  const MatrixView va = view(a, GgmlType::q4_k, 70, n_in, "group q4_k");
+  const MatrixView vb = view(b, GgmlType::q6_k, 45, n_in, "group q6_k");
+  auto ha = f16.upload(va);
+  auto hb = f16.upload(vb);
+  ASSERT_TRUE(ha.ok() && hb.ok());
+  const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+  std::vector<float> ya(size_t(n_tok * 70)), yb(size_t(n_tok * 45));
+  const ComputeBackend::MatmulOp ops[] = {{ha.value(), ya.data()}, {hb.value(), yb.data()}};
+  ASSERT_TRUE(f16.matmul_group(ops, x.data(), n_tok).ok());
+  test::expect_close(test::reference_matmul(va, x.data(), n_tok), ya, 70, "group q4_k");
+  test::expect_close(test::reference_matmul(vb, x.data(), n_tok), yb, 45, "group q6_k");
+  f16.release(ha.value());
+  f16.release(hb.value());
+  EXPECT_EQ(f16.bytes_resident(), 0u);
 }
 
 TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
