@@ -27,7 +27,8 @@
 //     4096, the k/v projections) in device time (timestamps over 10 dispatches in one submit),
 //     the f32 tiled kernel vs the cooperative-matrix one (the rule's tile, every tile forced for
 //     q4_k and q6_k, s and r .. z for the others; the coopmat2 tiles n, nm, o for q4_k, q6_k,
-//     q8_0, f16, a skipped row where the device lacks them), TFLOP/s and pct_peak = that /
+//     q8_0, f16, a skipped row where the device lacks them; the rule on f16 copies of the weights,
+//     FISH_VK_PREFILL_F16, whose auto the other rows keep off), TFLOP/s and pct_peak = that /
 //     BM_VulkanCoopmatPeak's rate when it ran first. --benchmark_filter='Coopmat|Prefill' on the
 //     GPU machine.
 //   BM_VulkanPrefillAttention: a causal prefill of 512 / 2048 tokens of Llama-1B / 8B heads in
@@ -211,17 +212,27 @@ vk::VulkanBackend* open_backend(Result<vk::VulkanOptions> o) {
   (void)be->open();
   return be;
 }
-// The same, with `set` applied to the environment's options first (an A/B variant's backend).
+// The environment's options with FISH_VK_PREFILL_F16's auto off (an explicit value is kept), so
+// a type's prefill rows time its own kernel (variant 36 of BM_VulkanPrefillMatmul times the f16
+// copies), and `set` applied (an A/B variant's backend).
 template <class Set>
 vk::VulkanBackend* open_backend_with(Set set) {
   auto o = vk::VulkanOptions::from_env();
+  if (o.ok() && o->prefill_f16 < 0) o->prefill_f16 = 0;
   if (o.ok()) set(*o);
   return open_backend(std::move(o));
 }
 }  // namespace
 
 vk::VulkanBackend* backend() {
-  static vk::VulkanBackend* b = open_backend(vk::VulkanOptions::from_env());
+  static vk::VulkanBackend* b = open_backend_with([](vk::VulkanOptions&) {});
+  return b;
+}
+
+// The same device with FISH_VK_PREFILL_F16=1 (BM_VulkanPrefillMatmul's variant 36: the copy,
+// then the f16 kernel of the rule's tile for f16, timed together).
+vk::VulkanBackend* copies_backend() {
+  static vk::VulkanBackend* b = open_backend_with([](vk::VulkanOptions& o) { o.prefill_f16 = 1; });
   return b;
 }
 
@@ -705,24 +716,27 @@ BENCHMARK(BM_VulkanCoopmatPeak)
 // accumulator width; 30 n, 31 o with FISH_VK_COOPMAT2_SCALES=0, the K-quant scales decoded with
 // every value instead of staged in shared memory, the default since 0c452b0's H200 rows; 32 n,
 // 33 o with FISH_VK_COOPMAT2_SCALES=2, q6_k's scales staged too; 34 p: 64 x 256, 35 q: 32 x
-// 256, forced, the tiles FISH_VK_COOPMAT2_WIDE=1 lets the rule take).
+// 256, forced, the tiles FISH_VK_COOPMAT2_WIDE=1 lets the rule take; 36 the rule on f16 copies
+// of the weights, FISH_VK_PREFILL_F16=1: dequant_f16_<type> and the f16 matmul timed together).
 constexpr int64_t kFirstCoopmat2Variant = 23;  // n, nm, o: BM_VulkanPrefillMatmul's last variants
 
 void BM_VulkanPrefillMatmul(benchmark::State& state) {
   const GgmlType t = GgmlType(state.range(0));
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tok = state.range(3);
   const int64_t variant = state.range(4);
-  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B',
-                               'g', 'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n',
-                               'N', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'p', 'q'};
+  constexpr char kKernels[] = {'t', 0,   'l', 'm', 's', 'L', 'M', 'b', 'h', 'w', 'c', 'B', 'g',
+                               'r', 'u', 'v', 'x', 'y', 'z', 'd', 'e', 'f', 'k', 'n', 'N', 'o',
+                               'n', 'o', 'n', 'o', 'n', 'o', 'n', 'o', 'p', 'q', 0};
   constexpr const char* kNames[] = {
-      "tiled",  "",      "l",     "m",       "s",       "lp",        "mp",        "b", "h",
-      "w",      "c",     "bn",    "g",       "r",       "u",         "v",         "x", "y",
-      "z",      "d",     "e",     "f",       "k",       "n",         "nm",        "o", "n fold",
-      "o fold", "n f16", "o f16", "n plain", "o plain", "n scales2", "o scales2", "p", "q"};
+      "tiled",     "",          "l",      "m",      "s",     "lp",    "mp",      "b",
+      "h",         "w",         "c",      "bn",     "g",     "r",     "u",       "v",
+      "x",         "y",         "z",      "d",      "e",     "f",     "k",       "n",
+      "nm",        "o",         "n fold", "o fold", "n f16", "o f16", "n plain", "o plain",
+      "n scales2", "o scales2", "p",      "q",      ""};
   static_assert(std::size(kKernels) == std::size(kNames));
   const char kernel = kKernels[variant];
-  vk::VulkanBackend* b = variant >= 34   ? backend()
+  vk::VulkanBackend* b = variant == 36   ? copies_backend()
+                         : variant >= 34 ? backend()
                          : variant >= 32 ? cm2_scales2_backend()
                          : variant >= 30 ? cm2_plain_backend()
                          : variant >= 28 ? cm2_acc_backend(vk::kCoopmat2AccF16)
@@ -739,7 +753,7 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   // coopmat_tiles() returns a copy: one list for the search (two calls' begin() and end() would
   // walk two vectors, the bug behind earlier "no coopmat2 tile" rows on a device that has them).
   const std::vector<vk::CoopmatTile> tiles = b->coopmat_tiles();
-  if (variant >= kFirstCoopmat2Variant &&
+  if (variant >= kFirstCoopmat2Variant && variant != 36 &&
       std::none_of(tiles.begin(), tiles.end(),
                    [&](const vk::CoopmatTile& x) { return x.name == kKernels[variant]; })) {
     std::string listed;
@@ -801,9 +815,10 @@ void BM_VulkanPrefillMatmul(benchmark::State& state) {
   if (g_coopmat_peak_flops > 0 && sec > 0)
     state.counters["pct_peak"] = 100.0 * flops / sec / g_coopmat_peak_flops;
   state.counters["tok_per_s"] = sec > 0 ? double(n_tok) / sec : 0;
-  const std::string k = variant == 0   ? "tiled"
-                        : variant == 1 ? b->prefill_kernel(n_out, n_tok, t)
-                                       : fmt::format("coopmat:{}", kNames[variant]);
+  const std::string k = variant == 0 ? "tiled"
+                        : variant == 1 || variant == 36
+                            ? b->prefill_kernel(n_out, n_tok, t)
+                            : fmt::format("coopmat:{}", kNames[variant]);
   state.SetLabel(fmt::format("{} {}x{} {}", type_name(t), n_out, n_in, k));
 }
 
@@ -833,6 +848,8 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
         for (int64_t variant : {32, 33}) bm->Args({int64_t(t), n_out, n_in, 512, variant});
       // p (64 x 256) against n and o just above, on the types the 8B's matrices hold.
       if (tiles || t == GgmlType::f16) bm->Args({int64_t(t), n_out, n_in, 512, 34});
+      // The rule on f16 copies (FISH_VK_PREFILL_F16) for every quantised type.
+      if (t != GgmlType::f16) bm->Args({int64_t(t), n_out, n_in, 512, 36});
     }
   // The Llama-1B's shapes (q / wo, k / v, gate / up, down) for q4_k and q6_k: the rule, the KHR
   // tile k, the coopmat2 tiles, n and o with f16 sums and n with the scales decoded per value,
@@ -841,7 +858,7 @@ void prefill_shapes(benchmark::internal::Benchmark* bm) {
   for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k})
     for (auto [n_out, n_in] :
          {std::pair<int64_t, int64_t>{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}})
-      for (int64_t variant : {1, 22, 23, 24, 25, 28, 29, 30, 34, 35})
+      for (int64_t variant : {1, 22, 23, 24, 25, 28, 29, 30, 34, 35, 36})
         bm->Args({int64_t(t), n_out, n_in, 512, variant});
 }
 BENCHMARK(BM_VulkanPrefillMatmul)

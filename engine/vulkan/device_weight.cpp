@@ -153,10 +153,18 @@ bool has_dequant_f16(GgmlType type) {
   }
 }
 
+uint32_t prefill_f16_min_tok(const VulkanOptions& o, const DeviceFeatures& f) {
+  if (o.prefill_f16 == 0 || !f.storage_16bit || !f.shader_float16) return 0;
+  const uint32_t n = o.prefill_f16 > 0 ? uint32_t(o.prefill_f16)
+                     : f.coopmat2      ? kPrefillF16AutoTok
+                                       : 0;
+  return n == 0 ? 0 : std::max<uint32_t>(n, FISH_MATVEC_WIDE_TOK + 1);
+}
+
 bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
                  uint32_t n_tok, uint64_t max_binding) {
-  return o.prefill_f16 != 0 && n_tok > FISH_MATVEC_WIDE_TOK && n_tok >= o.prefill_f16 &&
-         has_dequant_f16(w.type) && f.storage_16bit && f.shader_float16 &&
+  const uint32_t min_tok = prefill_f16_min_tok(o, f);
+  return min_tok != 0 && n_tok >= min_tok && has_dequant_f16(w.type) &&
          std::all_of(w.parts.begin(), w.parts.end(), [&](const DeviceWeight::Part& p) {
            return f16_copy_bytes(w, p) <= max_binding;
          });

@@ -122,6 +122,12 @@ uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups);
 // read of the weights and a write of 2 bytes a value before the matmul, for a K loop that
 // decodes nothing; the f16 values are the tiled kernel's dequantisation rounded to f16, as the
 // cooperative-matrix kernels round them in their own decode.
+// auto (o.prefill_f16 < 0): from kPrefillF16AutoTok tokens on, where the device has coopmat2
+// tiles (measured there: H100, 512-token chunks, results/runs/h100-session-faf1566); the
+// callers then run without copies where the copy buffer does not fit the budget.
+inline constexpr uint32_t kPrefillF16AutoTok = 512;
+// The fewest tokens a matmul on copies has under o on a device with f (0: never).
+uint32_t prefill_f16_min_tok(const VulkanOptions& o, const DeviceFeatures& f);
 bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
                  uint32_t n_tok, uint64_t max_binding);
 bool has_dequant_f16(GgmlType type);

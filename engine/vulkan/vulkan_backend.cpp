@@ -200,6 +200,8 @@ std::string VulkanBackend::describe() const {
     s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
                      m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
   }
+  if (const uint32_t n = prefill_f16_min_tok(*m.opt, m.ctx->features()); n != 0)
+    s += fmt::format(", on f16 weight copies from {} tokens", n);
   // The decode kernel of q4_k (the common type) under FISH_VK_MATVEC's rule, and its setting.
   s += fmt::format(
       "; decode matvec {} (FISH_VK_MATVEC {})",
@@ -527,6 +529,19 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     picks[i].wh_off = wh_bytes;
     if (picks[i].f16)
       for (const DeviceWeight::Part& part : w.parts) wh_bytes += f16_copy_bytes(w, part);
+  }
+  if (wh_bytes != 0) {
+    const Status s =
+        ensure_scratch(wh_dev, wh_bytes + kBufferPad, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                       Memory::device, "matmul weights f16", tightest_budget(ws));
+    if (!s.ok() && opt->prefill_f16 > 0) return s;
+    if (!s.ok()) {  // auto: no copies where they do not fit the budget
+      for (Pick& p : picks) p.f16 = false;
+      wh_bytes = 0;
+    }
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const DeviceWeight& w = *ws[i];
     // The kernel's type: f16 where it reads the copy.
     const GgmlType type = picks[i].f16 ? GgmlType::f16 : w.type;
     // 5..8 tokens run matvec8_<type> (weights read once) unless a tile is forced.
@@ -582,8 +597,6 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
   }
   // The f16 copies (FISH_VK_PREFILL_F16), one a part, all written before any matmul reads one.
   if (wh_bytes != 0) {
-    FISH_TRY(ensure_scratch(wh_dev, wh_bytes + kBufferPad, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                            Memory::device, "matmul weights f16", tightest_budget(ws)));
     for (size_t i = 0; i < ws.size(); ++i) {
       if (!picks[i].f16) continue;
       const DeviceWeight& w = *ws[i];

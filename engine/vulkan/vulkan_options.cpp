@@ -78,7 +78,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (ahead) o.idot_ahead = uint32_t(std::stoul(*ahead));  // the row's words: 1..8
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> groups, env_word("FISH_VK_IDOT_GROUPS"));
   if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
-  FISH_ASSIGN_OR_RETURN(o.idot_exact, env_switch("FISH_VK_IDOT_EXACT", false));
+  FISH_ASSIGN_OR_RETURN(o.idot_exact, env_switch("FISH_VK_IDOT_EXACT", true));
   FISH_ASSIGN_OR_RETURN(o.head, env_switch("FISH_VK_HEAD", true));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> split, env_int("FISH_VK_ATTN_SPLIT"));  // auto: -1
   if (split) o.attn_split = int(*split);
@@ -104,7 +104,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   o.coopmat2_scales = uint32_t(scales);
   FISH_ASSIGN_OR_RETURN(o.coopmat2_wide, env_auto_switch("FISH_VK_COOPMAT2_WIDE"));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> prefill_f16, env_int("FISH_VK_PREFILL_F16"));
-  if (prefill_f16) o.prefill_f16 = uint32_t(*prefill_f16);  // the row's range: 0..65536
+  if (prefill_f16) o.prefill_f16 = int(*prefill_f16);  // the row's range: 0..65536; auto: -1
   FISH_ASSIGN_OR_RETURN(const int flash_cm, env_switch_or_2("FISH_VK_FLASH_CM", 2));
   o.flash_cm = uint32_t(flash_cm);
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> tile, env_word("FISH_VK_COOPMAT_TILE"));

@@ -25,9 +25,10 @@
 //                             FISH_VK_IDOT_WG's (or the rule's) threads and its own
 //                             FISH_VK_IDOT_ROWS rows (specialisation constant): auto (default)
 //                             idot_groups' rule (device_weight.h: 1)
-//   FISH_VK_IDOT_EXACT=0|1    1: matvec_idot_<type> pipelines specialised to each dispatch's
-//                             token count (1..FISH_MATVEC_MAX_TOK; specialisation constant EXACT):
-//                             no branch on the count in the token loops; same results (A/B)
+//   FISH_VK_IDOT_EXACT=1|0    1 (default): matvec_idot_<type> pipelines specialised to each
+//                             dispatch's token count (1..FISH_MATVEC_MAX_TOK; specialisation
+//                             constant EXACT): no branch on the count in the token loops; same
+//                             results (H100 tg128: 1B 1.028x, 8B 1.021x); 0 one for any count
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -101,11 +102,13 @@
 //                             value (as llama.cpp's fetch_scales / store_scales; H200 pp512: 1B
 //                             +12%, 8B +7%); 2 q6_k's too (d sc; not yet run on a GPU); 0 none
 //                             (A/B)
-//   FISH_VK_PREFILL_F16=0..65536  prefill matmuls of quantised weights over at least this many
-//                             tokens (and more than FISH_MATVEC_WIDE_TOK) first write the
+//   FISH_VK_PREFILL_F16=auto|0..65536  prefill matmuls of quantised weights over at least this
+//                             many tokens (and more than FISH_MATVEC_WIDE_TOK) first write the
 //                             weights as f16 rows (dequant_f16_<type>) and multiply those with
 //                             the f16 kernel of the same family (coopmat2, KHR tile or tiled),
-//                             which decodes nothing in its K loop: 0 (default) never
+//                             which decodes nothing in its K loop: auto (default) from
+//                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, where
+//                             a copy buffer that does not fit the budget turns it off; 0 never
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -155,7 +158,7 @@ struct VulkanOptions {
   uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
-  bool idot_exact = false;   // FISH_VK_IDOT_EXACT: pipelines for the exact token count
+  bool idot_exact = true;    // FISH_VK_IDOT_EXACT: pipelines for the exact token count
   bool head = true;          // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
@@ -176,8 +179,8 @@ struct VulkanOptions {
   uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
                                  // (coopmat2_stages_scales' level)
   int coopmat2_wide = -1;        // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 tiles p, q
-  uint32_t prefill_f16 = 0;      // FISH_VK_PREFILL_F16: f16 weight copies from this many
-                                 // prefill tokens on (0: never; device_weight.h prefill_f16)
+  int prefill_f16 = -1;          // FISH_VK_PREFILL_F16: f16 weight copies from this many
+                                 // prefill tokens on (-1 auto, 0 never; device_weight.h)
   uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload

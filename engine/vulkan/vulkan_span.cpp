@@ -326,7 +326,7 @@ Status VulkanSpan::build_layer_matmuls(const std::map<WeightHandle, DeviceWeight
       if (w == 0 || it == weights.end())
         return make_error("span: a layer matrix is not resident on the device");
       // + the q8_1 input's, the f16 input's (+ FISH_VK_PREFILL_F16's three)
-      n_sets += (ctx_.options().prefill_f16 ? 6 : 3) * uint32_t(it->second.parts.size());
+      n_sets += (ctx_.options().prefill_f16 != 0 ? 6 : 3) * uint32_t(it->second.parts.size());
     }
   n_sets += 2 * uint32_t(d_.layers.size());  // wo's and down's residual variant (4 bindings)
   n_sets += 5 * uint32_t(d_.layers.size());  // q/k/v's and gate / up's pn variant (4 bindings)

@@ -359,6 +359,7 @@ class VulkanSpan final : public LayerSpan {
   std::vector<LayerState> layers_;
   Buffer arena_, params_, kv_, x_host_;
   Buffer wh_;  // FISH_VK_PREFILL_F16's f16 weight copies (build_prefill_f16; empty: none)
+  std::string wh_skipped_;  // why auto has none: the allocation's error (empty: not skipped)
   // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the
   // final norm's PARAMS offset, the argmax word's ARENA offset, and the host copy of
   // [logits (n_vocab floats), id].

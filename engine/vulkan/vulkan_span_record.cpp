@@ -60,8 +60,8 @@ bool VulkanSpan::on_f16_copy(const MatmulStep& st, uint32_t n_tok) const {
 Status VulkanSpan::build_prefill_f16() {
   const VulkanOptions& o = ctx_.options();
   // The fewest tokens it applies to; none where no chunk is that long.
-  const uint32_t n_min = std::max<uint32_t>(o.prefill_f16, FISH_MATVEC_WIDE_TOK + 1);
-  if (o.prefill_f16 == 0 || int64_t(n_min) > chunk_) return Status::success();
+  const uint32_t n_min = prefill_f16_min_tok(o, ctx_.features());
+  if (n_min == 0 || int64_t(n_min) > chunk_) return Status::success();
   auto wants = [&](const MatmulStep& st) {
     return prefill_f16(o, ctx_.features(), *st.w, n_min, ctx_.max_binding_bytes());
   };
@@ -79,8 +79,14 @@ Status VulkanSpan::build_prefill_f16() {
     need = std::max(need, off);
   }
   if (need == 0) return Status::success();
-  FISH_ASSIGN_OR_RETURN(wh_, ctx_.alloc(need, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device,
-                                        true, "span f16 weight copies", budget_));
+  Result<Buffer> b = ctx_.alloc(need, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, true,
+                                "span f16 weight copies", budget_);
+  if (!b.ok() && o.prefill_f16 > 0) return b.take_error();
+  if (!b.ok()) {  // auto: the prefill runs without copies, and the kernels line says why
+    wh_skipped_ = b.error().message;
+    return Status::success();
+  }
+  wh_ = std::move(b).value();
   const std::span<const CoopmatTile> tiles = ctx_.coopmat_tiles();
   for (MatmulGroup* g : groups)
     for (MatmulStep& st : g->steps) {
@@ -143,9 +149,10 @@ std::string VulkanSpan::prefetch_note() const {
 }
 
 std::string VulkanSpan::prefill_f16_note() const {
+  if (!wh_skipped_.empty()) return "; no f16 weight copies (" + wh_skipped_ + ")";
   if (wh_.bytes == 0) return "";
   return fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB)",
-                     std::max<uint32_t>(ctx_.options().prefill_f16, FISH_MATVEC_WIDE_TOK + 1),
+                     prefill_f16_min_tok(ctx_.options(), ctx_.features()),
                      double(wh_.bytes) / double(1 << 20));
 }
 

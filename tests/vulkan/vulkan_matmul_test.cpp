@@ -125,6 +125,38 @@ TEST_F(VulkanMatmul, WeightSplitIntoPartsMatchesCpuReference) {
   EXPECT_EQ(small_parts.bytes_resident(), 0u);
 }
 
+// FISH_VK_PREFILL_F16's rule (no device): auto copies from kPrefillF16AutoTok tokens only on a
+// device with coopmat2 tiles; N from N tokens (and past the verify's 8) on any device with f16
+// storage and arithmetic; 0 never; f16 / f32 weights and a copy larger than a binding never.
+TEST(VulkanPrefillF16Rule, AutoOnlyWithCoopmat2AndNeverWithoutF16) {
+  vk::VulkanOptions o;
+  vk::DeviceFeatures f;
+  f.storage_16bit = f.shader_float16 = true;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), 0u);  // auto, no coopmat2
+  f.coopmat2 = true;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), vk::kPrefillF16AutoTok);
+  o.prefill_f16 = 0;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), 0u);
+  o.prefill_f16 = 1;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), uint32_t(FISH_MATVEC_WIDE_TOK + 1));
+  o.prefill_f16 = 300;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), 300u);
+  f.shader_float16 = false;
+  EXPECT_EQ(vk::prefill_f16_min_tok(o, f), 0u);
+  f.shader_float16 = true;
+  vk::DeviceWeight w;
+  w.type = GgmlType::q6_k;
+  w.n_in = w.n_in_pad = 4096;
+  w.row_bytes = 4096 / 256 * 210;
+  w.parts.push_back({vk::Buffer{}, 0, 1000});
+  EXPECT_FALSE(vk::prefill_f16(o, f, w, 299, uint64_t(1) << 32));
+  EXPECT_TRUE(vk::prefill_f16(o, f, w, 300, uint64_t(1) << 32));
+  EXPECT_EQ(vk::f16_copy_bytes(w, w.parts[0]), 1000u * 4096 * 2);
+  EXPECT_FALSE(vk::prefill_f16(o, f, w, 300, 1000u * 4096 * 2 - 1));  // a binding too small
+  w.type = GgmlType::f16;
+  EXPECT_FALSE(vk::prefill_f16(o, f, w, 300, uint64_t(1) << 32));
+}
+
 // FISH_VK_PREFILL_F16: prefill matmuls of every quantised type on f16 copies of the weights
 // (dequant_f16_<type>, then the f16 kernel the device's rule picks for f16) against the CPU
 // reference, the copies placed one after another in one buffer (several parts, several weights
