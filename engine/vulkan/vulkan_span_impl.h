@@ -105,6 +105,9 @@ struct MatmulGroup {
   VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t q8_off = 0;  // ARENA floats: the q8_1 input its idot steps read (off_q8_ / off_q8b_)
   uint32_t k = 0, x_stride = 0;  // the input's values per token and row stride
+  // FISH_VK_PREFILL_F16_AHEAD: the group after this one in a forward, whose f16 weight copies
+  // are recorded beside this group's matmuls (null: none, or the knob off).
+  const MatmulGroup* next = nullptr;
 };
 
 struct LayerState {
@@ -333,6 +336,9 @@ class VulkanSpan final : public LayerSpan {
   Status build_prefill_f16();
   // Whether step st's matmul over n_tok tokens runs on its f16 copy.
   bool on_f16_copy(const MatmulStep& st, uint32_t n_tok) const;
+  // Records the dequant_f16_ dispatches of group's steps that run on copies at n_tok tokens (no
+  // barrier); whether there were any.
+  bool copies(const MatmulGroup& group, uint32_t n_tok);
   // Prefetch dispatches over the next FISH_VK_PREFETCH_MB MiB of the stream from pf_; ops' set
   // bound again after them.
   void prefetch();
@@ -360,6 +366,8 @@ class VulkanSpan final : public LayerSpan {
   Buffer arena_, params_, kv_, x_host_;
   Buffer wh_;  // FISH_VK_PREFILL_F16's f16 weight copies (build_prefill_f16; empty: none)
   std::string wh_skipped_;  // why auto has none: the allocation's error (empty: not skipped)
+  // recording: the group whose copies were recorded beside the previous group's matmuls
+  const MatmulGroup* copied_ahead_ = nullptr;
   // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the
   // final norm's PARAMS offset, the argmax word's ARENA offset, and the host copy of
   // [logits (n_vocab floats), id].

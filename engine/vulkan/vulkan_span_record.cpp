@@ -52,6 +52,19 @@ Status VulkanSpan::build_prefetch() {
   return Status::success();
 }
 
+bool VulkanSpan::copies(const MatmulGroup& group, uint32_t n_tok) {
+  bool any = false;
+  for (const MatmulStep& st : group.steps)
+    if (n_tok > FISH_MATVEC_WIDE_TOK && on_f16_copy(st, n_tok)) {
+      const MatmulPush pc = dequant_push(*st.w, *st.part);
+      cmds_.bind(st.deq, st.deq_set);
+      cmds_.push(st.deq, &pc, sizeof pc);
+      cmds_.dispatch(dequant_groups(*st.w, *st.part, ctx_.limits().maxComputeWorkGroupCount[0]), 1);
+      any = true;
+    }
+  return any;
+}
+
 bool VulkanSpan::on_f16_copy(const MatmulStep& st, uint32_t n_tok) const {
   return st.deq.pipe != VK_NULL_HANDLE &&
          prefill_f16(ctx_.options(), ctx_.features(), *st.w, n_tok, ctx_.max_binding_bytes());
@@ -65,25 +78,33 @@ Status VulkanSpan::build_prefill_f16() {
   auto wants = [&](const MatmulStep& st) {
     return prefill_f16(o, ctx_.features(), *st.w, n_min, ctx_.max_binding_bytes());
   };
-  std::vector<MatmulGroup*> groups;  // the layers' (the head runs one token)
+  std::vector<MatmulGroup*> groups;  // the layers' in forward order (the head runs one token)
   for (LayerState& L : layers_)
     for (MatmulGroup* g : {&L.qkv, &L.wo, &L.gate_up, &L.down}) groups.push_back(g);
-  uint64_t need = 0;
-  for (MatmulGroup* g : groups) {
+  // FISH_VK_PREFILL_F16_AHEAD: group i's copies in region i % 2, written beside group i - 1's
+  // matmuls; else one region. A region's size: its groups' largest sum of copies.
+  const bool ahead = o.prefill_f16_ahead;
+  uint64_t need[2] = {0, 0};
+  for (size_t i = 0; i < groups.size(); ++i) {
     uint64_t off = 0;
-    for (MatmulStep& st : g->steps)
+    for (MatmulStep& st : groups[i]->steps)
       if (wants(st)) {
         st.wh_off = off;
         off += f16_copy_bytes(*st.w, *st.part);
       }
-    need = std::max(need, off);
+    uint64_t& n = need[ahead ? i % 2 : 0];
+    n = std::max(n, off);
+    if (ahead && i + 1 < groups.size()) groups[i]->next = groups[i + 1];
   }
-  if (need == 0) return Status::success();
-  Result<Buffer> b = ctx_.alloc(need, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, Memory::device, true,
-                                "span f16 weight copies", budget_);
+  for (size_t i = 1; ahead && i < groups.size(); i += 2)
+    for (MatmulStep& st : groups[i]->steps) st.wh_off += need[0];
+  if (need[0] + need[1] == 0) return Status::success();
+  Result<Buffer> b = ctx_.alloc(need[0] + need[1], VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                Memory::device, true, "span f16 weight copies", budget_);
   if (!b.ok() && o.prefill_f16 > 0) return b.take_error();
   if (!b.ok()) {  // auto: the prefill runs without copies, and the kernels line says why
     wh_skipped_ = b.error().message;
+    for (MatmulGroup* g : groups) g->next = nullptr;
     return Status::success();
   }
   wh_ = std::move(b).value();
@@ -151,9 +172,10 @@ std::string VulkanSpan::prefetch_note() const {
 std::string VulkanSpan::prefill_f16_note() const {
   if (!wh_skipped_.empty()) return "; no f16 weight copies (" + wh_skipped_ + ")";
   if (wh_.bytes == 0) return "";
-  return fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB)",
-                     prefill_f16_min_tok(ctx_.options(), ctx_.features()),
-                     double(wh_.bytes) / double(1 << 20));
+  return fmt::format(
+      "; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{})",
+      prefill_f16_min_tok(ctx_.options(), ctx_.features()), double(wh_.bytes) / double(1 << 20),
+      ctx_.options().prefill_f16_ahead ? ", each beside the previous group's matmuls" : "");
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {
@@ -224,17 +246,12 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
                : ctx_.coopmat_tile(f16(st) ? GgmlType::f16 : st.w->type, st.w->n_out, n_tok);
   };
   const uint32_t max_x = ctx_.limits().maxComputeWorkGroupCount[0];
-  // The steps' f16 weight copies, then the group's input as f16 rows (K apart) for its coopmat2
-  // steps, once (prefill chunks only), all before one barrier.
-  bool inputs = false;
-  for (const MatmulStep& st : group.steps)
-    if (f16(st)) {
-      const MatmulPush pc = dequant_push(*st.w, *st.part);
-      cmds_.bind(st.deq, st.deq_set);
-      cmds_.push(st.deq, &pc, sizeof pc);
-      cmds_.dispatch(dequant_groups(*st.w, *st.part, max_x), 1);
-      inputs = true;
-    }
+  // The steps' f16 weight copies (unless recorded beside the previous group's matmuls), then
+  // the group's input as f16 rows (K apart) for its coopmat2 steps, once (prefill chunks only),
+  // all before one barrier.
+  const bool copied = copied_ahead_ == &group;
+  copied_ahead_ = nullptr;
+  bool inputs = !copied && copies(group, n_tok);
   if (!vec && !wide && group.half_set &&
       std::any_of(group.steps.begin(), group.steps.end(), [&](const auto& st) {
         const CoopmatTile* cm = tile(st);
@@ -286,6 +303,9 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     cmds_.dispatch(g.gx, g.gy);
     matvec_recorded(st);
   }
+  // FISH_VK_PREFILL_F16_AHEAD: the next group's copies beside these matmuls (no barrier between:
+  // they write the other region, which the previous group's matmuls, behind a barrier, read).
+  if (group.next && !vec && !wide && copies(*group.next, n_tok)) copied_ahead_ = group.next;
 }
 
 bool VulkanSpan::scalable(const MatmulGroup& g, bool act) {

@@ -1031,6 +1031,39 @@ TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
                              plain.prefill_kernel(1024, 100, GgmlType::q4_k)));
 }
 
+// FISH_VK_PREFILL_F16_AHEAD: each group's copies recorded beside the previous group's matmuls
+// (two copy regions) instead of before its own: the same values into the same kernels, so the
+// logits are bitwise those of the copies written in place, over two prefill chunks on lavapipe
+// (64-token chunks) and decode steps after.
+TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->prefill_f16 = 1;
+  opt->prefill_f16_ahead = false;
+  vk::VulkanBackend here(opt);
+  if (!here.open().ok()) GTEST_SKIP() << "no Vulkan device";
+  if (here.prefill_kernel(1024, 100, GgmlType::q4_k).find("f16 copies") == std::string::npos)
+    GTEST_SKIP() << "no f16 copies on this device: "
+                 << here.prefill_kernel(1024, 100, GgmlType::q4_k);
+  opt->prefill_f16_ahead = true;
+  vk::VulkanBackend ahead(opt);
+  ASSERT_TRUE(ahead.open().ok());
+  auto model = synthetic_model("llama", 0);
+  ASSERT_TRUE(model);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * 37 + 11) % 2048));
+  std::string k_here, k_ahead;
+  const std::vector<float> a = span_logits(model, ahead, tokens, 100, &k_ahead);
+  const std::vector<float> b = span_logits(model, here, tokens, 100, &k_here);
+  EXPECT_NE(k_ahead.find("each beside the previous group's matmuls"), std::string::npos) << k_ahead;
+  EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+  EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+}
+
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
   check_span("gemma3", 64, "synthetic gemma3 window 64");
 }
