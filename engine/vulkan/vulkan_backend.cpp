@@ -266,7 +266,9 @@ BackendInfo VulkanBackend::info() {
 }
 
 int64_t VulkanBackend::decode_exact_tokens() const {
-  return FISH_MATVEC_MAX_TOK;
+  // FISH_VK_VERIFY_SPLIT runs 5..8 tokens (matmuls and span forwards) as runs of the decode
+  // kernels.
+  return impl_->opt.ok() && impl_->opt->verify_split ? FISH_MATVEC_WIDE_TOK : FISH_MATVEC_MAX_TOK;
 }
 
 GgmlType VulkanBackend::Impl::device_type(const MatrixView& w, const UploadOptions& u) const {
@@ -433,7 +435,24 @@ Status VulkanBackend::matmul_group(std::span<const MatmulOp> ops, const float* x
   Impl& m = *impl_;
   if (m.state != Impl::State::open)
     return make_error("vulkan: matmul on a backend that is not open ({})", m.status_text());
-  return m.run(ops, x, n_tok);
+  // FISH_VK_VERIFY_SPLIT: 5..8 tokens as balanced runs of at most FISH_MATVEC_MAX_TOK, each on
+  // the decode kernels (the rows of a one-token matmul: decode_exact_tokens).
+  if (!m.opt->verify_split || n_tok <= FISH_MATVEC_MAX_TOK || n_tok > FISH_MATVEC_WIDE_TOK)
+    return m.run(ops, x, n_tok);
+  const int64_t parts = (n_tok + FISH_MATVEC_MAX_TOK - 1) / FISH_MATVEC_MAX_TOK;
+  const int64_t c = (n_tok + parts - 1) / parts;
+  std::vector<MatmulOp> part(ops.begin(), ops.end());
+  for (int64_t t0 = 0; t0 < n_tok; t0 += c) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      auto it = m.weights.find(ops[i].w);
+      if (it == m.weights.end())
+        return make_error("vulkan: matmul: unknown weight handle {}", ops[i].w);
+      part[i].y = ops[i].y + t0 * int64_t(it->second.n_out);
+    }
+    FISH_TRY(m.run(part, x + t0 * int64_t(m.weights.find(ops[0].w)->second.n_in),
+                   std::min(c, n_tok - t0)));
+  }
+  return Status::success();
 }
 
 Status VulkanBackend::Impl::run(std::span<const MatmulOp> ops, const float* x, int64_t n_tok,

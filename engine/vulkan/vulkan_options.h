@@ -109,6 +109,11 @@
 //                             which decodes nothing in its K loop: auto (default) from
 //                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, where
 //                             a copy buffer that does not fit the budget turns it off; 0 never
+//   FISH_VK_VERIFY_SPLIT=0|1  1: a span forward of FISH_MATVEC_MAX_TOK + 1 ..
+//                             FISH_MATVEC_WIDE_TOK tokens (a speculative verify) runs as balanced
+//                             chunks of at most FISH_MATVEC_MAX_TOK tokens (8: 4 + 4, 5: 3 + 2),
+//                             its head likewise, on the decode kernels (integer-dot) instead of
+//                             matvec8_<type> (f32): the weights read twice; 0 (default) one chunk
 //   FISH_VK_PREFILL_F16_AHEAD=0|1  1: a span records each group's f16 copies beside the previous
 //                             group's matmuls (no barrier between: two copy regions, the copy's
 //                             memory traffic under the tensor cores' work), not before its own
@@ -187,11 +192,12 @@ struct VulkanOptions {
                                    // prefill tokens on (-1 auto, 0 never; device_weight.h)
   bool prefill_f16_ahead = false;  // FISH_VK_PREFILL_F16_AHEAD: a span's next group's copies
                                    // beside this group's matmuls
-  uint32_t flash_cm = 2;           // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
-  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
-  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
-  int profile = 0;        // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too
-  DeviceFault fault;      // FISH_VK_FAULT
+  bool verify_split = false;  // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
+  uint32_t flash_cm = 2;      // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  char coopmat_tile = 0;      // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
+  int requant = 0;            // FISH_GPU_REQUANT: re-quantisation mode at upload
+  int profile = 0;            // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too
+  DeviceFault fault;          // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

@@ -674,8 +674,8 @@ Status VulkanSpan::record_forward(const Forward& f) {
     used_queries_ = 1;
   }
   // Chunks in order: a chunk's attention reads the KV the earlier chunks wrote (causal).
-  for (int64_t t0 = 0; t0 < f.n_tok; t0 += chunk_)
-    record_chunk(t0, std::min(chunk_, f.n_tok - t0), f.pos0 + t0);
+  for (int64_t t0 = 0, c = forward_chunk(f.n_tok); t0 < f.n_tok; t0 += c)
+    record_chunk(t0, std::min(c, f.n_tok - t0), f.pos0 + t0);
   const uint64_t V = uint64_t(p_.n_vocab);
   if (f.head) record_head(f.n_tok - f.head_rows, f.head_rows);
   if (queries_ && !stage_queries_) {  // level 1: the forward's end (its stages untimed)
@@ -722,7 +722,7 @@ std::string VulkanSpan::kernels() const {
                  : fmt::format("short (one token, <= {} keys) then ", kAttnShortKeys);
   const std::string rec = fmt::format(
       "{}{}{}{}{}", ctx_.options().record_ahead ? "recorded ahead" : "recorded each forward",
-      prefetch_note(), chain_note(), norms_note(), prefill_f16_note());
+      prefetch_note(), chain_note(), norms_note(), chunks_note());
   if (ops_.attention_stream.pipe && !(ctx_.options().attn_stream < 0 && dec == 1))  // decode
     return fmt::format(
         "attention: prefill {}, decode {}stream ({}), verify {}; {}", prefill,

@@ -266,6 +266,10 @@ class VulkanSpan final : public LayerSpan {
   // The output head over x's rows [row, row + n): final norm (+ q8_1 copy), output matvec
   // (logits row i at off_logits_ + i * n_vocab), argmax of each row (id i at off_tok_ + i).
   void record_head(int64_t row, int64_t n = 1);
+  // The chunk size of a forward of n tokens: chunk_, or with FISH_VK_VERIFY_SPLIT for
+  // FISH_MATVEC_MAX_TOK + 1 .. FISH_MATVEC_WIDE_TOK tokens the balanced size of at most
+  // FISH_MATVEC_MAX_TOK (the decode kernels' count): ceil(n / ceil(n / FISH_MATVEC_MAX_TOK)).
+  int64_t forward_chunk(int64_t n) const;
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
   // Whether a chunk of n tokens attending len_max keys runs span_attention_decode (its group x
   // tokens rows fit; FISH_VK_ATTN_DECODE=1, or auto and len_max >= kAttnDecodeMinKeys).
@@ -285,7 +289,9 @@ class VulkanSpan final : public LayerSpan {
   void bind_ops();
   // quantized: the group's q8_1 input was written by the norm before it (no quant_q8_1 here).
   // scaled: the input is residual_norm's (matvec_idot_scaled_<type>).
-  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false, bool scaled = false);
+  // y_row0: the outputs go to token rows y_row0.. of the steps' outputs (the head's split rows).
+  void matmuls(const MatmulGroup& g, uint32_t n_tok, bool quantized = false, bool scaled = false,
+               uint32_t y_row0 = 0);
   // The residual matmul g (wo / down) over n tokens whose output is added to x (rows at x_off),
   // with each 32-row block's share of the rmsnorm (PARAMS weight w) for `next` (then run with
   // scaled = true) in its epilogue: one dispatch (matvec_idot_res_<type>) where
@@ -347,9 +353,9 @@ class VulkanSpan final : public LayerSpan {
   // kernels()'s prefetch clause: "" without it, else the MiB a step and the dispatches the last
   // recorded decode forward holds.
   std::string prefetch_note() const;
-  // kernels()'s FISH_VK_PREFILL_F16 clause: "" without copies, else from how many tokens and
-  // their buffer's size.
-  std::string prefill_f16_note() const;
+  // kernels()'s clauses on how chunks run: FISH_VK_VERIFY_SPLIT's, and FISH_VK_PREFILL_F16's
+  // (none without copies, else from how many tokens and their buffer's size).
+  std::string chunks_note() const;
   // A timestamp closing stage s; `group`: the matmul group that step ran over n_tok tokens (the
   // profile's breakdown by group).
   void stage_done(Stage s, const MatmulGroup* group = nullptr, uint32_t n_tok = 0);

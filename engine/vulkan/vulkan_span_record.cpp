@@ -169,13 +169,19 @@ std::string VulkanSpan::prefetch_note() const {
                      ctx_.options().prefetch_mb, pf_dispatches_);
 }
 
-std::string VulkanSpan::prefill_f16_note() const {
-  if (!wh_skipped_.empty()) return "; no f16 weight copies (" + wh_skipped_ + ")";
-  if (wh_.bytes == 0) return "";
-  return fmt::format(
-      "; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{})",
-      prefill_f16_min_tok(ctx_.options(), ctx_.features()), double(wh_.bytes) / double(1 << 20),
-      ctx_.options().prefill_f16_ahead ? ", each beside the previous group's matmuls" : "");
+std::string VulkanSpan::chunks_note() const {
+  std::string s;
+  if (ctx_.options().verify_split)
+    s = fmt::format("; verify forwards of {}..{} tokens in chunks of <= {}",
+                    FISH_MATVEC_MAX_TOK + 1, FISH_MATVEC_WIDE_TOK, FISH_MATVEC_MAX_TOK);
+  if (!wh_skipped_.empty()) return s + "; no f16 weight copies (" + wh_skipped_ + ")";
+  if (wh_.bytes == 0) return s;
+  return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{})",
+                         prefill_f16_min_tok(ctx_.options(), ctx_.features()),
+                         double(wh_.bytes) / double(1 << 20),
+                         ctx_.options().prefill_f16_ahead
+                             ? ", each beside the previous group's matmuls"
+                             : "");
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {
@@ -232,7 +238,15 @@ void VulkanSpan::quantize(const MatmulGroup& group, uint32_t n_tok) {
   stage_done(kQuant);
 }
 
-void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized, bool scaled) {
+int64_t VulkanSpan::forward_chunk(int64_t n) const {
+  if (!ctx_.options().verify_split || n <= FISH_MATVEC_MAX_TOK || n > FISH_MATVEC_WIDE_TOK)
+    return chunk_;
+  const int64_t parts = (n + FISH_MATVEC_MAX_TOK - 1) / FISH_MATVEC_MAX_TOK;
+  return (n + parts - 1) / parts;
+}
+
+void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized, bool scaled,
+                         uint32_t y_row0) {
   const bool vec = n_tok <= FISH_MATVEC_MAX_TOK;
   // The group's input as q8_1 for its idot steps.
   if (vec && group.quant_set && !quantized) quantize(group, n_tok);
@@ -268,11 +282,11 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     const CoopmatTile* cm = tile(st);
     const bool half = cm && cm->cm2;
     const uint32_t xs = half ? group.k : st.x_stride;
+    const uint32_t yo = st.y_offset + y_row0 * st.y_stride;
     if (f16(st)) {
       const Pipeline& p = cm ? st.cm16[size_t(cm - ctx_.coopmat_tiles().data())] : st.tiled16;
       assert(p.pipe != VK_NULL_HANDLE);
-      const MatmulGrid g =
-          f16_copy_grid(*st.w, *st.part, n_tok, xs, st.y_stride, st.y_offset, max_x, cm);
+      const MatmulGrid g = f16_copy_grid(*st.w, *st.part, n_tok, xs, st.y_stride, yo, max_x, cm);
       cmds_.bind(p, half ? st.half_set16 : st.set16);
       cmds_.push(p, &g.pc, sizeof g.pc);
       cmds_.dispatch(g.gx, g.gy);
@@ -280,7 +294,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
       continue;
     }
     const MatmulGrid g =
-        matmul_grid(*st.w, *st.part, n_tok, xs, st.y_stride, st.y_offset, max_x, cm, st.vec_rows);
+        matmul_grid(*st.w, *st.part, n_tok, xs, st.y_stride, yo, max_x, cm, st.vec_rows);
     // residual_norm's input (its q8_1 copy written, scalable checked): matvec_idot_scaled_.
     assert(!scaled || quantized);
     if (vec && scaled) {
@@ -764,17 +778,22 @@ void VulkanSpan::record_chunk(int64_t t0, int64_t nc, int64_t pos) {
 
 void VulkanSpan::record_head(int64_t row, int64_t n) {
   const uint32_t E = uint32_t(p_.n_embd), V = uint32_t(p_.n_vocab), rows = uint32_t(n);
-  bind_ops();
-  // xn rows 0..n-1 = rmsnorm(x[row..]) * output_norm, with the q8_1 copy when the output matvec
-  // is idot (n <= FISH_MATVEC_MAX_TOK).
-  SpanPush pc = norm_push(rows, off_x_ + uint32_t(row) * E, E, off_xn_, E, out_norm_);
-  const bool q8 = fuse_q8(head_, rows, &pc);
-  op(q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, rows, 1);
-  barrier();
-  stage_done(kRmsnorm);
-  matmuls(head_, rows, q8);
-  barrier();
-  stage_done(kMatvec, &head_, rows);
+  // xn rows 0..k-1 = rmsnorm(x[row + r0..]) * output_norm, with the q8_1 copy when the output
+  // matvec is idot (k <= FISH_MATVEC_MAX_TOK), then logits rows r0..r0 + k - 1: all n rows at
+  // once, or FISH_VK_VERIFY_SPLIT's chunks of a verify one after another.
+  const int64_t c = std::min(forward_chunk(n), n);
+  for (int64_t r0 = 0; r0 < n; r0 += c) {
+    const uint32_t k = uint32_t(std::min(c, n - r0));
+    bind_ops();
+    SpanPush pc = norm_push(k, off_x_ + uint32_t(row + r0) * E, E, off_xn_, E, out_norm_);
+    const bool q8 = fuse_q8(head_, k, &pc);
+    op(q8 ? ops_.rmsnorm_q8 : ops_.rmsnorm, pc, k, 1);
+    barrier();
+    stage_done(kRmsnorm);
+    matmuls(head_, k, q8, false, uint32_t(r0));
+    barrier();
+    stage_done(kMatvec, &head_, k);
+  }
   bind_ops();
   // Each row's greedy id: workgroups of FISH_SPAN_ARGMAX_SLICE logits, then one a row over their
   // pairs (argmax.comp.glsl), or one workgroup a row where a vocabulary is one slice.

@@ -51,9 +51,12 @@ struct Gpu {
   std::shared_ptr<const GpuPlacement> placement;
 };
 
-Gpu place(const Model& m) {
+// verify_split: FISH_VK_VERIFY_SPLIT on (else the environment's setting).
+Gpu place(const Model& m, bool verify_split = false) {
   Gpu g;
-  g.backend = std::make_unique<vk::VulkanBackend>(vk::VulkanOptions::from_env());
+  Result<vk::VulkanOptions> opt = vk::VulkanOptions::from_env();
+  if (opt.ok() && verify_split) opt->verify_split = true;
+  g.backend = std::make_unique<vk::VulkanBackend>(std::move(opt));
   const Status st = g.backend->open();
   EXPECT_TRUE(st.ok()) << st.error().message;
   if (!st.ok()) return g;
@@ -101,6 +104,41 @@ TEST(SpeculativeSpan, VerifyBatchesOnTheSpanGivePlainGreedyTokens) {
     auto s3 = session(model, g.placement);
     ASSERT_TRUE(s3->span_active());
     EXPECT_EQ(test::speculative(*s3, lookup, prompt, 30, 4).tokens, want) << "lookup";
+  }
+}
+
+// FISH_VK_VERIFY_SPLIT: verifies of 5..8 tokens run as chunks of <= FISH_MATVEC_MAX_TOK on the
+// decode kernels, so the session may draft up to FISH_MATVEC_WIDE_TOK - 1 tokens a verify and
+// still give plain greedy decoding's tokens (the per-matmul path's split:
+// VulkanMatmul.VerifySplitRowsAreOneTokenMatmulsBitwise).
+TEST(SpeculativeSpan, SplitVerifiesOfUpToEightTokensGivePlainGreedyTokens) {
+  auto model = synthetic_llama();
+  ASSERT_TRUE(model);
+  Gpu g = place(*model, true);
+  ASSERT_TRUE(g.placement && g.placement->span()) << (g.placement ? g.placement->summary() : "");
+  EXPECT_NE(g.placement->span()->kernels().find("verify forwards of 5..8 tokens in chunks of <= 4"),
+            std::string::npos)
+      << g.placement->span()->kernels();
+  const std::vector<int32_t> prompt = {5, 77, 901, 13, 500, 8, 640, 222, 31, 999, 5, 77, 901};
+  std::vector<int32_t> want;
+  {
+    auto ref = session(model, g.placement);
+    ASSERT_TRUE(ref->span_active());
+    want = test::plain_greedy(*ref, prompt, 30);
+  }
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), want.begin(), want.end());
+  for (int64_t n : {4, 5, 7}) {
+    auto s = session(model, g.placement);
+    ASSERT_TRUE(s->span_active());
+    EXPECT_EQ(s->decode_exact_tokens(), FISH_MATVEC_WIDE_TOK);
+    test::CorruptingDrafter bad(full, int32_t(model->params().n_vocab));
+    const test::SpecRun got = test::speculative(*s, bad, prompt, 30, n);
+    EXPECT_EQ(got.tokens, want) << "corrupting, draft_n " << n;
+    EXPECT_LE(got.stats.drafted, n * got.stats.verifies) << "draft_n " << n;
+    EXPECT_GT(got.stats.drafted, (FISH_MATVEC_MAX_TOK - 1) * got.stats.verifies / 2)
+        << "draft_n " << n << ": verifies past 4 tokens ran";
+    EXPECT_EQ(s->gpu_fallbacks(), 0);
   }
 }
 

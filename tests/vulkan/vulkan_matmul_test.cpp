@@ -212,6 +212,42 @@ TEST_F(VulkanMatmul, PrefillOnF16CopiesMatchesCpuReference) {
   EXPECT_EQ(f16.bytes_resident(), 0u);
 }
 
+// FISH_VK_VERIFY_SPLIT: a matmul of 5..8 tokens runs as runs of at most FISH_MATVEC_MAX_TOK on
+// the decode kernels, so each of its rows is bitwise the one-token matmul's of that row (what
+// decode_exact_tokens() = FISH_MATVEC_WIDE_TOK promises a speculative verify), for the decode
+// kernel the device's rule picks. Where that is integer-dot (NVIDIA) the unsplit matvec8_ (f32)
+// rows differ; on lavapipe (f32 decode kernels, matvec8_ the same source) they would not, so
+// there the split's bound is the decode_exact_tokens check.
+TEST_F(VulkanMatmul, VerifySplitRowsAreOneTokenMatmulsBitwise) {
+  auto opt = vk::VulkanOptions::from_env();
+  ASSERT_TRUE(opt.ok());
+  opt->verify_split = true;
+  vk::VulkanBackend split(opt);
+  ASSERT_TRUE(split.open().ok());
+  EXPECT_EQ(split.decode_exact_tokens(), FISH_MATVEC_WIDE_TOK);
+  EXPECT_EQ(backend_->decode_exact_tokens(), FISH_MATVEC_MAX_TOK);
+  std::mt19937 rng(19);
+  for (GgmlType t : {GgmlType::q4_k, GgmlType::q6_k, GgmlType::q8_0}) {
+    const int64_t n_in = 256 * 3, n_out = 77;
+    const std::vector<uint8_t> w = test::random_weights(t, n_out, n_in, rng);
+    auto h = split.upload(view(w, t, n_out, n_in, "split"));
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    for (int64_t n_tok = FISH_MATVEC_MAX_TOK + 1; n_tok <= FISH_MATVEC_WIDE_TOK; ++n_tok) {
+      const std::vector<float> x = test::random_input(n_tok * n_in, rng);
+      std::vector<float> y(size_t(n_tok * n_out));
+      ASSERT_TRUE(split.matmul(h.value(), x.data(), n_tok, y.data()).ok());
+      size_t differ = 0;
+      for (int64_t r = 0; r < n_tok; ++r) {
+        std::vector<float> one(static_cast<size_t>(n_out));
+        ASSERT_TRUE(split.matmul(h.value(), x.data() + r * n_in, 1, one.data()).ok());
+        for (int64_t i = 0; i < n_out; ++i) differ += y[size_t(r * n_out + i)] != one[size_t(i)];
+      }
+      EXPECT_EQ(differ, 0u) << type_name(t) << " n_tok " << n_tok;
+    }
+    split.release(h.value());
+  }
+}
+
 TEST_F(VulkanMatmul, MatmulGroupMatchesSeparateReferences) {
   std::mt19937 rng(11);
   const int64_t n_in = 256 * 3;
