@@ -474,7 +474,8 @@ std::span<const EnvKnob> env_knobs() {
        "first write the weights as f16 rows and run the f16 kernel of the same family (coopmat2, "
        "KHR tile or tiled f32), which decodes nothing in its K loop; spans and per-matmul "
        "calls: auto (default) from 512 tokens on devices with coopmat2 tiles (H100 pp512: 1B "
-       "1.25x, 8B 1.16x), off where the copies do not fit the budget; 0 never"},
+       "1.25x, 8B 1.16x), none where the run has a VRAM ceiling or the device refuses the copy "
+       "buffer; 0 never"},
       {"FISH_VK_PREFILL_F16_AHEAD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
        "1/on/true/yes: a span records each matmul group's f16 weight copies "
        "(FISH_VK_PREFILL_F16) beside the previous group's matmuls, with no barrier between (two "

@@ -161,6 +161,10 @@ uint32_t prefill_f16_min_tok(const VulkanOptions& o, const DeviceFeatures& f) {
   return n == 0 ? 0 : std::max<uint32_t>(n, FISH_MATVEC_WIDE_TOK + 1);
 }
 
+bool prefill_f16_may_allocate(const VulkanOptions& o, std::optional<uint64_t> ceiling) {
+  return o.prefill_f16 > 0 || (!o.budget_bytes && !ceiling);
+}
+
 bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
                  uint32_t n_tok, uint64_t max_binding) {
   const uint32_t min_tok = prefill_f16_min_tok(o, f);

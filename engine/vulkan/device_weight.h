@@ -128,6 +128,10 @@ uint32_t half_groups(uint32_t h_stride, uint32_t n_tok, uint32_t max_groups);
 inline constexpr uint32_t kPrefillF16AutoTok = 512;
 // The fewest tokens a matmul on copies has under o on a device with f (0: never).
 uint32_t prefill_f16_min_tok(const VulkanOptions& o, const DeviceFeatures& f);
+// Whether auto may allocate copies for weights under run ceiling `ceiling`: not where the run
+// has a VRAM ceiling (FISH_VRAM_BUDGET_MB, o.budget_bytes, or the weights' own), so a budgeted
+// placement's memory (the seed's 4 GB card) stays the placement's; an explicit N always may.
+bool prefill_f16_may_allocate(const VulkanOptions& o, std::optional<uint64_t> ceiling);
 bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
                  uint32_t n_tok, uint64_t max_binding);
 bool has_dequant_f16(GgmlType type);

@@ -200,7 +200,8 @@ std::string VulkanBackend::describe() const {
     s += fmt::format("; prefill coopmat {}x{}x{} tiles {}", f.coopmat_m, f.coopmat_n, f.coopmat_k,
                      m.opt->coopmat_tile ? "forced " + std::string(1, m.opt->coopmat_tile) : names);
   }
-  if (const uint32_t n = prefill_f16_min_tok(*m.opt, m.ctx->features()); n != 0)
+  if (const uint32_t n = prefill_f16_min_tok(*m.opt, m.ctx->features());
+      n != 0 && prefill_f16_may_allocate(*m.opt, std::nullopt))
     s += fmt::format(", on f16 weight copies from {} tokens", n);
   // The decode kernel of q4_k (the common type) under FISH_VK_MATVEC's rule, and its setting.
   s += fmt::format(
@@ -219,7 +220,8 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   DeviceWeight probe;
   probe.type = type;
   const bool f16 = prefill_f16(*impl_->opt, impl_->ctx->features(), probe, uint32_t(n_tok),
-                               impl_->ctx->max_binding_bytes());
+                               impl_->ctx->max_binding_bytes()) &&
+                   prefill_f16_may_allocate(*impl_->opt, std::nullopt);
   const GgmlType kt = f16 ? GgmlType::f16 : type;
   const std::string copy =
       f16 ? fmt::format(", on f16 copies of the {} weights", type_name(type)) : "";
@@ -548,6 +550,10 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
     picks[i].wh_off = wh_bytes;
     if (picks[i].f16)
       for (const DeviceWeight::Part& part : w.parts) wh_bytes += f16_copy_bytes(w, part);
+  }
+  if (wh_bytes != 0 && !prefill_f16_may_allocate(*opt, tightest_budget(ws))) {
+    for (Pick& p : picks) p.f16 = false;  // auto under a VRAM ceiling: no copies
+    wh_bytes = 0;
   }
   if (wh_bytes != 0) {
     const Status s =

@@ -107,8 +107,9 @@
 //                             weights as f16 rows (dequant_f16_<type>) and multiply those with
 //                             the f16 kernel of the same family (coopmat2, KHR tile or tiled),
 //                             which decodes nothing in its K loop: auto (default) from
-//                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, where
-//                             a copy buffer that does not fit the budget turns it off; 0 never
+//                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, none
+//                             where the run has a VRAM ceiling or the device refuses the copy
+//                             buffer; 0 never
 //   FISH_VK_VERIFY_SPLIT=0|1  1: a span forward of FISH_MATVEC_MAX_TOK + 1 ..
 //                             FISH_MATVEC_WIDE_TOK tokens (a speculative verify) runs as balanced
 //                             chunks of at most FISH_MATVEC_MAX_TOK tokens (8: 4 + 4, 5: 3 + 2),

@@ -99,6 +99,11 @@ Status VulkanSpan::build_prefill_f16() {
   for (size_t i = 1; ahead && i < groups.size(); i += 2)
     for (MatmulStep& st : groups[i]->steps) st.wh_off += need[0];
   if (need[0] + need[1] == 0) return Status::success();
+  if (!prefill_f16_may_allocate(o, budget_)) {
+    wh_skipped_ = "auto: the run has a VRAM ceiling";
+    for (MatmulGroup* g : groups) g->next = nullptr;
+    return Status::success();
+  }
   Result<Buffer> b = ctx_.alloc(need[0] + need[1], VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
                                 Memory::device, true, "span f16 weight copies", budget_);
   if (!b.ok() && o.prefill_f16 > 0) return b.take_error();

@@ -127,7 +127,8 @@ TEST_F(VulkanMatmul, WeightSplitIntoPartsMatchesCpuReference) {
 
 // FISH_VK_PREFILL_F16's rule (no device): auto copies from kPrefillF16AutoTok tokens only on a
 // device with coopmat2 tiles; N from N tokens (and past the verify's 8) on any device with f16
-// storage and arithmetic; 0 never; f16 / f32 weights and a copy larger than a binding never.
+// storage and arithmetic; 0 never; f16 / f32 weights and a copy larger than a binding never;
+// auto allocates none under a VRAM ceiling.
 TEST(VulkanPrefillF16Rule, AutoOnlyWithCoopmat2AndNeverWithoutF16) {
   vk::VulkanOptions o;
   vk::DeviceFeatures f;
@@ -155,6 +156,14 @@ TEST(VulkanPrefillF16Rule, AutoOnlyWithCoopmat2AndNeverWithoutF16) {
   EXPECT_FALSE(vk::prefill_f16(o, f, w, 300, 1000u * 4096 * 2 - 1));  // a binding too small
   w.type = GgmlType::f16;
   EXPECT_FALSE(vk::prefill_f16(o, f, w, 300, uint64_t(1) << 32));
+  // Auto allocates copies only where the run has no VRAM ceiling; an explicit N always may.
+  o.prefill_f16 = -1;
+  EXPECT_TRUE(vk::prefill_f16_may_allocate(o, std::nullopt));
+  EXPECT_FALSE(vk::prefill_f16_may_allocate(o, uint64_t(4) << 30));
+  o.budget_bytes = uint64_t(4) << 30;
+  EXPECT_FALSE(vk::prefill_f16_may_allocate(o, std::nullopt));
+  o.prefill_f16 = 512;
+  EXPECT_TRUE(vk::prefill_f16_may_allocate(o, uint64_t(4) << 30));
 }
 
 // FISH_VK_PREFILL_F16: prefill matmuls of every quantised type on f16 copies of the weights
