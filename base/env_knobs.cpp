@@ -495,10 +495,10 @@ std::span<const EnvKnob> env_knobs() {
       {"FISH_VK_VALIDATE", S::gpu, E::instrumentation, switch_words(), 0, -1, vk_options,
        "1: add VK_LAYER_KHRONOS_validation when installed"},
       {"FISH_VK_VERIFY_SPLIT", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1/on/true/yes: a span forward of 5..8 tokens (a speculative verify) runs as balanced "
-       "chunks of at most 4 tokens (8: 4 + 4, 5: 3 + 2), its head likewise, on the decode "
-       "kernels (integer-dot) instead of the f32 matvec8 kernels, reading the weights twice; "
-       "0 (default) one chunk (unmeasured)"},
+       "1/on/true/yes: span forwards and per-matmul calls of 5..8 tokens (a speculative verify) "
+       "run as balanced chunks of at most 4 tokens (8: 4 + 4, 5: 3 + 2), a span's head likewise, "
+       "on the decode kernels (integer-dot where the type has one) instead of the f32 matvec8 "
+       "kernels, reading the weights twice; 0 (default) one chunk (unmeasured)"},
       {"FISH_VRAM_BUDGET_MB",
        S::gpu,
        E::results,

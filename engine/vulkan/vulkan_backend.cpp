@@ -215,7 +215,9 @@ std::string VulkanBackend::prefill_kernel(int64_t n_out, int64_t n_tok, GgmlType
   std::lock_guard lock(impl_->mu);
   if (!impl_->open_locked(this).ok()) return "off";
   if (n_tok <= FISH_MATVEC_MAX_TOK) return "matvec";
-  if (n_tok <= FISH_MATVEC_WIDE_TOK) return "matvec8";
+  if (n_tok <= FISH_MATVEC_WIDE_TOK)
+    return impl_->opt->verify_split ? "matvec (FISH_VK_VERIFY_SPLIT: runs of <= 4 tokens)"
+                                    : "matvec8";
   // FISH_VK_PREFILL_F16: the f16 kernel over the weights' f16 copy (a part's size aside).
   DeviceWeight probe;
   probe.type = type;

@@ -68,10 +68,29 @@ Result<double> VulkanBackend::time_matmul(std::span<const WeightHandle> ws, int6
     dw.push_back(d);
   }
   const DeviceWeight* w = dw[0];
-  // The reps and an untimed first one (which writes x's q8_1 copy for an integer-dot matvec).
-  if (uint64_t(reps + 1) * w->parts.size() + 1 > kMaxSetsPerSubmit)
-    return make_error("vulkan: time_matmul: {} reps x {} parts exceed {} dispatches", reps + 1,
-                      w->parts.size(), kMaxSetsPerSubmit);
+  // FISH_VK_PREFILL_F16: each rep also writes the f16 copies (a set a part) into wh_dev, sized
+  // here for the largest of dw before recording, so no record_matmuls grows (frees) it while
+  // earlier dispatches of this submit still bind it.
+  uint64_t wh_bytes = 0;
+  for (const DeviceWeight* d : dw) {
+    if (!prefill_f16(*m.opt, m.ctx->features(), *d, uint32_t(n_tok), m.ctx->max_binding_bytes()) ||
+        !prefill_f16_may_allocate(*m.opt, d->budget_bytes))
+      continue;
+    uint64_t b = 0;
+    for (const DeviceWeight::Part& p : d->parts) b += f16_copy_bytes(*d, p);
+    wh_bytes = std::max(wh_bytes, b);
+  }
+  if (wh_bytes != 0) {
+    const Status s =
+        m.ensure_scratch(m.wh_dev, wh_bytes + kBufferPad, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                         Memory::device, "matmul weights f16", w->budget_bytes);
+    if (!s.ok() && m.opt->prefill_f16 > 0) return s.error();
+  }
+  // The reps and an untimed first one (which writes x's q8_1 / f16 copy); the copies' sets too.
+  const uint64_t per_rep = w->parts.size() * (wh_bytes != 0 ? 2 : 1);
+  if (uint64_t(reps + 1) * per_rep + 2 > kMaxSetsPerSubmit)
+    return make_error("vulkan: time_matmul: {} reps x {} sets exceed {} a submit", reps + 1,
+                      per_rep, kMaxSetsPerSubmit);
   const uint64_t x_bytes = uint64_t(n_tok) * w->n_in_pad * 4 + kBufferPad;
   const uint64_t y_bytes = uint64_t(n_tok) * w->n_out * 4;
   const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |

@@ -110,11 +110,12 @@
 //                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, none
 //                             where the run has a VRAM ceiling or the device refuses the copy
 //                             buffer; 0 never
-//   FISH_VK_VERIFY_SPLIT=0|1  1: a span forward of FISH_MATVEC_MAX_TOK + 1 ..
-//                             FISH_MATVEC_WIDE_TOK tokens (a speculative verify) runs as balanced
+//   FISH_VK_VERIFY_SPLIT=0|1  1: span forwards and per-matmul calls of FISH_MATVEC_MAX_TOK + 1 ..
+//                             FISH_MATVEC_WIDE_TOK tokens (a speculative verify) run as balanced
 //                             chunks of at most FISH_MATVEC_MAX_TOK tokens (8: 4 + 4, 5: 3 + 2),
-//                             its head likewise, on the decode kernels (integer-dot) instead of
-//                             matvec8_<type> (f32): the weights read twice; 0 (default) one chunk
+//                             a span's head likewise, on the decode kernels (integer-dot where
+//                             the type has one) instead of matvec8_<type> (f32): the weights
+//                             read twice; 0 (default) one chunk
 //   FISH_VK_PREFILL_F16_AHEAD=0|1  1: a span records each group's f16 copies beside the previous
 //                             group's matmuls (no barrier between: two copy regions, the copy's
 //                             memory traffic under the tensor cores' work), not before its own

@@ -491,7 +491,6 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
   FISH_TRY(load_ops());
   FISH_TRY(build_layer_matmuls(weights));
   FISH_TRY(build_prefetch());
-  FISH_TRY(build_prefill_f16());
   // The norms' fused q8_1 copy: when a q/k/v or gate/up matmul decodes with idot (quant_ loaded).
   if (quant_.pipe && p_.n_embd % FISH_Q8_BLOCK == 0) {  // subgroups >= 8 lanes: matvec_kernel
     FISH_ASSIGN_OR_RETURN(ops_.rmsnorm_q8, ctx_.pipeline("span_rmsnorm_q8"));
@@ -527,15 +526,16 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
       ops_set_, pool_.allocate(ops_.rmsnorm, std::vector<BufferRange>{
                                                  {arena_.buf}, {params_.buf}, {arena_.buf}}));
   if (ctx_.options().profile) {
-    const int64_t n_chunks = (d_.max_tok + chunk_ - 1) / chunk_;
     // Level 1: the forward's start and end. Level 2: <= 18 stages a layer, the head's 3 (+ its
-    // quant_q8_1).
+    // quant_q8_1); FISH_VK_VERIFY_SPLIT runs a verify as 2 chunks and 2 head passes.
+    const int64_t n_chunks = std::max<int64_t>((d_.max_tok + chunk_ - 1) / chunk_, 2);
     stage_queries_ = ctx_.options().profile >= 2;
-    n_queries_ = stage_queries_ ? uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 4) : 2;
+    n_queries_ = stage_queries_ ? uint32_t(n_chunks * int64_t(layers_.size()) * 24 + 2 + 8) : 2;
     FISH_ASSIGN_OR_RETURN(queries_, create_timestamps(ctx_, n_queries_));
   }
   FISH_TRY(init_chain(weights));
   FISH_TRY(reserve_locked(d_.kv_reserve > 0 ? std::min(d_.kv_reserve, d_.n_ctx) : d_.n_ctx));
+  FISH_TRY(build_prefill_f16());  // after the KV: auto leaves room for its growth
   ctx_.add_span(this);
   registered_ = true;
   return Status::success();

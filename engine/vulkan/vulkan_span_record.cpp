@@ -99,21 +99,48 @@ Status VulkanSpan::build_prefill_f16() {
   for (size_t i = 1; ahead && i < groups.size(); i += 2)
     for (MatmulStep& st : groups[i]->steps) st.wh_off += need[0];
   if (need[0] + need[1] == 0) return Status::success();
-  if (!prefill_f16_may_allocate(o, budget_)) {
-    wh_skipped_ = "auto: the run has a VRAM ceiling";
+  auto skip = [&](std::string why) {  // auto: the prefill runs without copies, and says why
+    wh_skipped_ = std::move(why);
     for (MatmulGroup* g : groups) g->next = nullptr;
     return Status::success();
-  }
+  };
+  if (!prefill_f16_may_allocate(o, budget_)) return skip("auto: the run has a VRAM ceiling");
+  // Auto also leaves room for the KV's growth to n_ctx (a growth holds the old and the new
+  // cache at once), which the placement counted on and the copies are not part of.
+  const uint64_t kv_grow = kv_cap_ < d_.n_ctx ? uint64_t(layers_.size()) * 2 * uint64_t(d_.n_ctx) *
+                                                    uint64_t(p_.kv_dim() / 2) * 4
+                                              : 0;
+  if (o.prefill_f16 < 0 && ctx_.allocatable(budget_) < need[0] + need[1] + kv_grow)
+    return skip(
+        fmt::format("auto: {:.0f} MiB of copies and the KV's growth to {} positions "
+                    "exceed the {:.0f} MiB allocatable",
+                    double(need[0] + need[1]) / double(1 << 20), d_.n_ctx,
+                    double(ctx_.allocatable(budget_)) / double(1 << 20)));
   Result<Buffer> b = ctx_.alloc(need[0] + need[1], VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
                                 Memory::device, true, "span f16 weight copies", budget_);
   if (!b.ok() && o.prefill_f16 > 0) return b.take_error();
-  if (!b.ok()) {  // auto: the prefill runs without copies, and the kernels line says why
-    wh_skipped_ = b.error().message;
-    for (MatmulGroup* g : groups) g->next = nullptr;
-    return Status::success();
-  }
+  if (!b.ok()) return skip(b.error().message);
   wh_ = std::move(b).value();
   const std::span<const CoopmatTile> tiles = ctx_.coopmat_tiles();
+  // Every tile the rule may pick for type t (v: a pipeline per tile). A coopmat2 tile the driver
+  // rejects turns unavailable for every type, so the rule then picks others: after a rejection
+  // every step's tiles (its own type's and f16's) are completed again, as build_matmul does.
+  bool rejected = false;
+  auto fill = [&](std::vector<Pipeline>& v, GgmlType t) -> Status {
+    v.resize(tiles.size());
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      if (v[i].pipe != VK_NULL_HANDLE ||
+          !coopmat_tile_reachable(tiles, tiles[i], o.coopmat_tile, t))
+        continue;
+      Result<Pipeline> r = ctx_.coopmat_pipeline(t, tiles[i]);
+      if (!r.ok() && tiles[i].cm2) {
+        rejected = true;
+        continue;
+      }
+      FISH_ASSIGN_OR_RETURN(v[i], std::move(r));
+    }
+    return Status::success();
+  };
   for (MatmulGroup* g : groups)
     for (MatmulStep& st : g->steps) {
       if (!wants(st)) continue;
@@ -126,15 +153,7 @@ Status VulkanSpan::build_prefill_f16() {
       FISH_ASSIGN_OR_RETURN(st.tiled16,
                             ctx_.pipeline(matmul_module(GgmlType::f16, FISH_MATVEC_WIDE_TOK + 1,
                                                         MatvecKernel::fast)));
-      // Every f16 tile the rule may pick (a coopmat2 tile the driver rejects turns unavailable,
-      // so the rule does not pick it).
-      st.cm16.assign(tiles.size(), Pipeline{});
-      for (size_t i = 0; i < tiles.size(); ++i) {
-        if (!coopmat_tile_reachable(tiles, tiles[i], o.coopmat_tile, GgmlType::f16)) continue;
-        Result<Pipeline> r = ctx_.coopmat_pipeline(GgmlType::f16, tiles[i]);
-        if (!r.ok() && tiles[i].cm2) continue;
-        FISH_ASSIGN_OR_RETURN(st.cm16[i], std::move(r));
-      }
+      FISH_TRY(fill(st.cm16, GgmlType::f16));
       const BufferRange r[3] = {copy,
                                 {arena_.buf, uint64_t(st.x_region) * 4, VK_WHOLE_SIZE},
                                 {arena_.buf, 0, VK_WHOLE_SIZE}};
@@ -146,6 +165,14 @@ Status VulkanSpan::build_prefill_f16() {
         FISH_ASSIGN_OR_RETURN(st.half_set16, pool_.allocate(st.tiled16, rh));
       }
     }
+  for (int pass = 0; rejected && pass < 2; ++pass) {
+    rejected = false;
+    for (MatmulGroup* g : groups)
+      for (MatmulStep& st : g->steps) {
+        FISH_TRY(fill(st.cm, st.w->type));
+        if (st.deq.pipe != VK_NULL_HANDLE) FISH_TRY(fill(st.cm16, GgmlType::f16));
+      }
+  }
   return Status::success();
 }
 
