@@ -258,6 +258,10 @@ std::span<const EnvKnob> env_knobs() {
        "one decode token runs span_attention_short (RoPE, the KV store and attention in one "
        "dispatch, one workgroup a query head) unless FISH_VK_ATTN_DECODE=1: auto (default) up to "
        "256 attended keys, 1 up to 1024, 0 never (the split-K or fused kernels; A/B)"},
+      {"FISH_VK_ATTN_SHORT_PREV", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1/on/true/yes: the one-token short attention kernel loads its output pass's first batch "
+       "of V before scoring the keys (span_attention_short_prev), one dependent round trip fewer "
+       "a layer at short contexts; the same results; 0 (default) after the softmax (unmeasured)"},
       {"FISH_VK_ATTN_SPLIT",
        S::gpu,
        E::results,

@@ -18,6 +18,10 @@
 //      ... (KG = WG / (n / 4) key groups; VB keys' V loads in flight in every batch, the last
 //      included, so a thread's keys take ceil(keys / VB) round trips), the key groups are summed
 //      through shared memory and the row is normalised into ARENA c_off + h n.
+// PREV (span_attention_short_prev, _prev_q8; FISH_VK_ATTN_SHORT_PREV): the V pass's first batch of
+// VB keys a thread is loaded right after the first barrier, before the scoring pass, so its
+// round trip runs under the K loads' instead of after the softmax (one dependent round trip
+// fewer at up to VB x KG keys: 128 at head_dim 128); the same values summed in the same order.
 // Q8 (span_attention_short_q8): also the output row's q8_1 copy (q8_block.glsl, K = n_head n) for
 // an idot wo matvec. WIDE (span_attention_short_wide, _wide_q8): FISH_SPAN_SHORT_WIDE_WG threads
 // instead of FISH_SPAN_SHORT_WG, so the scoring pass takes up to that many keys at once and the V
@@ -117,6 +121,16 @@ void main() {
 
   // Scores of keys lo .. pos0, one a thread.
   const uint lo = window_begin(pos0), len = pos0 + 1u - lo;
+  // The output pass's mapping (below): thread (kg, c), dims 4c .. 4c + 3, keys kg, kg + KG, ...
+  const uint quads = n / 4u, KG = WG / quads, kg = tid / quads, c = tid % quads;
+  const uint base = g * rw + 2u * c;
+#ifdef PREV
+  vec4 v0[VB];  // its first batch, in flight under the scoring pass
+  [[unroll]] for (uint i = 0u; i < VB; ++i) {
+    const uint p = lo + kg + i * KG;
+    v0[i] = kg < KG && p < pos0 ? v_quad(p, base) : vec4(0.0);
+  }
+#endif
   const bool vec4_k = ((pc.kv_k | pc.kv_stride | rw) & 3u) == 0u;
   float mx = -3.0e38;
   for (uint j = tid; j < len; j += WG) {
@@ -160,10 +174,8 @@ void main() {
   l = wg_reduce(l, false);  // its barrier also publishes p_s's weights
 
   // Output: thread (kg, c) sums weight x V of dims 4c .. 4c + 3 over keys kg, kg + KG, ...
-  const uint quads = n / 4u, KG = WG / quads, kg = tid / quads, c = tid % quads;
   vec4 acc = vec4(0.0);
   if (kg < KG) {
-    const uint base = g * rw + 2u * c;
     const vec4 v_own = vec4(v_s[4u * c], v_s[4u * c + 1u], v_s[4u * c + 2u], v_s[4u * c + 3u]);
     // VB keys' V loads in flight, then their math, the last batch too: keys past the range read
     // pos0's V from shared memory and are not added (each thread adds the same keys in the same
@@ -172,6 +184,12 @@ void main() {
       vec4 v[VB];
       [[unroll]] for (uint i = 0u; i < VB; ++i) {
         const uint p = lo + j + i * KG;
+#ifdef PREV
+        if (j == kg) {
+          v[i] = p < pos0 ? v0[i] : v_own;
+          continue;
+        }
+#endif
         v[i] = p < pos0 ? v_quad(p, base) : v_own;
       }
       [[unroll]] for (uint i = 0u; i < VB; ++i)

@@ -86,6 +86,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.attn_short, env_auto_switch("FISH_VK_ATTN_SHORT"));
   FISH_ASSIGN_OR_RETURN(o.attn_stream, env_switch_or_2("FISH_VK_ATTN_STREAM", -1));
   FISH_ASSIGN_OR_RETURN(o.stream_pipe, env_switch("FISH_VK_ATTN_STREAM_PIPE", false));
+  FISH_ASSIGN_OR_RETURN(o.attn_short_prev, env_switch("FISH_VK_ATTN_SHORT_PREV", false));
   FISH_ASSIGN_OR_RETURN(o.norm_fuse, env_switch_or_2("FISH_VK_NORM_FUSE", -1));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> pn_grid, env_int("FISH_VK_PN_GRID"));
   if (pn_grid) o.pn_grid = uint32_t(*pn_grid);  // the row's range: 0..64

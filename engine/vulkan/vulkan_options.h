@@ -110,6 +110,10 @@
 //                             kPrefillF16AutoTok tokens on devices with coopmat2 tiles, none
 //                             where the run has a VRAM ceiling or the device refuses the copy
 //                             buffer; 0 never
+//   FISH_VK_ATTN_SHORT_PREV=0|1  1: span_attention_short loads its output pass's first batch of
+//                             V before the scoring pass (span_attention_short_prev[_q8]): one
+//                             dependent round trip fewer a layer at short contexts; the same
+//                             results; 0 (default) after the softmax
 //   FISH_VK_VERIFY_SPLIT=0|1  1: span forwards and per-matmul calls of FISH_MATVEC_MAX_TOK + 1 ..
 //                             FISH_MATVEC_WIDE_TOK tokens (a speculative verify) run as balanced
 //                             chunks of at most FISH_MATVEC_MAX_TOK tokens (8: 4 + 4, 5: 3 + 2),
@@ -177,6 +181,7 @@ struct VulkanOptions {
   int attn_stream = -1;      // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
                              // on, 2 on with the splits merged by their last workgroup
   bool stream_pipe = false;  // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
+  bool attn_short_prev = false;  // FISH_VK_ATTN_SHORT_PREV: the short kernel's first V batch early
   int norm_fuse = -1;    // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
   uint32_t pn_grid = 0;  // FISH_VK_PN_GRID: prologue-norm workgroups an SM at most (0: no cap)
   int pn_ffn = -1;       // FISH_VK_PN_FFN: -1 auto (on), 0 the ffn norm a dispatch, 1 on

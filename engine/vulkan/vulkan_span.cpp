@@ -401,7 +401,7 @@ Status VulkanSpan::load_ops() {
     FISH_ASSIGN_OR_RETURN(ops_.attention_decode, ctx_.pipeline("span_attention_decode"));
   }
   if (ctx_.options().attn_short != 0 && ctx_.features().subgroup_min >= 4 && p_.head_dim % 4 == 0) {
-    FISH_ASSIGN_OR_RETURN(ops_.attention_short, ctx_.pipeline("span_attention_short"));
+    FISH_ASSIGN_OR_RETURN(ops_.attention_short, ctx_.pipeline(short_module("")));
     if (ctx_.limits().maxComputeWorkGroupInvocations >= FISH_SPAN_SHORT_WIDE_WG &&
         ctx_.limits().maxComputeWorkGroupSize[0] >= FISH_SPAN_SHORT_WIDE_WG) {
       FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide, ctx_.pipeline("span_attention_short_wide"));
@@ -418,6 +418,11 @@ Status VulkanSpan::load_ops() {
     }
   }
   return Status::success();
+}
+
+std::string VulkanSpan::short_module(const char* suffix) const {
+  return fmt::format("span_attention_short{}{}", ctx_.options().attn_short_prev ? "_prev" : "",
+                     suffix);
 }
 
 PipelineSpec VulkanSpan::stream_spec(const char* module) const {
@@ -502,7 +507,7 @@ Status VulkanSpan::init(const std::map<WeightHandle, DeviceWeight>& weights) {
         FISH_ASSIGN_OR_RETURN(ops_.attention_decode_q8, ctx_.pipeline("span_attention_decode_q8"));
       }
       if (ops_.attention_short.pipe) {
-        FISH_ASSIGN_OR_RETURN(ops_.attention_short_q8, ctx_.pipeline("span_attention_short_q8"));
+        FISH_ASSIGN_OR_RETURN(ops_.attention_short_q8, ctx_.pipeline(short_module("_q8")));
       }
       if (ops_.attention_short_wide.pipe) {
         FISH_ASSIGN_OR_RETURN(ops_.attention_short_wide_q8,

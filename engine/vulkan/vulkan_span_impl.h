@@ -282,6 +282,9 @@ class VulkanSpan final : public LayerSpan {
   // `kernel` then span_attention_combine[_q8] over its split partials; a barrier after.
   // A span_attention_stream* module specialised for this span's heads (head_dim, group).
   PipelineSpec stream_spec(const char* module) const;
+  // span_attention_short's module + suffix ("", "_q8"): the _prev variant under
+  // FISH_VK_ATTN_SHORT_PREV.
+  std::string short_module(const char* suffix) const;
   void record_kv_head_attention(const Pipeline& kernel, const Pipeline& kernel_q8,
                                 const SpanPush& pc, uint32_t n, bool merges = false);
   void record_ffn(const LayerState& L, uint32_t n, uint32_t x_off);

@@ -918,7 +918,8 @@ TEST(VulkanSpanOps, StreamAttentionRule) {
 // position, fewer keys than threads, more (a thread scores several) and FISH_SPAN_SHORT_KEYS
 // exactly; partial rotation and NeoX pairs; windows shorter and longer than the context. Its _q8
 // variant writes the same output and the row's q8_1 copy by quant_q8_1's rule; the wide variant
-// (span_attention_short_wide, FISH_SPAN_SHORT_WIDE_WG threads) and its _q8 the same, every case.
+// (span_attention_short_wide, FISH_SPAN_SHORT_WIDE_WG threads), the early-V variant
+// (span_attention_short_prev, FISH_VK_ATTN_SHORT_PREV) and their _q8 the same, every case.
 TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
   struct Case {
     uint32_t hd, n_head, n_kv, pos0, window, n_rot;
@@ -939,7 +940,8 @@ TEST(VulkanSpanOps, ShortAttentionWithRopeAndKvStoreMatchesCpu) {
     const std::string base =
         fmt::format("short attention head_dim {} heads {}:{} at {} window {} n_rot {}", c.hd,
                     c.n_head, c.n_kv, c.pos0, c.window, c.n_rot);
-    for (const std::string module : {"span_attention_short", "span_attention_short_wide"}) {
+    for (const std::string module :
+         {"span_attention_short", "span_attention_short_wide", "span_attention_short_prev"}) {
       const std::string what = base + " (" + module + ")";
       std::vector<float> arena = p.arena;
       std::vector<uint32_t> kv = p.kv;
