@@ -174,6 +174,12 @@ bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWe
          });
 }
 
+int64_t verify_run(const VulkanOptions& o, int64_t n) {
+  if (!o.verify_split || n <= FISH_MATVEC_MAX_TOK || n > FISH_MATVEC_WIDE_TOK) return n;
+  const int64_t parts = (n + FISH_MATVEC_MAX_TOK - 1) / FISH_MATVEC_MAX_TOK;
+  return (n + parts - 1) / parts;
+}
+
 uint64_t f16_copy_bytes(const DeviceWeight& w, const DeviceWeight::Part& part) {
   return (uint64_t(part.n_rows) * w.n_in_pad * 2 + 255) / 256 * 256;
 }

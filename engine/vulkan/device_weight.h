@@ -135,6 +135,11 @@ bool prefill_f16_may_allocate(const VulkanOptions& o, std::optional<uint64_t> ce
 bool prefill_f16(const VulkanOptions& o, const DeviceFeatures& f, const DeviceWeight& w,
                  uint32_t n_tok, uint64_t max_binding);
 bool has_dequant_f16(GgmlType type);
+// FISH_VK_VERIFY_SPLIT (o.verify_split): the run length a matmul or span forward of n tokens is
+// cut into: for FISH_MATVEC_MAX_TOK + 1 .. FISH_MATVEC_WIDE_TOK tokens the balanced size of at most
+// FISH_MATVEC_MAX_TOK (8: 4 + 4, 5: 3 + 2), so each run is on the decode kernels; else n (whole).
+int64_t verify_run(const VulkanOptions& o, int64_t n);
+
 // The f16 copy of one part: its bytes (rows of n_in_pad values, rounded up to 256 so that copies
 // placed one after another keep every binding offset aligned), the dequant dispatch's push
 // constants (n_in, n_out, row_bytes of the part) and 1-D grid (one thread per 8 values, at most

@@ -439,22 +439,23 @@ Status VulkanBackend::matmul_group(std::span<const MatmulOp> ops, const float* x
   Impl& m = *impl_;
   if (m.state != Impl::State::open)
     return make_error("vulkan: matmul on a backend that is not open ({})", m.status_text());
-  // FISH_VK_VERIFY_SPLIT: 5..8 tokens as balanced runs of at most FISH_MATVEC_MAX_TOK, each on
-  // the decode kernels (the rows of a one-token matmul: decode_exact_tokens).
-  if (!m.opt->verify_split || n_tok <= FISH_MATVEC_MAX_TOK || n_tok > FISH_MATVEC_WIDE_TOK)
-    return m.run(ops, x, n_tok);
-  const int64_t parts = (n_tok + FISH_MATVEC_MAX_TOK - 1) / FISH_MATVEC_MAX_TOK;
-  const int64_t c = (n_tok + parts - 1) / parts;
+  // FISH_VK_VERIFY_SPLIT: 5..8 tokens as runs on the decode kernels (the rows of a one-token
+  // matmul: decode_exact_tokens); x rows n_in apart, each op's y rows its n_out apart.
+  const int64_t c = verify_run(*m.opt, n_tok);
+  if (c == n_tok) return m.run(ops, x, n_tok);
+  std::vector<int64_t> n_out(ops.size());
+  int64_t n_in = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto it = m.weights.find(ops[i].w);
+    if (it == m.weights.end())
+      return make_error("vulkan: matmul: unknown weight handle {}", ops[i].w);
+    n_out[i] = it->second.n_out;
+    n_in = it->second.n_in;
+  }
   std::vector<MatmulOp> part(ops.begin(), ops.end());
   for (int64_t t0 = 0; t0 < n_tok; t0 += c) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      auto it = m.weights.find(ops[i].w);
-      if (it == m.weights.end())
-        return make_error("vulkan: matmul: unknown weight handle {}", ops[i].w);
-      part[i].y = ops[i].y + t0 * int64_t(it->second.n_out);
-    }
-    FISH_TRY(m.run(part, x + t0 * int64_t(m.weights.find(ops[0].w)->second.n_in),
-                   std::min(c, n_tok - t0)));
+    for (size_t i = 0; i < ops.size(); ++i) part[i].y = ops[i].y + t0 * n_out[i];
+    FISH_TRY(m.run(part, x + t0 * n_in, std::min(c, n_tok - t0)));
   }
   return Status::success();
 }

@@ -266,9 +266,8 @@ class VulkanSpan final : public LayerSpan {
   // The output head over x's rows [row, row + n): final norm (+ q8_1 copy), output matvec
   // (logits row i at off_logits_ + i * n_vocab), argmax of each row (id i at off_tok_ + i).
   void record_head(int64_t row, int64_t n = 1);
-  // The chunk size of a forward of n tokens: chunk_, or with FISH_VK_VERIFY_SPLIT for
-  // FISH_MATVEC_MAX_TOK + 1 .. FISH_MATVEC_WIDE_TOK tokens the balanced size of at most
-  // FISH_MATVEC_MAX_TOK (the decode kernels' count): ceil(n / ceil(n / FISH_MATVEC_MAX_TOK)).
+  // The chunk size of a forward of n tokens: chunk_, or FISH_VK_VERIFY_SPLIT's run of a verify
+  // (device_weight.h verify_run, as the per-matmul path splits).
   int64_t forward_chunk(int64_t n) const;
   void record_attention(const LayerState& L, uint32_t n, int64_t pos);
   // Whether a chunk of n tokens attending len_max keys runs span_attention_decode (its group x

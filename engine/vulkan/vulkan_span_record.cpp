@@ -271,10 +271,8 @@ void VulkanSpan::quantize(const MatmulGroup& group, uint32_t n_tok) {
 }
 
 int64_t VulkanSpan::forward_chunk(int64_t n) const {
-  if (!ctx_.options().verify_split || n <= FISH_MATVEC_MAX_TOK || n > FISH_MATVEC_WIDE_TOK)
-    return chunk_;
-  const int64_t parts = (n + FISH_MATVEC_MAX_TOK - 1) / FISH_MATVEC_MAX_TOK;
-  return (n + parts - 1) / parts;
+  const int64_t run = verify_run(ctx_.options(), n);
+  return run < n ? run : chunk_;
 }
 
 void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantized, bool scaled,

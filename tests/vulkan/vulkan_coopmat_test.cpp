@@ -1000,35 +1000,57 @@ TEST(VulkanCoopmat, SpanMatchesTiledPathTileP) {
   check_cm2_span('p');
 }
 
+// Two backends on the environment's device for an f16-copy span test: `ref` under the options
+// `ref_set` leaves, `var` under `var_set`'s; false (with why) where the device has no Vulkan or
+// no f16 copies under `var`.
+template <class RefSet, class VarSet>
+bool copy_backends(std::unique_ptr<vk::VulkanBackend>* ref, std::unique_ptr<vk::VulkanBackend>* var,
+                   RefSet ref_set, VarSet var_set, std::string* why) {
+  auto opt = vk::VulkanOptions::from_env();
+  if (!opt.ok()) return *why = opt.error().message, false;
+  ref_set(*opt);
+  *ref = std::make_unique<vk::VulkanBackend>(opt);
+  if (!(*ref)->open().ok()) return *why = "no Vulkan device", false;
+  var_set(*opt);
+  *var = std::make_unique<vk::VulkanBackend>(opt);
+  if (!(*var)->open().ok()) return *why = "the variant did not open", false;
+  const std::string pk = (*var)->prefill_kernel(1024, 100, GgmlType::q4_k);
+  if (pk.find("f16 copies") == std::string::npos)
+    return *why = "no f16 copies on this device (16-bit storage and f16 arithmetic): " + pk, false;
+  return true;
+}
+
+// 104 teacher-forced tokens (a 100-token prefill, then 4 decode steps).
+std::vector<int32_t> copy_tokens(int mul, int add) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * mul + add) % 2048));
+  return tokens;
+}
+
 // FISH_VK_PREFILL_F16: the span's prefill chunk (100 tokens) runs every q4_k / q6_k matmul on
 // f16 copies of the weights with the f16 kernel of the device's family (lavapipe: the tiled
 // kernel; NVIDIA: a coopmat2 tile), against the same device's span without copies. The copies
 // round each dequantised weight to f16, as the cooperative-matrix kernels' own decode does.
 TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
-  auto opt = vk::VulkanOptions::from_env();
-  ASSERT_TRUE(opt.ok());
-  opt->prefill_f16 = 0;
-  vk::VulkanBackend plain(opt);
-  if (!plain.open().ok()) GTEST_SKIP() << "no Vulkan device";
-  opt->prefill_f16 = 1;
-  vk::VulkanBackend f16(opt);
-  ASSERT_TRUE(f16.open().ok());
-  const std::string pk = f16.prefill_kernel(1024, 100, GgmlType::q4_k);
-  if (pk.find("f16 copies") == std::string::npos)
-    GTEST_SKIP() << "no f16 copies on this device (16-bit storage and f16 arithmetic): " << pk;
+  std::unique_ptr<vk::VulkanBackend> plain, f16;
+  std::string why;
+  if (!copy_backends(
+          &plain, &f16, [](vk::VulkanOptions& o) { o.prefill_f16 = 0; },
+          [](vk::VulkanOptions& o) { o.prefill_f16 = 1; }, &why))
+    GTEST_SKIP() << why;
   auto model = synthetic_model("llama", 0);
   ASSERT_TRUE(model);
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * 29 + 3) % 2048));
+  const std::vector<int32_t> tokens = copy_tokens(29, 3);
   std::string with, without;
-  const std::vector<float> a = span_logits(model, f16, tokens, 100, &with);
-  const std::vector<float> b = span_logits(model, plain, tokens, 100, &without);
+  const std::vector<float> a = span_logits(model, *f16, tokens, 100, &with);
+  const std::vector<float> b = span_logits(model, *plain, tokens, 100, &without);
   EXPECT_NE(with.find("prefill matmuls on f16 weight copies from 9 tokens"), std::string::npos)
       << with;
   EXPECT_EQ(without.find("f16 weight copies"), std::string::npos) << without;
   compare_logits(a, b, model->params().n_vocab, tokens.size(),
-                 fmt::format("synthetic llama 8:2: span on f16 copies ({}) vs without ({})", pk,
-                             plain.prefill_kernel(1024, 100, GgmlType::q4_k)));
+                 fmt::format("synthetic llama 8:2: span on f16 copies ({}) vs without ({})",
+                             f16->prefill_kernel(1024, 100, GgmlType::q4_k),
+                             plain->prefill_kernel(1024, 100, GgmlType::q4_k)));
 }
 
 // FISH_VK_PREFILL_F16_AHEAD: each group's copies recorded beside the previous group's matmuls
@@ -1036,25 +1058,22 @@ TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
 // logits are bitwise those of the copies written in place, over two prefill chunks on lavapipe
 // (64-token chunks) and decode steps after.
 TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
-  auto opt = vk::VulkanOptions::from_env();
-  ASSERT_TRUE(opt.ok());
-  opt->prefill_f16 = 1;
-  opt->prefill_f16_ahead = false;
-  vk::VulkanBackend here(opt);
-  if (!here.open().ok()) GTEST_SKIP() << "no Vulkan device";
-  if (here.prefill_kernel(1024, 100, GgmlType::q4_k).find("f16 copies") == std::string::npos)
-    GTEST_SKIP() << "no f16 copies on this device: "
-                 << here.prefill_kernel(1024, 100, GgmlType::q4_k);
-  opt->prefill_f16_ahead = true;
-  vk::VulkanBackend ahead(opt);
-  ASSERT_TRUE(ahead.open().ok());
+  std::unique_ptr<vk::VulkanBackend> here, ahead;
+  std::string why;
+  if (!copy_backends(
+          &here, &ahead,
+          [](vk::VulkanOptions& o) {
+            o.prefill_f16 = 1;
+            o.prefill_f16_ahead = false;
+          },
+          [](vk::VulkanOptions& o) { o.prefill_f16_ahead = true; }, &why))
+    GTEST_SKIP() << why;
   auto model = synthetic_model("llama", 0);
   ASSERT_TRUE(model);
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 104; ++i) tokens.push_back(int32_t((i * 37 + 11) % 2048));
+  const std::vector<int32_t> tokens = copy_tokens(37, 11);
   std::string k_here, k_ahead;
-  const std::vector<float> a = span_logits(model, ahead, tokens, 100, &k_ahead);
-  const std::vector<float> b = span_logits(model, here, tokens, 100, &k_here);
+  const std::vector<float> a = span_logits(model, *ahead, tokens, 100, &k_ahead);
+  const std::vector<float> b = span_logits(model, *here, tokens, 100, &k_here);
   EXPECT_NE(k_ahead.find("each beside the previous group's matmuls"), std::string::npos) << k_ahead;
   EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
   ASSERT_EQ(a.size(), b.size());
