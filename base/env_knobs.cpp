@@ -390,6 +390,11 @@ std::span<const EnvKnob> env_knobs() {
        "exact token count (1..4) of each dispatch (specialisation constant EXACT) instead of one "
        "for any count; the same results (H100 tg128: 1B 1.028x, 8B 1.021x); 0: one pipeline for "
        "any count (A/B)"},
+      {"FISH_VK_IDOT_EXACT_FUSED", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1/on/true/yes (with FISH_VK_IDOT_EXACT): a span's gate / up matvec with the act*mul "
+       "epilogue (matvec_idot_swiglu, FISH_VK_ACT_FUSE) also runs a pipeline compiled for each "
+       "token count (1..4); the same results; 0 (default) one pipeline for any count "
+       "(unmeasured)"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,

@@ -79,7 +79,7 @@ PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, con
 }
 
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
-                             std::string_view variant) {
+                             std::string_view variant, int64_t n_tok) {
   PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);
   s.module = fmt::format("{}_{}", variant, type_name(type));
   const bool pn = variant == "matvec_idot_pn" || variant == "matvec_idot_swiglu_pn";
@@ -88,6 +88,7 @@ PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in
     const uint32_t gt = idot_workgroup(n_in, o.idot_wg);
     s.constants = {o.idot_rows, FISH_PN_WG, o.idot_ahead, FISH_PN_WG / gt};
   }
+  if (o.idot_exact && n_tok >= 1) s.constants.push_back(uint32_t(n_tok));  // EXACT
   return s;
 }
 

@@ -93,8 +93,10 @@ PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, con
 // "matvec_idot_swiglu_pn" (q/k/v, gate / up: the rmsnorm of their input in the prologue of every
 // workgroup of FISH_PN_WG threads, FISH_PN_WG / idot_workgroup(n_in) row groups; PARAMS as the
 // fourth binding) are that mode's.
+// n_tok >= 1 (with FISH_VK_IDOT_EXACT): specialised to exactly that many tokens, as
+// matvec_exact_spec; 0 any count.
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
-                             std::string_view variant);
+                             std::string_view variant, int64_t n_tok = 0);
 // Rows a workgroup of the pn variants over rows of n_in values (their matmul_grid vec_rows).
 uint32_t pn_rows(const VulkanOptions& o, int64_t n_in);
 // Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):

@@ -29,6 +29,10 @@
 //                             dispatch's token count (1..FISH_MATVEC_MAX_TOK; specialisation
 //                             constant EXACT): no branch on the count in the token loops; same
 //                             results (H100 tg128: 1B 1.028x, 8B 1.021x); 0 one for any count
+//   FISH_VK_IDOT_EXACT_FUSED=0|1  1 (with FISH_VK_IDOT_EXACT): a span's gate / up act*mul
+//                             variant (matvec_idot_swiglu_<type>, the default path's largest
+//                             matvecs) gets those per-count pipelines too; the same results; 0
+//                             (default) one swiglu pipeline for any count
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -174,13 +178,14 @@ struct VulkanOptions {
   uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool idot_exact = true;    // FISH_VK_IDOT_EXACT: pipelines for the exact token count
-  bool head = true;          // FISH_VK_HEAD: the output head in the span
-  int attn_split = -1;       // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int attn_decode = -1;      // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
-  int attn_short = -1;       // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int attn_stream = -1;      // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
-                             // on, 2 on with the splits merged by their last workgroup
-  bool stream_pipe = false;  // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
+  bool idot_exact_fused = false;  // FISH_VK_IDOT_EXACT_FUSED: and for the swiglu variant
+  bool head = true;               // FISH_VK_HEAD: the output head in the span
+  int attn_split = -1;            // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int attn_decode = -1;           // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
+  int attn_short = -1;            // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
+  int attn_stream = -1;           // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
+                                  // on, 2 on with the splits merged by their last workgroup
+  bool stream_pipe = false;      // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
   bool attn_short_prev = false;  // FISH_VK_ATTN_SHORT_PREV: the short kernel's first V batch early
   int norm_fuse = -1;    // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
   uint32_t pn_grid = 0;  // FISH_VK_PN_GRID: prologue-norm workgroups an SM at most (0: no cap)

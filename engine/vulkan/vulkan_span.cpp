@@ -263,6 +263,10 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
       }
       if (act) {
         FISH_ASSIGN_OR_RETURN(st.act, variant("matvec_idot_swiglu"));
+        for (int n = 1; o.idot_exact && o.idot_exact_fused && n <= FISH_MATVEC_MAX_TOK; ++n) {
+          const PipelineSpec spec = matmul_res_spec(w.type, o, w.n_in, "matvec_idot_swiglu", n);
+          FISH_ASSIGN_OR_RETURN(st.act_exact[n - 1], ctx_.pipeline(spec));
+        }
       }
       if (act && norm) {
         FISH_ASSIGN_OR_RETURN(st.act_scaled, variant("matvec_idot_swiglu_scaled"));

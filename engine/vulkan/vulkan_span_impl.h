@@ -66,6 +66,8 @@ struct MatmulStep {
   // behind res: times the norm's 1 / rms), act and act_scaled (gate / up: silu(gate) * up per
   // 32-row block, behind the separate norm or res). All but res bind vec_set.
   Pipeline res, scaled, act, act_scaled;
+  // With FISH_VK_IDOT_EXACT_FUSED, act specialised to n tokens at [n - 1]; else empty.
+  Pipeline act_exact[FISH_MATVEC_MAX_TOK];
   VkDescriptorSet res_set = VK_NULL_HANDLE;
   // FISH_VK_NORM_FUSE=2's, for one-token decode forwards: acc (wo / down: y += W x into the
   // residual rows; vec_set), pn (q/k/v, gate / up: the rmsnorm of the residual row in every

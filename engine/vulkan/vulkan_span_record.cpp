@@ -400,7 +400,11 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
   pc.gate_off = off_gu_;
   pc.eps = p_.norm_eps;
   fused_steps(g, pc, n, [&](const MatmulStep& st) {
-    return FusedPick{scaled ? &st.act_scaled : &st.act, st.vec_set, st.vec_rows};
+    const Pipeline& exact = st.act_exact[n - 1];  // FISH_VK_IDOT_EXACT_FUSED
+    return FusedPick{scaled                         ? &st.act_scaled
+                     : exact.pipe != VK_NULL_HANDLE ? &exact
+                                                    : &st.act,
+                     st.vec_set, st.vec_rows};
   });
   return true;
 }

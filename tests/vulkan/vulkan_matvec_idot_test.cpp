@@ -1018,18 +1018,22 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
 }
 
 // FISH_VK_IDOT_EXACT in a span: a 3-token forward (a verify's shape: the decode matvecs at 3
-// tokens), then one-token steps, give bitwise the logits of the general pipelines.
+// tokens), then one-token steps, give bitwise the logits of the general pipelines; with
+// FISH_VK_IDOT_EXACT_FUSED (setting 2) the gate / up act*mul variant's too.
 TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
-  std::vector<float> logits[2];
-  for (int exact = 0; exact < 2; ++exact) {
-    SCOPED_TRACE(fmt::format("FISH_VK_IDOT_EXACT={}", exact));
+  std::vector<float> logits[3];
+  for (int exact = 0; exact < 3; ++exact) {
+    SCOPED_TRACE(
+        fmt::format("FISH_VK_IDOT_EXACT={} FISH_VK_IDOT_EXACT_FUSED={}", exact >= 1, exact == 2));
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
-    opt->idot_exact = exact == 1;
+    opt->act_fuse = 1;
+    opt->idot_exact = exact >= 1;
+    opt->idot_exact_fused = exact == 2;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     SpanSession ss = span_session(model, b);
@@ -1046,6 +1050,7 @@ TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   }
   ASSERT_FALSE(logits[0].empty());
   EXPECT_EQ(logits[1], logits[0]);
+  EXPECT_EQ(logits[2], logits[0]);
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
