@@ -107,7 +107,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(o.coopmat2_wide, env_auto_switch("FISH_VK_COOPMAT2_WIDE"));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> prefill_f16, env_int("FISH_VK_PREFILL_F16"));
   if (prefill_f16) o.prefill_f16 = int(*prefill_f16);  // the row's range: 0..65536; auto: -1
-  FISH_ASSIGN_OR_RETURN(o.prefill_f16_ahead, env_switch("FISH_VK_PREFILL_F16_AHEAD", true));
+  FISH_ASSIGN_OR_RETURN(o.prefill_f16_ahead, env_switch_or_2("FISH_VK_PREFILL_F16_AHEAD", 1));
   FISH_ASSIGN_OR_RETURN(o.verify_split, env_switch("FISH_VK_VERIFY_SPLIT", false));
   FISH_ASSIGN_OR_RETURN(const int flash_cm, env_switch_or_2("FISH_VK_FLASH_CM", 2));
   o.flash_cm = uint32_t(flash_cm);

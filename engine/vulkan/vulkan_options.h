@@ -124,10 +124,13 @@
 //                             a span's head likewise, on the decode kernels (integer-dot where
 //                             the type has one) instead of matvec8_<type> (f32): the weights
 //                             read twice; 0 (default) one chunk
-//   FISH_VK_PREFILL_F16_AHEAD=1|0  1 (default): a span records each group's f16 copies beside the
-//                             previous group's matmuls (no barrier between: two copy regions, the
-//                             copy's memory traffic under the tensor cores' work); the same
-//                             results; 0 before its own matmuls behind a barrier (A/B)
+//   FISH_VK_PREFILL_F16_AHEAD=1|2|0  1 (default): a span records each group's f16 copies beside
+//                             the previous group's matmuls, after their dispatches (no barrier
+//                             between: two copy regions, the copy's memory traffic under the
+//                             tensor cores' work); 2 the same, before their dispatches (the
+//                             copy's workgroups launched first, beside the matmul's from its
+//                             first wave); the same results; 0 before its own matmuls behind a
+//                             barrier (A/B)
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -191,21 +194,21 @@ struct VulkanOptions {
   uint32_t pn_grid = 0;  // FISH_VK_PN_GRID: prologue-norm workgroups an SM at most (0: no cap)
   int pn_ffn = -1;       // FISH_VK_PN_FFN: -1 auto (on), 0 the ffn norm a dispatch, 1 on
   int act_fuse = -1;     // FISH_VK_ACT_FUSE: -1 auto (on), 0 off, 1 on
-  bool record_ahead = true;       // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
-  uint32_t fence_spin_us = 0;     // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
-  uint32_t prefetch_mb = 0;       // FISH_VK_PREFETCH_MB: weights read ahead a latency-bound step
-  int coopmat = -1;               // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
-  int coopmat2 = -1;              // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
-  uint32_t coopmat2_acc = 0;      // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
-  uint32_t coopmat2_scales = 1;   // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
-                                  // (coopmat2_stages_scales' level)
-  int coopmat2_wide = -1;         // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 tiles p, q
-  int prefill_f16 = -1;           // FISH_VK_PREFILL_F16: f16 weight copies from this many
-                                  // prefill tokens on (-1 auto, 0 never; device_weight.h)
-  bool prefill_f16_ahead = true;  // FISH_VK_PREFILL_F16_AHEAD: a span's next group's copies
-                                  // beside this group's matmuls
-  bool verify_split = false;      // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
-  uint32_t flash_cm = 2;          // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  bool record_ahead = true;      // FISH_VK_RECORD_AHEAD: spans record the next forward meanwhile
+  uint32_t fence_spin_us = 0;    // FISH_VK_FENCE_SPIN_US: poll a fence this long before blocking
+  uint32_t prefetch_mb = 0;      // FISH_VK_PREFETCH_MB: weights read ahead a latency-bound step
+  int coopmat = -1;              // FISH_VK_COOPMAT: -1 auto, 0 off, 1 required
+  int coopmat2 = -1;             // FISH_VK_COOPMAT2: -1 auto, 0 off, 1 required
+  uint32_t coopmat2_acc = 0;     // FISH_VK_COOPMAT2_ACC: kCoopmat2Acc* (coopmat.h; 0 f32)
+  uint32_t coopmat2_scales = 1;  // FISH_VK_COOPMAT2_SCALES: K-quant scales in shared memory
+                                 // (coopmat2_stages_scales' level)
+  int coopmat2_wide = -1;        // FISH_VK_COOPMAT2_WIDE: -1 auto (off), 0 off, 1 tiles p, q
+  int prefill_f16 = -1;          // FISH_VK_PREFILL_F16: f16 weight copies from this many
+                                 // prefill tokens on (-1 auto, 0 never; device_weight.h)
+  int prefill_f16_ahead = 1;     // FISH_VK_PREFILL_F16_AHEAD: a span's next group's copies
+                                 // beside this group's matmuls (1 after them, 2 before, 0 no)
+  bool verify_split = false;     // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
+  uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
   int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
   int profile = 0;        // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too

@@ -83,7 +83,7 @@ Status VulkanSpan::build_prefill_f16() {
     for (MatmulGroup* g : {&L.qkv, &L.wo, &L.gate_up, &L.down}) groups.push_back(g);
   // FISH_VK_PREFILL_F16_AHEAD: group i's copies in region i % 2, written beside group i - 1's
   // matmuls; else one region. A region's size: its groups' largest sum of copies.
-  const bool ahead = o.prefill_f16_ahead;
+  const bool ahead = o.prefill_f16_ahead != 0;
   uint64_t need[2] = {0, 0};
   for (size_t i = 0; i < groups.size(); ++i) {
     uint64_t off = 0;
@@ -211,7 +211,9 @@ std::string VulkanSpan::chunks_note() const {
   return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{})",
                          prefill_f16_min_tok(ctx_.options(), ctx_.features()),
                          double(wh_.bytes) / double(1 << 20),
-                         ctx_.options().prefill_f16_ahead
+                         ctx_.options().prefill_f16_ahead == 2
+                             ? ", each beside the previous group's matmuls, ahead of them"
+                         : ctx_.options().prefill_f16_ahead == 1
                              ? ", each beside the previous group's matmuls"
                              : "");
 }
@@ -308,6 +310,12 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     inputs = true;
   }
   if (inputs) barrier();
+  // FISH_VK_PREFILL_F16_AHEAD=2: the next group's copies ahead of these matmuls' dispatches, in
+  // the same barrier interval (region i % 2 of group i's copies was last read by group i - 2's
+  // matmuls, which the barrier before group i - 1's input closed).
+  const bool ahead_first = ctx_.options().prefill_f16_ahead == 2;
+  if (ahead_first && group.next && !vec && !wide && copies(*group.next, n_tok))
+    copied_ahead_ = group.next;
   for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = tile(st);
     const bool half = cm && cm->cm2;
@@ -349,7 +357,8 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
   }
   // FISH_VK_PREFILL_F16_AHEAD: the next group's copies beside these matmuls (no barrier between:
   // they write the other region, which the previous group's matmuls, behind a barrier, read).
-  if (group.next && !vec && !wide && copies(*group.next, n_tok)) copied_ahead_ = group.next;
+  if (!ahead_first && group.next && !vec && !wide && copies(*group.next, n_tok))
+    copied_ahead_ = group.next;
 }
 
 bool VulkanSpan::scalable(const MatmulGroup& g, bool act) {

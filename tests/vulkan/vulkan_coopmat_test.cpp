@@ -1054,33 +1054,38 @@ TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
 }
 
 // FISH_VK_PREFILL_F16_AHEAD: each group's copies recorded beside the previous group's matmuls
-// (two copy regions) instead of before its own: the same values into the same kernels, so the
-// logits are bitwise those of the copies written in place, over two prefill chunks on lavapipe
-// (64-token chunks) and decode steps after.
+// (two copy regions; 1 after their dispatches, 2 before them) instead of before its own: the
+// same values into the same kernels, so the logits are bitwise those of the copies written in
+// place, over two prefill chunks on lavapipe (64-token chunks) and decode steps after.
 TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
-  std::unique_ptr<vk::VulkanBackend> here, ahead;
-  std::string why;
-  if (!copy_backends(
-          &here, &ahead,
-          [](vk::VulkanOptions& o) {
-            o.prefill_f16 = 1;
-            o.prefill_f16_ahead = false;
-          },
-          [](vk::VulkanOptions& o) { o.prefill_f16_ahead = true; }, &why))
-    GTEST_SKIP() << why;
   auto model = synthetic_model("llama", 0);
   ASSERT_TRUE(model);
   const std::vector<int32_t> tokens = copy_tokens(37, 11);
-  std::string k_here, k_ahead;
-  const std::vector<float> a = span_logits(model, *ahead, tokens, 100, &k_ahead);
-  const std::vector<float> b = span_logits(model, *here, tokens, 100, &k_here);
-  EXPECT_NE(k_ahead.find("each beside the previous group's matmuls"), std::string::npos) << k_ahead;
-  EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  size_t differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-  EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+  for (const int level : {1, 2}) {
+    SCOPED_TRACE(fmt::format("FISH_VK_PREFILL_F16_AHEAD={}", level));
+    std::unique_ptr<vk::VulkanBackend> here, ahead;
+    std::string why;
+    if (!copy_backends(
+            &here, &ahead,
+            [](vk::VulkanOptions& o) {
+              o.prefill_f16 = 1;
+              o.prefill_f16_ahead = 0;
+            },
+            [&](vk::VulkanOptions& o) { o.prefill_f16_ahead = level; }, &why))
+      GTEST_SKIP() << why;
+    std::string k_here, k_ahead;
+    const std::vector<float> a = span_logits(model, *ahead, tokens, 100, &k_ahead);
+    const std::vector<float> b = span_logits(model, *here, tokens, 100, &k_here);
+    EXPECT_NE(k_ahead.find("each beside the previous group's matmuls"), std::string::npos)
+        << k_ahead;
+    EXPECT_EQ(k_ahead.find("ahead of them") != std::string::npos, level == 2) << k_ahead;
+    EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+  }
 }
 
 TEST(VulkanCoopmat, SpanMatchesTiledPathSlidingWindow) {
