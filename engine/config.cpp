@@ -262,6 +262,7 @@ Result<SessionPlan> plan_session(const Config& c, bool gpu_path) {
   FISH_ASSIGN_OR_RETURN(p.session, session_options(c));
   if (gpu_path) {
     FISH_ASSIGN_OR_RETURN(p.gpu, gpu_request(c));
+    p.load.defer_x16 = true;  // the CPU's matrices are packed when the session knows them
   }
   return p;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -306,73 +307,90 @@ Result<std::shared_ptr<const Model>> Model::from_gguf(GgufFile file, const Model
 }
 
 Status Model::repack_kquants(const ModelLoadOptions& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
   // The matrices to pack, one per distinct tensor (a tied head is the embedding's view), and
-  // their offsets in one arena: a decode step streams it whole, so it goes on huge pages.
+  // their offsets in one arena: a decode step streams it whole, so it goes on huge pages. The
+  // arena is mapped now and touched only where a matrix is packed.
   std::vector<MatrixView*> views;
   if (!p_.tied_output) views.push_back(&output_);
   for (LayerWeights& L : layers_)
     for (MatrixView* mv : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
       views.push_back(mv);
   if (p_.tied_output) views.push_back(&token_embd_);
-  struct Job {
-    MatrixView* mv;
-    size_t off, bytes;
-  };
-  std::vector<Job> jobs;
-  std::unordered_map<const void*, size_t> first;  // GGUF bytes -> index in jobs
-  std::vector<std::pair<MatrixView*, size_t>> shared;
+  std::unordered_map<const void*, size_t> first;  // GGUF bytes -> index in x16_jobs_
   size_t total = 0;
   for (MatrixView* mv : views) {
     if (!kx16_supported(mv->type) || mv->n_in % kx16_block_elems(mv->type) != 0) continue;
     if (mv->type == GgmlType::q8_0 && !opt.repack_q8_0) continue;
     if (auto it = first.find(mv->data); it != first.end()) {
-      shared.emplace_back(mv, it->second);
+      x16_jobs_[it->second].also.push_back(mv);
       continue;
     }
     const size_t bytes = kx16_matrix_bytes(mv->type, mv->n_out, mv->n_in);
-    first[mv->data] = jobs.size();
-    jobs.push_back({mv, total, bytes});
+    first[mv->data] = x16_jobs_.size();
+    // A tied head's copy serves the output matmul: the output view decides where it runs.
+    const MatrixView* decide = mv == &token_embd_ ? &output_ : mv;
+    x16_jobs_.push_back({mv, decide, {}, total, bytes, false});
     total += (bytes + 4095) / 4096 * 4096;  // each matrix page aligned
   }
-  if (jobs.empty()) return {};
+  if (x16_jobs_.empty()) return {};
+  if (p_.tied_output) x16_jobs_.back().also.push_back(&output_);
   FISH_ASSIGN_OR_RETURN(const bool huge, huge_pages_wanted());
   FISH_ASSIGN_OR_RETURN(x16_, HugeBuffer::allocate(total, huge));
-  ThreadPool pool(opt.n_threads);
+  keep_gguf_ = opt.keep_gguf;
+  repack_.huge_requested = x16_.huge_requested();
+  repack_.deferred = int(x16_jobs_.size());
+  if (opt.defer_x16) return {};
+  return pack_x16([](const MatrixView&) { return true; }, opt.n_threads);
+}
+
+bool Model::x16_deferred() const {
+  std::lock_guard<std::mutex> lock(x16_mu_);
+  return repack_.deferred > 0;
+}
+
+Status Model::pack_x16(const std::function<bool(const MatrixView&)>& cpu, int n_threads) const {
+  std::lock_guard<std::mutex> lock(x16_mu_);
+  if (repack_.deferred == 0) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<ThreadPool> pool;
   const MappedFile* map = file_.mapping();
-  for (const Job& j : jobs) {
+  for (X16Job& j : x16_jobs_) {
+    if (j.done || !cpu(*j.decide)) continue;
+    if (!pool) pool = std::make_unique<ThreadPool>(n_threads);
     MatrixView& mv = *j.mv;
     uint8_t* dst = x16_.data() + j.off;
     const int64_t panels = (mv.n_out + kKx16Rows - 1) / kKx16Rows;
-    pool.parallel_for(panels, [&](int64_t p0, int64_t p1, int) {
+    pool->parallel_for(panels, [&](int64_t p0, int64_t p1, int) {
       kx16_pack(mv.type, mv.data, mv.n_out, mv.n_in, dst, p0, p1);
     });
+    j.done = true;
+    --repack_.deferred;
     ++repack_.matrices;
     repack_.packed_bytes += j.bytes;
     repack_.gguf_bytes += mv.n_bytes;
     const auto* d = static_cast<const uint8_t*>(mv.data);
-    if (!opt.keep_gguf && map != nullptr && d >= map->data() &&
+    if (!keep_gguf_ && map != nullptr && d >= map->data() &&
         d + mv.n_bytes <= map->data() + map->size()) {
       map->evict(size_t(d - map->data()), mv.n_bytes);
       repack_.released_bytes += mv.n_bytes;
     }
     mv.x16 = dst;
+    for (MatrixView* v : j.also) v->x16 = dst;
   }
-  for (auto& [mv, i] : shared) mv->x16 = jobs[i].mv->x16;
-  if (p_.tied_output) output_.x16 = token_embd_.x16;
-  repack_.huge_requested = x16_.huge_requested();
+  if (!pool) return {};  // nothing packed this time
   repack_.huge_bytes = x16_.huge_bytes();
-  repack_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  repack_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {};
 }
 
 std::string KquantRepackStats::describe() const {
   return fmt::format(
-      "{} matrices, {:.1f} MB x16 (GGUF {:.1f} MB, {:.1f} MB released), {}, {:.2f} s", matrices,
+      "{} matrices, {:.1f} MB x16 (GGUF {:.1f} MB, {:.1f} MB released), {}, {:.2f} s{}", matrices,
       double(packed_bytes) / 1e6, double(gguf_bytes) / 1e6, double(released_bytes) / 1e6,
       huge_requested ? fmt::format("{:.1f} MB on huge pages", double(huge_bytes) / 1e6)
                      : std::string("huge pages off"),
-      seconds);
+      seconds,
+      deferred > 0 ? fmt::format("; {} left as GGUF rows (on the GPU)", deferred) : std::string());
 }
 
 void Model::embed(int32_t token, float* out) const {

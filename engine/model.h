@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,12 +112,18 @@ struct ModelLoadOptions {
   // released) unless keep_gguf. Config field kquant_repack (engine/config.h) sets these.
   bool kquant_repack = false;
   bool keep_gguf = false;
+  // With kquant_repack: plan the x16 arena at load (mapped, untouched) but pack no matrix until
+  // Model::pack_x16 names it. Session::create names the matrices its GPU placement leaves on
+  // the CPU, so a matrix that only runs on the device keeps its GGUF bytes alone: no copy, no
+  // host memory for one, no packing time. fish run and fish generate set it for gpu paths.
+  bool defer_x16 = false;
   bool repack_q8_0 = true;  // false: Q8_0 matrices stay GGUF rows (tests; no Config sets it)
 };
 
 // What load-time x16 repacking did (Model::kquant_repack()).
 struct KquantRepackStats {
   int matrices = 0;             // matrices repacked
+  int deferred = 0;             // matrices planned but not packed (defer_x16: none ran on the CPU)
   uint64_t packed_bytes = 0;    // bytes of the x16 copies
   uint64_t gguf_bytes = 0;      // GGUF bytes of the same matrices
   uint64_t released_bytes = 0;  // mapped GGUF bytes handed back to the kernel (0 with keep_gguf)
@@ -123,7 +131,7 @@ struct KquantRepackStats {
   bool huge_requested = false;  // the copies asked for transparent huge pages (FISH_HUGEPAGES)
   uint64_t huge_bytes = 0;      // bytes of them on huge pages right after packing
   // "112 matrices, 812.4 MB x16 (GGUF 795.3 MB, 795.3 MB released), 810.0 MB on huge pages,
-  // 0.61 s"
+  // 0.61 s", then "; N left as GGUF rows (on the GPU)" where matrices were deferred
   std::string describe() const;
 };
 
@@ -138,7 +146,15 @@ class Model {
                                                         const ModelLoadOptions& opt = {});
   // What load-time re-quantisation did (per tensor error, time); nullptr when requant was 0.
   const RequantResult* requant() const { return requant_.get(); }
+  // What x16 repacking did so far (read it between forwards: pack_x16 updates it).
   const KquantRepackStats& kquant_repack() const { return repack_; }
+  // ModelLoadOptions::defer_x16: packs the planned matrices not packed yet whose use runs on the
+  // CPU by `cpu` (a tied head: the output view decides) on n_threads threads (0: the default),
+  // releasing their GGUF pages unless keep_gguf, and points their views' x16 at the copies.
+  // Idempotent. Not concurrent with a forward of this model (sessions run one at a time in fish
+  // run and fish generate). Without deferred matrices a no-op.
+  Status pack_x16(const std::function<bool(const MatrixView&)>& cpu, int n_threads) const;
+  bool x16_deferred() const;
 
   const ModelParams& params() const { return p_; }
   const GgufFile& gguf() const { return file_; }
@@ -162,9 +178,18 @@ class Model {
 
  private:
   Model() = default;
-  // Fills the views' x16 (ModelLoadOptions::kquant_repack) and repack_. Errors: the arena cannot
-  // be allocated; a bad FISH_HUGEPAGES.
+  // Plans the x16 arena (ModelLoadOptions::kquant_repack) and, unless defer_x16, packs every
+  // matrix (pack_x16). Errors: the arena cannot be allocated; a bad FISH_HUGEPAGES.
   Status repack_kquants(const ModelLoadOptions& opt);
+  // One x16 copy to make: the view that owns it, the view whose placement decides it (a tied
+  // head's output view), the other views of the same bytes, its place in the arena.
+  struct X16Job {
+    MatrixView* mv;
+    const MatrixView* decide;
+    std::vector<MatrixView*> also;
+    size_t off, bytes;
+    bool done;
+  };
   GgufFile file_;
   ModelParams p_;
   MatrixView token_embd_, output_;
@@ -175,7 +200,12 @@ class Model {
   uint64_t total_weight_bytes_ = 0;
   std::shared_ptr<const RequantResult> requant_;  // owns the re-quantised weights the views use
   HugeBuffer x16_;  // the x16 copies the views' x16 point at, one arena
-  KquantRepackStats repack_;
+  // pack_x16's state: a const Model fills the x16 copies its views point at (a cache of the
+  // GGUF bytes, the same values) when a session first runs them on the CPU.
+  mutable std::vector<X16Job> x16_jobs_;
+  mutable std::mutex x16_mu_;
+  mutable KquantRepackStats repack_;
+  bool keep_gguf_ = false;
 };
 
 }  // namespace fish

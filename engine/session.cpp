@@ -237,6 +237,15 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
         "a smaller n_ctx or n_batch; FISH_RAM_BUDGET_MB sets FISH's own ceiling"));
   }
   inject_fault("session_create");  // tests of the exception boundaries (base/fault_injection.h)
+  // ModelLoadOptions::defer_x16: the x16 copies of the matrices this session runs on the CPU
+  // (those its GPU placement does not hold). A GPU matrix that falls back to the CPU later
+  // (gpu_fallbacks) runs its GGUF rows.
+  if (model->x16_deferred()) {
+    const GpuPlacement* gpu = opt.gpu.get();
+    FISH_TRY(model->pack_x16(
+        [gpu](const MatrixView& m) { return gpu == nullptr || gpu->handle(&m) == 0; },
+        opt.n_threads));
+  }
   std::unique_ptr<Int4Weights> int4;
   if (path == WeightPath::w4a8 || path == WeightPath::w4a16) {
     FISH_ASSIGN_OR_RETURN(int4, Int4Weights::build(*model, path, opt.weights));

@@ -427,6 +427,10 @@ void CellRunner::ensure_model(const Cell& c) {
   auto lo = model_load_options(c.config);
   if (L.error.empty() && !lo.ok()) L.error = lo.error().message;
   if (!L.error.empty()) return;
+  // With a gpu path, each session packs the x16 copies of the matrices it runs on the CPU
+  // (ModelLoadOptions::defer_x16): the cpu path all of them, a gpu path those off the device.
+  lo.value().defer_x16 =
+      std::find(e_.measure.paths.begin(), e_.measure.paths.end(), "gpu") != e_.measure.paths.end();
   auto m = Model::load(me.path, lo.value());
   if (!m.ok()) {
     L.error = m.error().message;
@@ -716,9 +720,10 @@ bool CellRunner::finish_fish_cell(size_t i, std::vector<PathRun>& runs) {
     const DecodeWeights dw = decode_weights(*r.session, r.gpu.get());
     // config.n_threads stays as given (0: the default); what it resolved to is recorded here.
     row["n_threads_resolved"] = r.session->n_threads();
-    if (const KquantRepackStats& kr = L.model->kquant_repack(); kr.matrices > 0)
+    if (const KquantRepackStats& kr = L.model->kquant_repack(); kr.matrices + kr.deferred > 0)
       row["kquant_repack"] = {
           {"matrices", kr.matrices},
+          {"deferred", kr.deferred},
           {"packed_MB", double(kr.packed_bytes) / 1e6},
           {"gguf_MB", double(kr.gguf_bytes) / 1e6},
           {"released_MB", double(kr.released_bytes) / 1e6},

@@ -156,9 +156,6 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       std::fprintf(stderr, "fish generate: requant %d: %s in %.2f s (%.1f ns/weight, %d threads)\n",
                    int(cfg.requant), rq->describe().c_str(), rq->seconds, rq->ns_per_weight(),
                    rq->n_threads);
-    if (const KquantRepackStats& kr = model->kquant_repack(); kr.matrices > 0)
-      std::fprintf(stderr, "fish generate: kquant_repack %s: %s\n", cfg.kquant_repack.c_str(),
-                   kr.describe().c_str());
     auto tok_r = Tokenizer::from_gguf(model->gguf());
     if (!tok_r.ok()) return fail(tok_r.error());
     const Tokenizer& tok = tok_r.value();
@@ -196,6 +193,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
     auto sess_r = Session::create(model, opt);
     if (!sess_r.ok()) return fail(sess_r.error());
     Session& s = *sess_r.value();
+    // After the session: with a GPU placement only the CPU's matrices are packed (defer_x16).
+    if (const KquantRepackStats& kr = model->kquant_repack(); kr.matrices + kr.deferred > 0)
+      std::fprintf(stderr, "fish generate: kquant_repack %s: %s\n", cfg.kquant_repack.c_str(),
+                   kr.describe().c_str());
     Sampler sampler(sampling_params(a->gen));
     // The drafter: --lookup or --speculative lookup; --draft MODEL or --speculative draft.
     const bool lookup = a->lookup || cfg.speculative == "lookup";

@@ -4,6 +4,8 @@
 // bitwise the scalar reference at every level), within float-order error at AVX2.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
+#include "kernels/kquant_x16.h"
 #include "test_env.h"
 
 namespace fish {
@@ -166,6 +169,60 @@ TEST_F(KquantRepackQ5_0Test, EveryQ5_0MatrixGetsACopyAndScalarLogitsAreThePerRow
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << threads << " threads";
   }
+}
+
+// ModelLoadOptions::defer_x16: the load packs nothing; pack_x16 packs what its predicate names
+// (layer 1's matrices here, as a GPU placement holding layer 0 and the head would leave them),
+// bytes equal to the eager load's copies, and is idempotent; a session without a placement packs
+// the rest (a tied head with the output view), and its logits are bitwise the eager model's.
+TEST_F(KquantRepackTest, DeferredCopiesArePackedForTheCpuMatricesAlone) {
+  auto eager = load(true);
+  ModelLoadOptions o;
+  o.kquant_repack = true;
+  o.defer_x16 = true;
+  auto lazy_r = Model::load(path_, o);
+  ASSERT_TRUE(lazy_r.ok()) << lazy_r.error().message;
+  std::shared_ptr<const Model> lazy = lazy_r.value();
+  ASSERT_TRUE(eager && lazy);
+  const int all = eager->kquant_repack().matrices;
+  EXPECT_EQ(lazy->kquant_repack().matrices, 0);
+  EXPECT_EQ(lazy->kquant_repack().deferred, all);
+  EXPECT_EQ(lazy->kquant_repack().released_bytes, 0u);
+  EXPECT_TRUE(lazy->x16_deferred());
+  EXPECT_NE(lazy->kquant_repack().describe().find(fmt::format("; {} left as GGUF rows", all)),
+            std::string::npos)
+      << lazy->kquant_repack().describe();
+  EXPECT_EQ(lazy->output().x16, nullptr);
+  const LayerWeights& L1 = lazy->layers()[1];
+  auto in_layer1 = [&](const MatrixView& m) {
+    for (const MatrixView* mv : {&L1.wq, &L1.wk, &L1.wv, &L1.wo, &L1.gate, &L1.up, &L1.down})
+      if (&m == mv) return true;
+    return false;
+  };
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass packs nothing more
+    ASSERT_TRUE(lazy->pack_x16(in_layer1, 1).ok());
+    EXPECT_EQ(lazy->kquant_repack().matrices, 7) << "pass " << pass;
+    EXPECT_EQ(lazy->kquant_repack().deferred, all - 7) << "pass " << pass;
+  }
+  const LayerWeights& E1 = eager->layers()[1];
+  const MatrixView* lz[] = {&L1.wq, &L1.wk, &L1.wv, &L1.wo, &L1.gate, &L1.up, &L1.down};
+  const MatrixView* eg[] = {&E1.wq, &E1.wk, &E1.wv, &E1.wo, &E1.gate, &E1.up, &E1.down};
+  for (size_t i = 0; i < 7; ++i) {
+    ASSERT_NE(lz[i]->x16, nullptr) << lz[i]->name;
+    const size_t bytes = kx16_matrix_bytes(lz[i]->type, lz[i]->n_out, lz[i]->n_in);
+    EXPECT_EQ(0, std::memcmp(lz[i]->x16, eg[i]->x16, bytes)) << lz[i]->name;
+  }
+  for (const MatrixView* mv : {&lazy->layers()[0].wq, &lazy->layers()[0].down, &lazy->output()})
+    EXPECT_EQ(mv->x16, nullptr) << mv->name;
+  const std::vector<float> a = logits(eager, Isa::scalar, 1);
+  const std::vector<float> b = logits(lazy, Isa::scalar, 1);  // its session packs the rest
+  EXPECT_FALSE(lazy->x16_deferred());
+  EXPECT_EQ(lazy->kquant_repack().matrices, all);
+  EXPECT_EQ(lazy->kquant_repack().released_bytes, eager->kquant_repack().released_bytes);
+  EXPECT_EQ(lazy->output().x16, lazy->token_embd().x16);
+  EXPECT_NE(lazy->output().x16, nullptr);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
 }
 
 TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {

@@ -164,6 +164,49 @@ TEST(GpuPlacement, SmallCardBudgetPlacesWhatFitsAndTheSessionStillMatchesCpu) {
   EXPECT_EQ(b->bytes_resident(), 0u);
 }
 
+// ModelLoadOptions::defer_x16 (fish run and fish generate with a gpu path): a session packs the
+// x16 copies of the matrices its placement leaves on the CPU alone: none with everything on the
+// GPU, layers 0..4 with 3 GPU layers and the output (the GGUF pages of the GPU matrices stay
+// mapped and unreleased), all for a CPU session; the mixed session matches the CPU.
+TEST(GpuPlacement, DeferredRepackPacksTheCpuMatricesAlone) {
+  auto shared = synthetic_8_layers();
+  ASSERT_TRUE(shared);
+  ModelLoadOptions lo;
+  lo.kquant_repack = true;
+  lo.defer_x16 = true;
+  auto loaded = Model::load(shared->path(), lo);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  std::shared_ptr<const Model> model = loaded.value();
+  ASSERT_TRUE(model->x16_deferred());
+  const int all = model->kquant_repack().deferred;
+  ASSERT_EQ(all, 8 * 7 + 1);  // 8 layers, the tied q6_k head
+  auto b = backend_with_budget(nullptr);
+  SessionOptions opt;
+  opt.n_ctx = 64;
+  opt.act = ActMode::f32;
+  opt.gpu = GpuPlacement::place_layers(*model, *b);
+  ASSERT_EQ(opt.gpu->n_gpu_layers(), 8);
+  ASSERT_TRUE(Session::create(model, opt).ok());
+  EXPECT_EQ(model->kquant_repack().matrices, 0);
+  EXPECT_EQ(model->kquant_repack().deferred, all);
+  opt.gpu = GpuPlacement::place_layers(*model, *b, test::placement_request(3));
+  ASSERT_EQ(opt.gpu->first_gpu_layer(), 5);
+  std::vector<int32_t> tokens = {1, 17, 300, 42, 7, 99, 511, 3};
+  const std::vector<float> gpu = logits_of(model, opt, tokens);
+  EXPECT_EQ(model->kquant_repack().matrices, 5 * 7);
+  for (size_t il = 0; il < 8; ++il)
+    EXPECT_EQ(model->layers()[il].gate.x16 != nullptr, il < 5) << "layer " << il;
+  EXPECT_EQ(model->output().x16, nullptr);
+  EXPECT_EQ(model->kquant_repack().released_bytes, model->kquant_repack().gguf_bytes);
+  opt.gpu.reset();
+  const std::vector<float> cpu = logits_of(model, SessionOptions{}, tokens);
+  EXPECT_FALSE(model->x16_deferred());
+  EXPECT_EQ(model->kquant_repack().matrices, all);
+  EXPECT_NE(model->output().x16, nullptr);
+  expect_same_logits(gpu, cpu, model->params().n_vocab, 1e-3, "8-layer q4_k_m, deferred x16");
+  EXPECT_EQ(b->bytes_resident(), 0u);
+}
+
 // Seed test 2 for stage 1: all layers + output on the GPU vs the CPU (f32 activations),
 // teacher-forced on the same tokens; same argmax everywhere, |dlogit| <= 2% of max |logit|.
 // Matvec path only (prefill of 3): lavapipe runs the tiled kernels slowly; they are covered per
