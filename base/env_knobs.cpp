@@ -486,13 +486,7 @@ std::span<const EnvKnob> env_knobs() {
        "calls: auto (default) from 512 tokens on devices with coopmat2 tiles (H100 pp512: 1B "
        "1.25x, 8B 1.16x), none where the run has a VRAM ceiling or the device refuses the copy "
        "buffer; 0 never"},
-      {"FISH_VK_PREFILL_F16_AHEAD",
-       S::gpu,
-       E::results,
-       {"0", "off", "false", "no", "1", "on", "true", "yes", "2"},
-       0,
-       -1,
-       vk_options,
+      {"FISH_VK_PREFILL_F16_AHEAD", S::gpu, E::results, switch_or_2_words(), 0, -1, vk_options,
        "1/on/true/yes (default): a span records each matmul group's f16 weight copies "
        "(FISH_VK_PREFILL_F16) beside the previous group's matmuls, after their dispatches, with "
        "no barrier between (two copy regions), instead of before its own matmuls behind a "

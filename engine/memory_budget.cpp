@@ -94,7 +94,8 @@ Status check_host_memory(const SessionMemory& need, const HostMemory& have, std:
   const std::pair<const char*, uint64_t> named[] = {{"KV", need.kv},
                                                     {"attention scores", need.scores},
                                                     {"work buffers", need.buffers},
-                                                    {"int4 weights", need.int4}};
+                                                    {"int4 weights", need.int4},
+                                                    {"x16 weight copies", need.x16}};
   for (const auto& [name, bytes] : named)
     if (bytes > 0)
       parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, bytes_text(bytes));

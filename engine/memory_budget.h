@@ -22,7 +22,8 @@ struct SessionMemory {
   uint64_t scores = 0;   // attention scratch: n_ctx floats per head or per thread's query group
   uint64_t buffers = 0;  // per-token work buffers x n_batch, activations, logits, RoPE tables
   uint64_t int4 = 0;     // w4a8 / w4a16 packed copies of the weights (0 on other paths)
-  uint64_t total() const { return kv + scores + buffers + int4; }
+  uint64_t x16 = 0;      // x16 copies a deferred repack makes for this session (ModelLoadOptions)
+  uint64_t total() const { return kv + scores + buffers + int4 + x16; }
 };
 
 // The host memory available to this process: the smallest of MemAvailable (/proc/meminfo), the

@@ -330,10 +330,10 @@ Status Model::repack_kquants(const ModelLoadOptions& opt) {
     // A tied head's copy serves the output matmul: the output view decides where it runs.
     const MatrixView* decide = mv == &token_embd_ ? &output_ : mv;
     x16_jobs_.push_back({mv, decide, {}, total, bytes, false});
-    total += (bytes + 4095) / 4096 * 4096;  // each matrix page aligned
+    if (mv == &token_embd_) x16_jobs_.back().also.push_back(&output_);  // the tied head's view
+    total += (bytes + 4095) / 4096 * 4096;                              // each matrix page aligned
   }
   if (x16_jobs_.empty()) return {};
-  if (p_.tied_output) x16_jobs_.back().also.push_back(&output_);
   FISH_ASSIGN_OR_RETURN(const bool huge, huge_pages_wanted());
   FISH_ASSIGN_OR_RETURN(x16_, HugeBuffer::allocate(total, huge));
   keep_gguf_ = opt.keep_gguf;
@@ -341,6 +341,14 @@ Status Model::repack_kquants(const ModelLoadOptions& opt) {
   repack_.deferred = int(x16_jobs_.size());
   if (opt.defer_x16) return {};
   return pack_x16([](const MatrixView&) { return true; }, opt.n_threads);
+}
+
+uint64_t Model::x16_pending_bytes(const std::function<bool(const MatrixView&)>& cpu) const {
+  std::lock_guard<std::mutex> lock(x16_mu_);
+  uint64_t b = 0;
+  for (const X16Job& j : x16_jobs_)
+    if (!j.done && cpu(*j.decide)) b += j.bytes;
+  return b;
 }
 
 bool Model::x16_deferred() const {

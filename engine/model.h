@@ -154,6 +154,8 @@ class Model {
   // Idempotent. Not concurrent with a forward of this model (sessions run one at a time in fish
   // run and fish generate). Without deferred matrices a no-op.
   Status pack_x16(const std::function<bool(const MatrixView&)>& cpu, int n_threads) const;
+  // Bytes of the copies pack_x16(cpu, ...) would make now (host memory checks).
+  uint64_t x16_pending_bytes(const std::function<bool(const MatrixView&)>& cpu) const;
   bool x16_deferred() const;
 
   const ModelParams& params() const { return p_; }

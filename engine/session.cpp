@@ -227,25 +227,26 @@ Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> mo
   if (opt.n_ctx < 1) return make_error("session: n_ctx {} must be >= 1", opt.n_ctx);
   if (opt.n_batch < 1) return make_error("session: n_batch {} must be >= 1", opt.n_batch);
   const WeightPath path = resolve_weight_path(opt.weights.weight_path, *model);
+  // ModelLoadOptions::defer_x16: the x16 copies of the matrices this session runs on the CPU
+  // with int8 activations (the f32 and reference paths never read them), those its GPU
+  // placement does not hold. A GPU matrix that falls back to the CPU later (gpu_fallbacks) runs
+  // its GGUF rows.
+  const GpuPlacement* gpu = opt.gpu.get();
+  const bool reads_x16 = path != WeightPath::ref && opt.act != ActMode::f32;
+  auto on_cpu = [gpu](const MatrixView& m) { return gpu == nullptr || gpu->handle(&m) == 0; };
+  const bool pack = reads_x16 && model->x16_deferred();
   {
     SessionOptions resolved = opt;
     resolved.weights.weight_path = path;
+    SessionMemory need = memory_estimate(*model, resolved);
+    if (pack) need.x16 = model->x16_pending_bytes(on_cpu);
     FISH_ASSIGN_OR_RETURN(const HostMemory have, host_memory_available());
     FISH_TRY(check_host_memory(
-        memory_estimate(*model, resolved), have,
-        fmt::format("session: n_ctx {}, n_batch {}", opt.n_ctx, opt.n_batch),
+        need, have, fmt::format("session: n_ctx {}, n_batch {}", opt.n_ctx, opt.n_batch),
         "a smaller n_ctx or n_batch; FISH_RAM_BUDGET_MB sets FISH's own ceiling"));
   }
   inject_fault("session_create");  // tests of the exception boundaries (base/fault_injection.h)
-  // ModelLoadOptions::defer_x16: the x16 copies of the matrices this session runs on the CPU
-  // (those its GPU placement does not hold). A GPU matrix that falls back to the CPU later
-  // (gpu_fallbacks) runs its GGUF rows.
-  if (model->x16_deferred()) {
-    const GpuPlacement* gpu = opt.gpu.get();
-    FISH_TRY(model->pack_x16(
-        [gpu](const MatrixView& m) { return gpu == nullptr || gpu->handle(&m) == 0; },
-        opt.n_threads));
-  }
+  if (pack) FISH_TRY(model->pack_x16(on_cpu, opt.n_threads));
   std::unique_ptr<Int4Weights> int4;
   if (path == WeightPath::w4a8 || path == WeightPath::w4a16) {
     FISH_ASSIGN_OR_RETURN(int4, Int4Weights::build(*model, path, opt.weights));

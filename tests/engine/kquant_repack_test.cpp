@@ -14,6 +14,7 @@
 
 #include "engine/config.h"
 #include "engine/model.h"
+#include "engine/model_shapes.h"
 #include "engine/session.h"
 #include "engine/synthetic_model.h"
 #include "kernels/kquant_x16.h"
@@ -223,6 +224,52 @@ TEST_F(KquantRepackTest, DeferredCopiesArePackedForTheCpuMatricesAlone) {
   EXPECT_NE(lazy->output().x16, nullptr);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+}
+
+// A tied embedding the repack skips (q8_0, llama.cpp's Q4_K_M type for a 320-wide embedding,
+// with repack_q8_0 off) while the layers get copies: the head keeps its GGUF rows (no other
+// matrix's copy), eagerly and deferred, and the logits are bitwise those of the unpacked model.
+TEST(KquantRepackTied, ASkippedTiedEmbeddingLeavesTheHeadOnGgufRows) {
+  const ModelShape shape{"test-320", "llama", "a 2-layer llama, 320 wide",
+                         2,          320,     512,
+                         5,          1,       64,
+                         512,        true,    2048,
+                         10000.0f,   1e-5f,   0};
+  const std::string path = (test::temp_dir() / "fish_kquant_repack_tied_320.gguf").string();
+  auto ft = parse_file_type("q4_k_m");
+  ASSERT_TRUE(ft.ok());
+  ASSERT_TRUE(write_synthetic_model(shape, ft.value(), {9, 4}, path).ok());
+  auto plain = Model::load(path);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  ASSERT_EQ(plain.value()->token_embd().type, GgmlType::q8_0);
+  SessionOptions so;
+  so.n_ctx = 32;
+  so.isa = Isa::scalar;
+  so.n_threads = 1;
+  auto run = [&](std::shared_ptr<const Model> m) {
+    auto sess = Session::create(m, so);
+    EXPECT_TRUE(sess.ok()) << sess.error().message;
+    const std::vector<int32_t> toks = {3, 141, 59, 26};
+    auto lg = sess.value()->forward(toks, 0, LogitsMode::all);
+    EXPECT_TRUE(lg.ok());
+    return std::vector<float>(lg.value().begin(), lg.value().end());
+  };
+  const std::vector<float> want = run(plain.value());
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred" : "eager");
+    ModelLoadOptions o;
+    o.kquant_repack = true;
+    o.repack_q8_0 = false;
+    o.defer_x16 = defer;
+    auto m = Model::load(path, o);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const std::vector<float> got = run(m.value());  // its session packs (deferred)
+    EXPECT_GT(m.value()->kquant_repack().matrices, 0);
+    EXPECT_EQ(m.value()->output().x16, nullptr);
+    EXPECT_EQ(m.value()->token_embd().x16, nullptr);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4));
+  }
 }
 
 TEST_F(KquantRepackTest, EmbeddingsFromTheCopyEqualTheGgufOnes) {
