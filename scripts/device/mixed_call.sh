@@ -186,6 +186,9 @@ for x in ${EXPS-}; do
   stamp "fish run $f ($g)"
   extra=()
   [ "$g" != default ] && extra=(${g//,/ })
+  # An empty folder each time: files of another session's runs once turned up in exp-<n>/ on a
+  # held machine (results/runs/h100-session-5ecfa33), where nothing here had written them.
+  rm -rf $W/exp-$j
   env "${extra[@]}" FISH_CACHE=/tmp/peer/cache timeout ${EXP_S:-120} $B/fish run $f --out $W/exp-$j \
     > $W/exp-$j.log 2>&1
   echo "rc=$? config: $g" >> $W/exp-$j.log
