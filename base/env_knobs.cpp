@@ -192,8 +192,9 @@ std::span<const EnvKnob> env_knobs() {
        1,
        int64_t(1) << 30,
        "engine/memory_budget.cpp",
-       "FISH's ceiling on host memory for a session's KV cache and buffers (default: "
-       "MemAvailable and the cgroup / rlimit caps)"},
+       "FISH's ceiling on host memory for a session's KV cache, buffers and the weight copies it "
+       "makes (int4; x16 where the repack is deferred to sessions) (default: MemAvailable and "
+       "the cgroup / rlimit caps)"},
       {"FISH_SHARD_COUNT",
        S::harness,
        E::location,
