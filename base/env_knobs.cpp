@@ -413,6 +413,16 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "rows per workgroup of the integer-dot decode matvec (default 2; tuning)"},
+      {"FISH_VK_IDOT_ROWS_MULTI",
+       S::gpu,
+       E::results,
+       {"auto", "1", "2", "4", "8", "16"},
+       0,
+       -1,
+       vk_options,
+       "with FISH_VK_IDOT_EXACT: rows per workgroup of the integer-dot pipelines of exactly 2..4 "
+       "tokens (a speculative verify), so each token's activation loads serve more rows; the "
+       "same results; auto (default) FISH_VK_IDOT_ROWS's (unmeasured)"},
       {"FISH_VK_IDOT_WG",
        S::gpu,
        E::results,

@@ -74,7 +74,10 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
 PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                                int64_t n_in) {
   PipelineSpec s = matmul_spec(type, n_tok, k, o, n_in);
-  if (o.idot_exact && !s.constants.empty() && n_tok >= 1) s.constants.push_back(uint32_t(n_tok));
+  if (o.idot_exact && !s.constants.empty() && n_tok >= 1) {
+    s.constants.push_back(uint32_t(n_tok));
+    s.constants[0] = exact_rows(o, n_tok);  // FISH_VK_IDOT_ROWS_MULTI from 2 tokens
+  }
   return s;
 }
 
@@ -101,8 +104,12 @@ uint32_t idot_groups(int64_t n_in, uint32_t forced) {
   return forced != 0 ? forced : 1;
 }
 
-uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in) {
-  return k == MatvecKernel::idot ? o.idot_rows * idot_groups(n_in, o.idot_groups)
+uint32_t exact_rows(const VulkanOptions& o, int64_t n_tok) {
+  return o.idot_exact && n_tok >= 2 && o.idot_rows_multi != 0 ? o.idot_rows_multi : o.idot_rows;
+}
+
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in, int64_t n_tok) {
+  return k == MatvecKernel::idot ? exact_rows(o, n_tok) * idot_groups(n_in, o.idot_groups)
                                  : FISH_MATVEC_ROWS;
 }
 

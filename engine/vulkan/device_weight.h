@@ -99,9 +99,12 @@ PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in
                              std::string_view variant, int64_t n_tok = 0);
 // Rows a workgroup of the pn variants over rows of n_in values (their matmul_grid vec_rows).
 uint32_t pn_rows(const VulkanOptions& o, int64_t n_in);
-// Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows):
-// idot_rows x idot_groups(n_in, ...) for idot.
-uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in);
+// Rows a row group of the idot pipeline matvec_exact_spec builds for n_tok tokens: idot_rows, or
+// FISH_VK_IDOT_ROWS_MULTI's for exact pipelines of 2 or more tokens.
+uint32_t exact_rows(const VulkanOptions& o, int64_t n_tok);
+// Rows a workgroup of decode kernel k over rows of n_in values (matmul_grid's vec_rows) in
+// matvec_exact_spec's pipeline for n_tok tokens: exact_rows x idot_groups(n_in, ...) for idot.
+uint32_t matvec_rows(MatvecKernel k, const VulkanOptions& o, int64_t n_in, int64_t n_tok = 1);
 
 // Bytes of the q8_1 activations of FISH_MATVEC_MAX_TOK tokens of K values (FISH_Q8_BYTES), and
 // the quant_q8_1 dispatch that writes them from x rows x_stride floats apart.

@@ -669,7 +669,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
       const MatmulGrid g =
           picks[i].f16 ? f16_copy_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0, max_x, cm)
                        : matmul_grid(w, part, uint32_t(n_tok), k, w.n_out, part.row0, max_x, cm,
-                                     matvec_rows(mk, *opt, w.n_in_pad));
+                                     matvec_rows(mk, *opt, w.n_in_pad, n_tok));
       cmds.bind(p, set);
       cmds.push(p, &g.pc, sizeof g.pc);
       cmds.dispatch(g.gx, g.gy);

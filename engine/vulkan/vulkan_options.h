@@ -29,6 +29,10 @@
 //                             dispatch's token count (1..FISH_MATVEC_MAX_TOK; specialisation
 //                             constant EXACT): no branch on the count in the token loops; same
 //                             results (H100 tg128: 1B 1.028x, 8B 1.021x); 0 one for any count
+//   FISH_VK_IDOT_ROWS_MULTI=auto|1|2|4|8|16  with FISH_VK_IDOT_EXACT: rows per workgroup of the
+//                             pipelines of exactly 2..4 tokens (a speculative verify), so each
+//                             token's activation loads serve more rows; auto (default) those of
+//                             FISH_VK_IDOT_ROWS. The same sums in the same order: bitwise results
 //   FISH_VK_IDOT_EXACT_FUSED=0|1  1 (with FISH_VK_IDOT_EXACT): a span's gate / up act*mul
 //                             variant (matvec_idot_swiglu_<type>, the default path's largest
 //                             matvecs) gets those per-count pipelines too; the same results; 0
@@ -176,11 +180,12 @@ struct VulkanOptions {
   std::optional<uint64_t> budget_bytes;  // FISH_VRAM_BUDGET_MB, in bytes
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
-  uint32_t idot_rows = 2;    // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
-  uint32_t idot_wg = 0;      // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 1;   // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
-  uint32_t idot_groups = 0;  // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
-  bool idot_exact = true;    // FISH_VK_IDOT_EXACT: pipelines for the exact token count
+  uint32_t idot_rows = 2;  // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
+  uint32_t idot_rows_multi = 0;   // FISH_VK_IDOT_ROWS_MULTI: exact 2..4-token pipelines' (0: same)
+  uint32_t idot_wg = 0;           // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
+  uint32_t idot_ahead = 1;        // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
+  uint32_t idot_groups = 0;       // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
+  bool idot_exact = true;         // FISH_VK_IDOT_EXACT: pipelines for the exact token count
   bool idot_exact_fused = false;  // FISH_VK_IDOT_EXACT_FUSED: and for the swiglu variant
   bool head = true;               // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;            // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits

@@ -196,6 +196,7 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
        ++n) {
     const PipelineSpec spec = matvec_exact_spec(w.type, n, mk, ctx_.options(), w.n_in);
     FISH_ASSIGN_OR_RETURN(st.vec_exact[n - 1], ctx_.pipeline(spec));
+    st.exact_rows[n - 1] = matvec_rows(mk, ctx_.options(), w.n_in, n);
   }
   FISH_ASSIGN_OR_RETURN(st.wide, ctx_.pipeline(matmul_module(w.type, FISH_MATVEC_WIDE_TOK, mk)));
   FISH_ASSIGN_OR_RETURN(st.tiled,

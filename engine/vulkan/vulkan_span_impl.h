@@ -57,6 +57,7 @@ struct MatmulStep {
   // With FISH_VK_IDOT_EXACT, vec specialised to n tokens at [n - 1] (matvec_exact_spec; bound
   // with vec_set, the same layout); else empty, and vec serves every count.
   Pipeline vec_exact[FISH_MATVEC_MAX_TOK];
+  uint32_t exact_rows[FISH_MATVEC_MAX_TOK] = {};  // their rows a workgroup (matvec_rows)
   std::vector<Pipeline> cm;  // matmul_cm_<type> per tile of VkContext::coopmat_tiles()
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSet vec_set = VK_NULL_HANDLE;  // the decode kernel's: X the q8_1 region for idot

@@ -331,8 +331,11 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
       matvec_recorded(st);
       continue;
     }
-    const MatmulGrid g =
-        matmul_grid(*st.w, *st.part, n_tok, xs, st.y_stride, yo, max_x, cm, st.vec_rows);
+    // The exact-count pipeline where there is one (FISH_VK_IDOT_EXACT), with its own rows.
+    const Pipeline& exact = vec ? st.vec_exact[n_tok - 1] : st.vec;
+    const bool on_exact = vec && !scaled && exact.pipe != VK_NULL_HANDLE;
+    const MatmulGrid g = matmul_grid(*st.w, *st.part, n_tok, xs, st.y_stride, yo, max_x, cm,
+                                     on_exact ? st.exact_rows[n_tok - 1] : st.vec_rows);
     // residual_norm's input (its q8_1 copy written, scalable checked): matvec_idot_scaled_.
     assert(!scaled || quantized);
     if (vec && scaled) {
@@ -345,8 +348,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
       matvec_recorded(st);
       continue;
     }
-    const Pipeline& exact = vec ? st.vec_exact[n_tok - 1] : st.vec;
-    const Pipeline& p = vec    ? (exact.pipe != VK_NULL_HANDLE ? exact : st.vec)
+    const Pipeline& p = vec    ? (on_exact ? exact : st.vec)
                         : wide ? st.wide
                         : cm   ? st.cm[size_t(cm - ctx_.coopmat_tiles().data())]
                                : st.tiled;

@@ -359,7 +359,8 @@ TEST_F(VulkanMatvecIdot, WorkgroupSizeVariantsMatch) {
 // general pipeline's outputs (the same arithmetic in the same order) for every idot type at 1..4
 // tokens, with rows of more chunks than a workgroup has threads and, at 2 rows a workgroup and 4
 // chunks ahead, n_out not a multiple of the rows; a pipeline of the wrong count would drop or add
-// a token's rows. The exact pipelines are in use (the fifth constant).
+// a token's rows. The exact pipelines are in use (the fifth constant). FISH_VK_IDOT_ROWS_MULTI
+// (backend m: 8 rows a workgroup from 2 tokens, grids to match) is bitwise the same too.
 TEST_F(VulkanMatvecIdot, ExactTokenPipelinesAreBitwiseTheGeneralOnes) {
   std::mt19937 rng(53);
   auto opt = vk::VulkanOptions::from_env();
@@ -373,6 +374,16 @@ TEST_F(VulkanMatvecIdot, ExactTokenPipelinesAreBitwiseTheGeneralOnes) {
             "matvec8_q4_k");  // past the decode kernel's tokens: no constants to add
   vk::VulkanBackend b(opt);
   ASSERT_TRUE(b.open().ok());
+  vk::VulkanOptions multi = *opt;
+  multi.idot_rows_multi = 8;
+  EXPECT_EQ(vk::matvec_exact_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, multi, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 4, 1, 1}));
+  EXPECT_EQ(vk::matvec_exact_spec(GgmlType::q4_k, 3, vk::MatvecKernel::idot, multi, 4096).constants,
+            (std::vector<uint32_t>{8, 32, 4, 1, 3}));
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, multi, 4096, 3), 8u);
+  EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, multi, 4096, 1), 2u);
+  vk::VulkanBackend m(Result<vk::VulkanOptions>{multi});
+  ASSERT_TRUE(m.open().ok());
   opt->idot_exact = false;
   vk::VulkanBackend g(opt);
   ASSERT_TRUE(g.open().ok());
@@ -384,17 +395,23 @@ TEST_F(VulkanMatvecIdot, ExactTokenPipelinesAreBitwiseTheGeneralOnes) {
     const MatrixView w{wd.data(), t, n_in, n_out, wd.size(), "exact"};
     auto hb = b.upload(w);
     auto hg = g.upload(w);
-    ASSERT_TRUE(hb.ok() && hg.ok());
+    auto hm = m.upload(w);
+    ASSERT_TRUE(hb.ok() && hg.ok() && hm.ok());
     for (int64_t n_tok = 1; n_tok <= FISH_MATVEC_MAX_TOK; ++n_tok) {
       const std::vector<float> x = test::random_input(n_tok * n_in, rng);
-      std::vector<float> yb(size_t(n_tok * n_out), -1.0f), yg(yb.size(), -2.0f);
+      std::vector<float> yb(size_t(n_tok * n_out), -1.0f), yg(yb.size(), -2.0f),
+          ym(yb.size(), -3.0f);
       ASSERT_TRUE(b.matmul(hb.value(), x.data(), n_tok, yb.data()).ok());
       ASSERT_TRUE(g.matmul(hg.value(), x.data(), n_tok, yg.data()).ok());
+      ASSERT_TRUE(m.matmul(hm.value(), x.data(), n_tok, ym.data()).ok());
       EXPECT_EQ(std::memcmp(yb.data(), yg.data(), yb.size() * sizeof(float)), 0)
           << type_name(t) << " n_tok " << n_tok;
+      EXPECT_EQ(std::memcmp(ym.data(), yg.data(), ym.size() * sizeof(float)), 0)
+          << type_name(t) << " n_tok " << n_tok << ", FISH_VK_IDOT_ROWS_MULTI=8";
     }
     b.release(hb.value());
     g.release(hg.value());
+    m.release(hm.value());
   }
 }
 
@@ -1019,21 +1036,23 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
 
 // FISH_VK_IDOT_EXACT in a span: a 3-token forward (a verify's shape: the decode matvecs at 3
 // tokens), then one-token steps, give bitwise the logits of the general pipelines; with
-// FISH_VK_IDOT_EXACT_FUSED (setting 2) the gate / up act*mul variant's too.
+// FISH_VK_IDOT_EXACT_FUSED (setting 2) the gate / up act*mul variant's too, and with
+// FISH_VK_IDOT_ROWS_MULTI=8 on top (setting 3) the 3-token pipelines' 8 rows a workgroup.
 TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
-  std::vector<float> logits[3];
-  for (int exact = 0; exact < 3; ++exact) {
-    SCOPED_TRACE(
-        fmt::format("FISH_VK_IDOT_EXACT={} FISH_VK_IDOT_EXACT_FUSED={}", exact >= 1, exact == 2));
+  std::vector<float> logits[4];
+  for (int exact = 0; exact < 4; ++exact) {
+    SCOPED_TRACE(fmt::format("FISH_VK_IDOT_EXACT={} FISH_VK_IDOT_EXACT_FUSED={} ROWS_MULTI={}",
+                             exact >= 1, exact >= 2, exact == 3 ? 8 : 0));
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
     opt->act_fuse = 1;
     opt->idot_exact = exact >= 1;
-    opt->idot_exact_fused = exact == 2;
+    opt->idot_exact_fused = exact >= 2;
+    opt->idot_rows_multi = exact == 3 ? 8 : 0;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     SpanSession ss = span_session(model, b);
@@ -1051,6 +1070,7 @@ TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   ASSERT_FALSE(logits[0].empty());
   EXPECT_EQ(logits[1], logits[0]);
   EXPECT_EQ(logits[2], logits[0]);
+  EXPECT_EQ(logits[3], logits[0]);
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
