@@ -310,12 +310,14 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     inputs = true;
   }
   if (inputs) barrier();
-  // FISH_VK_PREFILL_F16_AHEAD=2: the next group's copies ahead of these matmuls' dispatches, in
-  // the same barrier interval (region i % 2 of group i's copies was last read by group i - 2's
-  // matmuls, which the barrier before group i - 1's input closed).
+  // FISH_VK_PREFILL_F16_AHEAD: the next group's copies beside these matmuls, in their barrier
+  // interval (they write the other region, which group i - 2's matmuls read before a barrier
+  // this interval follows): at 1 after their dispatches, at 2 ahead of them.
+  auto copy_next = [&] {
+    if (group.next && !vec && !wide && copies(*group.next, n_tok)) copied_ahead_ = group.next;
+  };
   const bool ahead_first = ctx_.options().prefill_f16_ahead == 2;
-  if (ahead_first && group.next && !vec && !wide && copies(*group.next, n_tok))
-    copied_ahead_ = group.next;
+  if (ahead_first) copy_next();
   for (const MatmulStep& st : group.steps) {
     const CoopmatTile* cm = tile(st);
     const bool half = cm && cm->cm2;
@@ -357,10 +359,7 @@ void VulkanSpan::matmuls(const MatmulGroup& group, uint32_t n_tok, bool quantize
     cmds_.dispatch(g.gx, g.gy);
     matvec_recorded(st);
   }
-  // FISH_VK_PREFILL_F16_AHEAD: the next group's copies beside these matmuls (no barrier between:
-  // they write the other region, which the previous group's matmuls, behind a barrier, read).
-  if (!ahead_first && group.next && !vec && !wide && copies(*group.next, n_tok))
-    copied_ahead_ = group.next;
+  if (!ahead_first) copy_next();
 }
 
 bool VulkanSpan::scalable(const MatmulGroup& g, bool act) {
