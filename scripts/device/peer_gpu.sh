@@ -67,25 +67,6 @@ if [ "$PHASE" = pack ]; then
   cp -r "$spv/usr" "$stage/vk/spirv/"
   tar -cJf "$D/peer/vktools.tar.xz" -C "$stage" vk
   cp "$root/scripts/peer/llama_cpp.pin" "$D/peer/"
-  # The GPU peers of FISH_PEER_PREBUILT (default cuda; "" none) built here
-  # (scripts/peer/build_llama_cpp.sh cuda: nvcc 13.0 as on the GPU machine), stripped, with the
-  # libgomp they link: PHASE=build there uses each one that runs (--list-devices names a device)
-  # instead of building it (cuda: ~470 s of a call beside everything else). The cuda one packs to
-  # 40 MB; vulkan's (~8 MB, ~120 s to build there) would take the carry past its 64 MiB.
-  cs=$(sed -n 's/^commit_short=//p' "$root/scripts/peer/llama_cpp.pin")
-  rm -f "$D/peer"/prebuilt-*.tar.xz
-  for b in ${FISH_PEER_PREBUILT-cuda}; do
-    pre=$cache/peer/$cs-$b
-    [ -x "$pre/bin/llama-bench" ] || { say "no $b build in $pre (scripts/peer/build_llama_cpp.sh $b): not prebuilt"; continue; }
-    mkdir -p "$stage/pre-$b/bin" "$stage/pre-$b/lib"
-    strip -o "$stage/pre-$b/bin/llama-bench" "$pre/bin/llama-bench"
-    { cat "$pre/build-info.txt"; echo "prebuilt=packed on $(hostname) for the GPU machine (scripts/device/peer_gpu.sh)"; } \
-      > "$stage/pre-$b/build-info.txt"
-    ldd "$pre/bin/llama-bench" | awk '/libgomp/{print $3}' | while read -r lib; do
-      cp "$(readlink -f "$lib")" "$stage/pre-$b/lib/$(basename "$lib")"
-    done
-    tar -cJf "$D/peer/prebuilt-$b.tar.xz" -C "$stage/pre-$b" .
-  done
   du -h "$D/peer"/* | sed 's/^/peer_gpu: /'
   [ -x "$D/bin/fish" ] || [ -f "$D/bin.tar.xz" ] ||
     say "note: no FISH build in $D: run scripts/device/gpu_prefill.sh pack BUILD first"
@@ -108,39 +89,6 @@ start_build() {  # start_build BACKEND JOBS [VAR=VALUE...]: setsid build_llama_c
   setsid nice -n 19 env "$@" FISH_JOBS=$j bash -c "'$root/scripts/peer/build_llama_cpp.sh' $b --src $D/peer/llama-src.tar.xz > $P/build-$b.log 2>&1; echo \$? > $P/build-$b.rc" \
     < /dev/null > /dev/null 2>&1 &
   say "started the $b build ($j jobs): $P/build-$b.log"
-}
-# use_prebuilt BACKEND: the build packed on the dev machine (.devcarry/peer/prebuilt-BACKEND.tar.xz)
-# into the cache where fish run's llama_bench resolves, kept if llama-bench runs here and lists a
-# device of its backend (its build-$b.rc 0 at once, its log saying so); else false, and the caller
-# builds. A library this image lacks comes from the tarball's lib/ onto .devcarry/lib, which
-# gpu_env.sh puts on LD_LIBRARY_PATH for every later step.
-use_prebuilt() {
-  local b=$1 cs out dev
-  [ -f $D/peer/prebuilt-$b.tar.xz ] || return 1
-  cs=$(sed -n 's/^commit_short=//p' $root/scripts/peer/llama_cpp.pin)
-  out=$FISH_CACHE/peer/$cs-$b
-  rm -rf $out && mkdir -p $out && tar -xJf $D/peer/prebuilt-$b.tar.xz -C $out || return 1
-  mkdir -p $D/lib
-  # Only what is missing: the image's own libgomp serves its own builds (the vulkan peer's).
-  LD_LIBRARY_PATH=$D/lib ldd $out/bin/llama-bench | awk '/not found/{print $1}' | while read -r lib; do
-    [ -f $out/lib/$lib ] && cp $out/lib/$lib $D/lib/
-  done
-  dev=$([ $b = cuda ] && echo CUDA || echo Vulkan)
-  {
-    echo "prebuilt: $D/peer/prebuilt-$b.tar.xz -> $out"
-    LD_LIBRARY_PATH=$D/lib ldd $out/bin/llama-bench | grep -E "not found|gomp|cublas|cudart|vulkan"
-    LD_LIBRARY_PATH=$D/lib timeout 60 $out/bin/llama-bench --list-devices 2>&1
-  } > $P/build-$b.log 2>&1
-  if grep -q "^ *${dev}0:" $P/build-$b.log; then
-    echo "prebuilt: kept (lists ${dev}0)" >> $P/build-$b.log
-    echo 0 > $P/build-$b.rc
-    say "$b: the prebuilt llama-bench runs here: $(grep -m1 "^ *${dev}0:" $P/build-$b.log | sed 's/^ *//')"
-    return 0
-  fi
-  say "$b: the prebuilt llama-bench does not run here (lists no ${dev}0; $P/build-$b.log): building"
-  mv $P/build-$b.log $P/prebuilt-$b.log
-  rm -rf $out
-  return 1
 }
 # The peers built and waited for: PEERS (default "vulkan cuda"; add cpu for the host's CPU build,
 # GGML_NATIVE on the GPU machine's CPU).
@@ -175,9 +123,9 @@ EOF
   [ -n "$vklib" ] || say "warning: no libvulkan.so.1 after unpacking .gl (carry .gl)"
   command -v nvcc > /dev/null || say "warning: no nvcc on PATH: the cuda build will fail"
   case " $PEERS " in *" cpu "*) start_build cpu ${CPU_JOBS:-4} ;; esac  # CPU_JOBS: alone, 12-16
-  case " $PEERS " in *" cuda "*) use_prebuilt cuda || start_build cuda 8 ;; esac
-  case " $PEERS " in *" vulkan "*) use_prebuilt vulkan || start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include \
-    FISH_GLSLC=$P/vk/glslc FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib ;; esac
+  case " $PEERS " in *" cuda "*) start_build cuda 8 ;; esac
+  case " $PEERS " in *" vulkan "*) start_build vulkan 8 FISH_VULKAN_INCLUDE=$P/vk/include FISH_GLSLC=$P/vk/glslc \
+    FISH_SPIRV_HEADERS=$P/vk/spirv FISH_VULKAN_LIBRARY=$vklib ;; esac
   exit 0
 fi
 
