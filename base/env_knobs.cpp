@@ -413,6 +413,16 @@ std::span<const EnvKnob> env_knobs() {
        -1,
        vk_options,
        "rows per workgroup of the integer-dot decode matvec (default 2; tuning)"},
+      {"FISH_VK_IDOT_ROWS_ACT",
+       S::gpu,
+       E::results,
+       {"auto", "1", "2", "4", "8", "16"},
+       0,
+       -1,
+       vk_options,
+       "rows per workgroup of a span's gate / up matvecs with the act*mul epilogue "
+       "(matvec_idot_swiglu, FISH_VK_ACT_FUSE), so each 32-row block counts fewer arrivals; the "
+       "same results; auto (default) FISH_VK_IDOT_ROWS's (unmeasured)"},
       {"FISH_VK_IDOT_ROWS_MULTI",
        S::gpu,
        E::results,

@@ -91,8 +91,16 @@ PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in
     const uint32_t gt = idot_workgroup(n_in, o.idot_wg);
     s.constants = {o.idot_rows, FISH_PN_WG, o.idot_ahead, FISH_PN_WG / gt};
   }
+  // FISH_VK_IDOT_ROWS_ACT: the swiglu variants' rows (the pn one keeps pn_rows' rule).
+  if ((variant == "matvec_idot_swiglu" || variant == "matvec_idot_swiglu_scaled") &&
+      !s.constants.empty())
+    s.constants[0] = act_rows(o);
   if (o.idot_exact && n_tok >= 1) s.constants.push_back(uint32_t(n_tok));  // EXACT
   return s;
+}
+
+uint32_t act_rows(const VulkanOptions& o) {
+  return o.idot_rows_act != 0 ? o.idot_rows_act : o.idot_rows;
 }
 
 uint32_t pn_rows(const VulkanOptions& o, int64_t n_in) {

@@ -97,6 +97,9 @@ PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, con
 // matvec_exact_spec; 0 any count.
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
                              std::string_view variant, int64_t n_tok = 0);
+// Rows a row group of the "matvec_idot_swiglu" / "_scaled" pipelines (FISH_VK_IDOT_ROWS_ACT, else
+// idot_rows); their workgroups hold act_rows x idot_groups(n_in, ...) rows.
+uint32_t act_rows(const VulkanOptions& o);
 // Rows a workgroup of the pn variants over rows of n_in values (their matmul_grid vec_rows).
 uint32_t pn_rows(const VulkanOptions& o, int64_t n_in);
 // Rows a row group of the idot pipeline matvec_exact_spec builds for n_tok tokens: idot_rows, or

@@ -29,6 +29,11 @@
 //                             dispatch's token count (1..FISH_MATVEC_MAX_TOK; specialisation
 //                             constant EXACT): no branch on the count in the token loops; same
 //                             results (H100 tg128: 1B 1.028x, 8B 1.021x); 0 one for any count
+//   FISH_VK_IDOT_ROWS_ACT=auto|1|2|4|8|16  rows per workgroup of a span's gate / up matvecs
+//                             with the act*mul epilogue (matvec_idot_swiglu_<type>, any token
+//                             count and exact), so each 32-row block has fewer arrivals to count
+//                             and each workgroup more rows to stream before its atomicAdd; auto
+//                             (default) those of FISH_VK_IDOT_ROWS. Bitwise the same results
 //   FISH_VK_IDOT_ROWS_MULTI=auto|1|2|4|8|16  with FISH_VK_IDOT_EXACT: rows per workgroup of the
 //                             pipelines of exactly 2..4 tokens (a speculative verify), so each
 //                             token's activation loads serve more rows; auto (default) those of
@@ -182,6 +187,7 @@ struct VulkanOptions {
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 2;  // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
   uint32_t idot_rows_multi = 0;   // FISH_VK_IDOT_ROWS_MULTI: exact 2..4-token pipelines' (0: same)
+  uint32_t idot_rows_act = 0;     // FISH_VK_IDOT_ROWS_ACT: the swiglu variant's (0: same)
   uint32_t idot_wg = 0;           // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
   uint32_t idot_ahead = 1;        // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
   uint32_t idot_groups = 0;       // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)

@@ -249,8 +249,10 @@ Status VulkanSpan::build_matmul(const std::map<WeightHandle, DeviceWeight>& weig
                        threads >= 8 * FISH_MATVEC_MAX_TOK;
       // The norm's block epilogue only when asked for (FISH_VK_NORM_FUSE=1): unmeasured on a GPU.
       const bool norm = one && o.norm_fuse == 1;
+      // FISH_VK_IDOT_ROWS_ACT: the act variants' rows, whole blocks of them too.
+      st.act_rows = act_rows(o) * idot_groups(w.n_in, o.idot_groups);
       const bool act = one && o.act_fuse != 0 && role == MatmulRole::gate_up &&
-                       p_.arch != Arch::gemma3;  // swiglu only
+                       FISH_Q8_BLOCK % st.act_rows == 0 && p_.arch != Arch::gemma3;  // swiglu only
       auto variant = [&](const char* v) {
         return ctx_.pipeline(matmul_res_spec(w.type, o, w.n_in, v));
       };

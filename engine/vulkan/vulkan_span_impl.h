@@ -82,6 +82,7 @@ struct MatmulStep {
   VkDescriptorSet half_set = VK_NULL_HANDLE;
   uint32_t x_stride = 0, y_stride = 0, y_offset = 0;  // floats (Y: from ARENA's start)
   uint32_t vec_rows = FISH_MATVEC_ROWS;               // the decode kernel's rows a workgroup
+  uint32_t act_rows = FISH_MATVEC_ROWS;  // act / act_exact / act_scaled's (FISH_VK_IDOT_ROWS_ACT)
   uint32_t stream = 0;    // its part's range in the span's prefetch stream (build_prefetch)
   uint32_t x_region = 0;  // ARENA floats: its f32 input rows (set's X)
   // FISH_VK_PREFILL_F16 (build_prefill_f16; null where it never applies): dequant_f16_<type>

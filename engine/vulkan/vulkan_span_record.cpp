@@ -396,7 +396,7 @@ bool VulkanSpan::residual_norm(const MatmulGroup& g, uint32_t n, bool quantized,
 bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, bool scaled,
                              const MatmulGroup& down) {
   if (n > FISH_MATVEC_MAX_TOK || g.steps.size() != 2 || (scaled && !scalable(g, true)) ||
-      g.steps[0].vec_rows != g.steps[1].vec_rows || !down.quant_set)
+      g.steps[0].act_rows != g.steps[1].act_rows || !down.quant_set)
     return false;
   for (const MatmulStep& st : g.steps)
     if (!st.act.pipe) return false;
@@ -404,8 +404,8 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
   MatvecFusedPush pc;
   pc.q8_off = down.q8_off;
   pc.ctr = off_ctr_ + uint32_t(p_.n_embd) / FISH_Q8_BLOCK;  // n_ff / 32 block counters
-  // Each 32-row block is written by 32 / vec_rows workgroups of each of the two dispatches.
-  pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].vec_rows);
+  // Each 32-row block is written by 32 / act_rows workgroups of each of the two dispatches.
+  pc.arrivals = 2 * (FISH_Q8_BLOCK / g.steps[0].act_rows);
   pc.ss_off = off_ss_;
   pc.gate_off = off_gu_;
   pc.eps = p_.norm_eps;
@@ -414,7 +414,7 @@ bool VulkanSpan::gate_up_act(const MatmulGroup& g, uint32_t n, bool quantized, b
     return FusedPick{scaled                         ? &st.act_scaled
                      : exact.pipe != VK_NULL_HANDLE ? &exact
                                                     : &st.act,
-                     st.vec_set, st.vec_rows};
+                     st.vec_set, st.act_rows};
   });
   return true;
 }

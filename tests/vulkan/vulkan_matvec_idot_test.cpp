@@ -1038,21 +1038,36 @@ TEST_F(VulkanMatvecIdot, SpanPrefetchLeavesIdsAndLogitsBitwiseEqual) {
 // tokens), then one-token steps, give bitwise the logits of the general pipelines; with
 // FISH_VK_IDOT_EXACT_FUSED (setting 2) the gate / up act*mul variant's too, and with
 // FISH_VK_IDOT_ROWS_MULTI=8 on top (setting 3) the 3-token pipelines' 8 rows a workgroup.
+// FISH_VK_IDOT_ROWS_ACT (settings 4 and 5: 8 rows with the exact act pipelines, 4 with the
+// general one) changes only how the act*mul variant's rows share workgroups and how many
+// arrivals each 32-row block counts: the same logits again.
 TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   auto model =
       test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
   ASSERT_TRUE(model);
-  std::vector<float> logits[4];
-  for (int exact = 0; exact < 4; ++exact) {
-    SCOPED_TRACE(fmt::format("FISH_VK_IDOT_EXACT={} FISH_VK_IDOT_EXACT_FUSED={} ROWS_MULTI={}",
-                             exact >= 1, exact >= 2, exact == 3 ? 8 : 0));
+  struct Setting {
+    bool exact, fused;
+    uint32_t rows_multi, rows_act;
+  };
+  const Setting kSettings[] = {
+      {false, false, 0, 0}, {true, false, 0, 0}, {true, true, 0, 0},
+      {true, true, 8, 0},   {true, true, 0, 8},  {true, false, 0, 4},
+  };
+  constexpr size_t kN = std::size(kSettings);
+  std::vector<float> logits[kN];
+  for (size_t i = 0; i < kN; ++i) {
+    const Setting& k = kSettings[i];
+    SCOPED_TRACE(
+        fmt::format("FISH_VK_IDOT_EXACT={} FISH_VK_IDOT_EXACT_FUSED={} ROWS_MULTI={} ROWS_ACT={}",
+                    k.exact, k.fused, k.rows_multi, k.rows_act));
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
     opt->act_fuse = 1;
-    opt->idot_exact = exact >= 1;
-    opt->idot_exact_fused = exact >= 2;
-    opt->idot_rows_multi = exact == 3 ? 8 : 0;
+    opt->idot_exact = k.exact;
+    opt->idot_exact_fused = k.fused;
+    opt->idot_rows_multi = k.rows_multi;
+    opt->idot_rows_act = k.rows_act;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     SpanSession ss = span_session(model, b);
@@ -1061,16 +1076,14 @@ TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
     auto lg = ss.s->forward(prompt, 0);
     for (int32_t tok : {11, 5, 29}) {
       ASSERT_TRUE(lg.ok()) << lg.error().message;
-      logits[exact].insert(logits[exact].end(), lg.value().begin(), lg.value().end());
+      logits[i].insert(logits[i].end(), lg.value().begin(), lg.value().end());
       lg = ss.s->append(std::span<const int32_t>(&tok, 1));
     }
     ASSERT_TRUE(lg.ok()) << lg.error().message;
     EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
   }
   ASSERT_FALSE(logits[0].empty());
-  EXPECT_EQ(logits[1], logits[0]);
-  EXPECT_EQ(logits[2], logits[0]);
-  EXPECT_EQ(logits[3], logits[0]);
+  for (size_t i = 1; i < kN; ++i) EXPECT_EQ(logits[i], logits[0]) << "setting " << i;
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
