@@ -141,11 +141,13 @@ TEST(SpeculativeSpan, SplitVerifiesOfUpToEightTokensGivePlainGreedyTokens) {
   const std::vector<int32_t> want = greedy_tokens(model, g);
   const std::vector<test::SpecRun> runs =
       corrupting_runs(model, g, want, {4, 5, 7}, FISH_MATVEC_WIDE_TOK);
-  for (size_t i : {size_t(1), size_t(2)})
-    if (i < runs.size())
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (i < runs.size()) {
       EXPECT_GT(runs[i].stats.drafted, (FISH_MATVEC_MAX_TOK - 1) * runs[i].stats.verifies)
           << "run " << i << ": drafted " << runs[i].stats.drafted << " in "
           << runs[i].stats.verifies << " verifies";
+    }
+  }
 }
 
 // The span's head over 1..8 rows (forward_greedy_rows: only the ids back) against one-token
