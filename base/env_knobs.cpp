@@ -392,10 +392,10 @@ std::span<const EnvKnob> env_knobs() {
        "for any count; the same results (H100 tg128: 1B 1.028x, 8B 1.021x); 0: one pipeline for "
        "any count (A/B)"},
       {"FISH_VK_IDOT_EXACT_FUSED", S::gpu, E::results, switch_words(), 0, -1, vk_options,
-       "1/on/true/yes (with FISH_VK_IDOT_EXACT): a span's gate / up matvec with the act*mul "
-       "epilogue (matvec_idot_swiglu, FISH_VK_ACT_FUSE) also runs a pipeline compiled for each "
-       "token count (1..4); the same results; 0 (default) one pipeline for any count "
-       "(unmeasured)"},
+       "1/on/true/yes (default; with FISH_VK_IDOT_EXACT): a span's gate / up matvec with the "
+       "act*mul epilogue (matvec_idot_swiglu, FISH_VK_ACT_FUSE) also runs a pipeline compiled "
+       "for each token count (1..4); the same results (H100 tg128: 1B 1.016x, 8B 1.017x); 0: "
+       "one pipeline for any count (A/B)"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,
@@ -422,7 +422,8 @@ std::span<const EnvKnob> env_knobs() {
        vk_options,
        "rows per workgroup of a span's gate / up matvecs with the act*mul epilogue "
        "(matvec_idot_swiglu, FISH_VK_ACT_FUSE), so each 32-row block counts fewer arrivals; the "
-       "same results; auto (default) FISH_VK_IDOT_ROWS's (unmeasured)"},
+       "same results; auto (default) FISH_VK_IDOT_ROWS's (H100 tg128 at 4: 1B 0.981x, 8B "
+       "0.993x)"},
       {"FISH_VK_IDOT_ROWS_MULTI",
        S::gpu,
        E::results,
@@ -512,8 +513,19 @@ std::span<const EnvKnob> env_knobs() {
        "(FISH_VK_PREFILL_F16) beside the previous group's matmuls, after their dispatches, with "
        "no barrier between (two copy regions), instead of before its own matmuls behind a "
        "barrier; the same results (H100 pp512: 8B 1.03-1.04x, 1B 1.03-1.08x); 2: beside them, "
-       "before their dispatches (the copy's workgroups launched first; unmeasured); 0: before "
-       "its own matmuls (A/B)"},
+       "before their dispatches (the copy's workgroups launched first; H100 pp512 0.97x of 1); "
+       "0: before its own matmuls (A/B)"},
+      {"FISH_VK_PREFILL_F16_COPY_WG",
+       S::gpu,
+       E::results,
+       {"auto"},
+       1,
+       65535,
+       vk_options,
+       "at most this many workgroups a f16 weight copy dispatch (FISH_VK_PREFILL_F16), each "
+       "then striding over more rows, so the copy holds few SMs beside the matmuls it overlaps "
+       "(FISH_VK_PREFILL_F16_AHEAD); auto (default): one workgroup a 2,048 values up to the "
+       "device's limit; the same results (unmeasured)"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

@@ -22,6 +22,7 @@
 
 #include <volk.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -107,6 +108,12 @@ class VkContext {
   const VkPhysicalDeviceLimits& limits() const { return dev_->props.limits; }
   const DeviceFeatures& features() const { return dev_->features; }
   const VulkanOptions& options() const { return opt_; }
+  // Workgroups a f16 weight copy dispatch may take (dequant_groups' cap): the device's limit,
+  // or FISH_VK_PREFILL_F16_COPY_WG's where lower.
+  uint32_t copy_groups_max() const {
+    const uint32_t dev = limits().maxComputeWorkGroupCount[0];
+    return opt_.prefill_f16_copy_wg > 0 ? std::min(dev, opt_.prefill_f16_copy_wg) : dev;
+  }
 
   // ---- memory ---------------------------------------------------------------------------------
   // A counted buffer is refused under budget().under(run_ceiling) (the caller's run ceiling,

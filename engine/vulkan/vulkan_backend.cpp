@@ -641,7 +641,7 @@ Status VulkanBackend::Impl::record_matmuls(std::span<const DeviceWeight* const> 
         const MatmulPush pc = dequant_push(w, part);
         cmds.bind(d, set);
         cmds.push(d, &pc, sizeof pc);
-        cmds.dispatch(dequant_groups(w, part, ctx->limits().maxComputeWorkGroupCount[0]), 1);
+        cmds.dispatch(dequant_groups(w, part, ctx->copy_groups_max()), 1);
         off += f16_copy_bytes(w, part);
       }
     }

@@ -44,8 +44,9 @@ Result<int> env_auto_switch(std::string_view name) {
 // when unset or auto, else 0 off, 1 on, 2.
 Result<int> env_switch_or_2(std::string_view name, int fallback) {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> w, env_word(name));
-  if (!w || *w == "auto") return fallback;
-  return *w == "2" ? 2 : is_off_word(*w) ? 0 : 1;
+  const std::string v = w.value_or("auto");  // a copy: GCC 12 misreads *w as uninitialised here
+  if (v == "auto") return fallback;
+  return v == "2" ? 2 : is_off_word(v) ? 0 : 1;
 }
 
 }  // namespace
@@ -79,7 +80,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> groups, env_word("FISH_VK_IDOT_GROUPS"));
   if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
   FISH_ASSIGN_OR_RETURN(o.idot_exact, env_switch("FISH_VK_IDOT_EXACT", true));
-  FISH_ASSIGN_OR_RETURN(o.idot_exact_fused, env_switch("FISH_VK_IDOT_EXACT_FUSED", false));
+  FISH_ASSIGN_OR_RETURN(o.idot_exact_fused, env_switch("FISH_VK_IDOT_EXACT_FUSED", true));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows_act, env_word("FISH_VK_IDOT_ROWS_ACT"));
   if (rows_act && *rows_act != "auto") o.idot_rows_act = uint32_t(std::stoul(*rows_act));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows_multi, env_word("FISH_VK_IDOT_ROWS_MULTI"));
@@ -112,6 +113,8 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> prefill_f16, env_int("FISH_VK_PREFILL_F16"));
   if (prefill_f16) o.prefill_f16 = int(*prefill_f16);  // the row's range: 0..65536; auto: -1
   FISH_ASSIGN_OR_RETURN(o.prefill_f16_ahead, env_switch_or_2("FISH_VK_PREFILL_F16_AHEAD", 1));
+  FISH_ASSIGN_OR_RETURN(std::optional<int64_t> copy_wg, env_int("FISH_VK_PREFILL_F16_COPY_WG"));
+  if (copy_wg) o.prefill_f16_copy_wg = uint32_t(*copy_wg);  // the row's range: 1..65535; auto: 0
   FISH_ASSIGN_OR_RETURN(o.verify_split, env_switch("FISH_VK_VERIFY_SPLIT", false));
   FISH_ASSIGN_OR_RETURN(const int flash_cm, env_switch_or_2("FISH_VK_FLASH_CM", 2));
   o.flash_cm = uint32_t(flash_cm);

@@ -38,10 +38,10 @@
 //                             pipelines of exactly 2..4 tokens (a speculative verify), so each
 //                             token's activation loads serve more rows; auto (default) those of
 //                             FISH_VK_IDOT_ROWS. The same sums in the same order: bitwise results
-//   FISH_VK_IDOT_EXACT_FUSED=0|1  1 (with FISH_VK_IDOT_EXACT): a span's gate / up act*mul
-//                             variant (matvec_idot_swiglu_<type>, the default path's largest
-//                             matvecs) gets those per-count pipelines too; the same results; 0
-//                             (default) one swiglu pipeline for any count
+//   FISH_VK_IDOT_EXACT_FUSED=1|0  1 (default; with FISH_VK_IDOT_EXACT): a span's gate / up
+//                             act*mul variant (matvec_idot_swiglu_<type>, the default path's
+//                             largest matvecs) gets those per-count pipelines too; the same
+//                             results; 0 one swiglu pipeline for any count (A/B)
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -140,6 +140,11 @@
 //                             copy's workgroups launched first, beside the matmul's from its
 //                             first wave); the same results; 0 before its own matmuls behind a
 //                             barrier (A/B)
+//   FISH_VK_PREFILL_F16_COPY_WG=auto|N  at most N workgroups a f16 copy dispatch (spans and
+//                             per-matmul calls), each then striding over more of the rows, so
+//                             the copy holds few of the SMs beside the matmuls it overlaps;
+//                             auto (default) one workgroup a 2,048 values up to the device's
+//                             limit. The same values into the same places: bitwise results
 //   FISH_VK_FLASH_CM=2|1|0    prefill chunks' span attention on cooperative matrices
 //                             (flash_cm.h) where the device has them (and FISH_VK_COOPMAT is not
 //                             0) and the head dimension fits: 2 (default)
@@ -186,19 +191,19 @@ struct VulkanOptions {
   // FISH_VK_MATVEC: the decode kernel family
   MatvecMode matvec = MatvecMode::automatic;
   uint32_t idot_rows = 2;  // FISH_VK_IDOT_ROWS (measured: results/runs/h200-decode-wg-586895f)
-  uint32_t idot_rows_multi = 0;   // FISH_VK_IDOT_ROWS_MULTI: exact 2..4-token pipelines' (0: same)
-  uint32_t idot_rows_act = 0;     // FISH_VK_IDOT_ROWS_ACT: the swiglu variant's (0: same)
-  uint32_t idot_wg = 0;           // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
-  uint32_t idot_ahead = 1;        // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
-  uint32_t idot_groups = 0;       // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
-  bool idot_exact = true;         // FISH_VK_IDOT_EXACT: pipelines for the exact token count
-  bool idot_exact_fused = false;  // FISH_VK_IDOT_EXACT_FUSED: and for the swiglu variant
-  bool head = true;               // FISH_VK_HEAD: the output head in the span
-  int attn_split = -1;            // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
-  int attn_decode = -1;           // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
-  int attn_short = -1;            // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
-  int attn_stream = -1;           // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
-                                  // on, 2 on with the splits merged by their last workgroup
+  uint32_t idot_rows_multi = 0;  // FISH_VK_IDOT_ROWS_MULTI: exact 2..4-token pipelines' (0: same)
+  uint32_t idot_rows_act = 0;    // FISH_VK_IDOT_ROWS_ACT: the swiglu variant's (0: same)
+  uint32_t idot_wg = 0;          // FISH_VK_IDOT_WG; 0: idot_workgroup's rule (device_weight.h)
+  uint32_t idot_ahead = 1;       // FISH_VK_IDOT_AHEAD: chunks a thread loads before using any
+  uint32_t idot_groups = 0;      // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
+  bool idot_exact = true;        // FISH_VK_IDOT_EXACT: pipelines for the exact token count
+  bool idot_exact_fused = true;  // FISH_VK_IDOT_EXACT_FUSED: and for the swiglu variant
+  bool head = true;              // FISH_VK_HEAD: the output head in the span
+  int attn_split = -1;           // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
+  int attn_decode = -1;          // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always
+  int attn_short = -1;           // FISH_VK_ATTN_SHORT: -1 auto (<= 256 keys), 0 off, 1 (<= 1024)
+  int attn_stream = -1;          // FISH_VK_ATTN_STREAM: -1 auto (past the short kernel), 0 off, 1
+                                 // on, 2 on with the splits merged by their last workgroup
   bool stream_pipe = false;      // FISH_VK_ATTN_STREAM_PIPE: the stream kernel's loads a pass ahead
   bool attn_short_prev = false;  // FISH_VK_ATTN_SHORT_PREV: the short kernel's first V batch early
   int norm_fuse = -1;    // FISH_VK_NORM_FUSE: -1 auto (off), 0 off, 1 block epilogues, 2 prologues
@@ -218,12 +223,14 @@ struct VulkanOptions {
                                  // prefill tokens on (-1 auto, 0 never; device_weight.h)
   int prefill_f16_ahead = 1;     // FISH_VK_PREFILL_F16_AHEAD: a span's next group's copies
                                  // beside this group's matmuls (1 after them, 2 before, 0 no)
-  bool verify_split = false;     // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
-  uint32_t flash_cm = 2;         // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
-  char coopmat_tile = 0;  // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
-  int requant = 0;        // FISH_GPU_REQUANT: re-quantisation mode at upload
-  int profile = 0;        // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too
-  DeviceFault fault;      // FISH_VK_FAULT
+  uint32_t prefill_f16_copy_wg = 0;  // FISH_VK_PREFILL_F16_COPY_WG: workgroups a copy dispatch
+                                     // at most (0 auto: one a 2,048 values, the device's cap)
+  bool verify_split = false;  // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
+  uint32_t flash_cm = 2;      // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
+  char coopmat_tile = 0;      // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule
+  int requant = 0;            // FISH_GPU_REQUANT: re-quantisation mode at upload
+  int profile = 0;            // FISH_GPU_PROFILE: 1 a forward's start and end, 2 every stage too
+  DeviceFault fault;          // FISH_VK_FAULT
   // Not from the environment: caps the bytes of one weight part below the device's storage
   // buffer range (0: no cap), so tests exercise weights split into several parts.
   uint64_t max_part_bytes = 0;

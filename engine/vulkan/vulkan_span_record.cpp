@@ -59,7 +59,7 @@ bool VulkanSpan::copies(const MatmulGroup& group, uint32_t n_tok) {
       const MatmulPush pc = dequant_push(*st.w, *st.part);
       cmds_.bind(st.deq, st.deq_set);
       cmds_.push(st.deq, &pc, sizeof pc);
-      cmds_.dispatch(dequant_groups(*st.w, *st.part, ctx_.limits().maxComputeWorkGroupCount[0]), 1);
+      cmds_.dispatch(dequant_groups(*st.w, *st.part, ctx_.copy_groups_max()), 1);
       any = true;
     }
   return any;
@@ -208,14 +208,16 @@ std::string VulkanSpan::chunks_note() const {
                     FISH_MATVEC_MAX_TOK + 1, FISH_MATVEC_WIDE_TOK, FISH_MATVEC_MAX_TOK);
   if (!wh_skipped_.empty()) return s + "; no f16 weight copies (" + wh_skipped_ + ")";
   if (wh_.bytes == 0) return s;
-  return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{})",
+  const uint32_t wg = ctx_.options().prefill_f16_copy_wg;
+  return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{}{})",
                          prefill_f16_min_tok(ctx_.options(), ctx_.features()),
                          double(wh_.bytes) / double(1 << 20),
                          ctx_.options().prefill_f16_ahead == 2
                              ? ", each beside the previous group's matmuls, ahead of them"
                          : ctx_.options().prefill_f16_ahead == 1
                              ? ", each beside the previous group's matmuls"
-                             : "");
+                             : "",
+                         wg > 0 ? fmt::format(", at most {} workgroups a copy", wg) : "");
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {

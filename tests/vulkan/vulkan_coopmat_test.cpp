@@ -1056,13 +1056,21 @@ TEST(VulkanPrefillF16, SpanMatchesTheQuantisedKernels) {
 // FISH_VK_PREFILL_F16_AHEAD: each group's copies recorded beside the previous group's matmuls
 // (two copy regions; 1 after their dispatches, 2 before them) instead of before its own: the
 // same values into the same kernels, so the logits are bitwise those of the copies written in
-// place, over two prefill chunks on lavapipe (64-token chunks) and decode steps after.
+// place, over two prefill chunks on lavapipe (64-token chunks) and decode steps after. With
+// FISH_VK_PREFILL_F16_COPY_WG (settings 3 and 4: 3 workgroups and 1, far fewer than a copy's
+// rows need, so each thread strides over many units) the same again: a grid that left units
+// unwritten would leave stale or zero weights in the copy.
 TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
   auto model = synthetic_model("llama", 0);
   ASSERT_TRUE(model);
   const std::vector<int32_t> tokens = copy_tokens(37, 11);
-  for (const int level : {1, 2}) {
-    SCOPED_TRACE(fmt::format("FISH_VK_PREFILL_F16_AHEAD={}", level));
+  struct Setting {
+    int level;
+    uint32_t copy_wg;
+  };
+  for (const Setting k : {Setting{1, 0}, Setting{2, 0}, Setting{2, 3}, Setting{1, 1}}) {
+    SCOPED_TRACE(fmt::format("FISH_VK_PREFILL_F16_AHEAD={} FISH_VK_PREFILL_F16_COPY_WG={}", k.level,
+                             k.copy_wg));
     std::unique_ptr<vk::VulkanBackend> here, ahead;
     std::string why;
     if (!copy_backends(
@@ -1071,14 +1079,22 @@ TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
               o.prefill_f16 = 1;
               o.prefill_f16_ahead = 0;
             },
-            [&](vk::VulkanOptions& o) { o.prefill_f16_ahead = level; }, &why))
+            [&](vk::VulkanOptions& o) {
+              o.prefill_f16_ahead = k.level;
+              o.prefill_f16_copy_wg = k.copy_wg;
+            },
+            &why))
       GTEST_SKIP() << why;
     std::string k_here, k_ahead;
     const std::vector<float> a = span_logits(model, *ahead, tokens, 100, &k_ahead);
     const std::vector<float> b = span_logits(model, *here, tokens, 100, &k_here);
     EXPECT_NE(k_ahead.find("each beside the previous group's matmuls"), std::string::npos)
         << k_ahead;
-    EXPECT_EQ(k_ahead.find("ahead of them") != std::string::npos, level == 2) << k_ahead;
+    EXPECT_EQ(k_ahead.find("ahead of them") != std::string::npos, k.level == 2) << k_ahead;
+    EXPECT_EQ(
+        k_ahead.find(fmt::format("at most {} workgroups a copy", k.copy_wg)) != std::string::npos,
+        k.copy_wg > 0)
+        << k_ahead;
     EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
     ASSERT_EQ(a.size(), b.size());
     ASSERT_FALSE(a.empty());

@@ -219,6 +219,19 @@ TEST_F(VulkanMatmul, PrefillOnF16CopiesMatchesCpuReference) {
   f16.release(ha.value());
   f16.release(hb.value());
   EXPECT_EQ(f16.bytes_resident(), 0u);
+  // FISH_VK_PREFILL_F16_COPY_WG=2: each copy dispatch on 2 workgroups striding over all its rows;
+  // the same group, bitwise the same outputs.
+  opt->prefill_f16_copy_wg = 2;
+  vk::VulkanBackend capped(opt);
+  ASSERT_TRUE(capped.open().ok());
+  auto ca = capped.upload(va);
+  auto cb = capped.upload(vb);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  std::vector<float> za(ya.size(), -1.0f), zb(yb.size(), -1.0f);
+  const ComputeBackend::MatmulOp cops[] = {{ca.value(), za.data()}, {cb.value(), zb.data()}};
+  ASSERT_TRUE(capped.matmul_group(cops, x.data(), n_tok).ok());
+  EXPECT_EQ(za, ya);
+  EXPECT_EQ(zb, yb);
 }
 
 // FISH_VK_VERIFY_SPLIT: a matmul of 5..8 tokens runs as runs of at most FISH_MATVEC_MAX_TOK on
