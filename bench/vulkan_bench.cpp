@@ -163,8 +163,10 @@ const std::vector<uint8_t>& bench_matrix(GgmlType t, int64_t n_out, int64_t n_in
   return w;
 }
 
-// Device copies of one matrix on one backend, kept while consecutive benchmarks ask for the
-// same matrix (the variants and token counts of a shape), released when another is asked for.
+// Device copies of one matrix on one backend, kept while consecutive benchmarks ask that
+// backend for the same matrix (the token counts of a shape), released when another matrix is
+// asked for or another backend asks: one set is resident at a time, however many knob variants
+// (each its own backend) a sweep opens, so no row runs beside the others' >= 256 MiB.
 struct Resident {
   std::tuple<GgmlType, int64_t, int64_t> key{};
   std::vector<WeightHandle> handles;
@@ -172,6 +174,11 @@ struct Resident {
 };
 const Resident& resident(vk::VulkanBackend* b, GgmlType t, int64_t n_out, int64_t n_in) {
   static std::map<vk::VulkanBackend*, Resident> by_backend;
+  for (auto& [other, o] : by_backend)
+    if (other != b && !o.handles.empty()) {
+      for (WeightHandle h : o.handles) other->release(h);
+      o = Resident{};
+    }
   Resident& r = by_backend[b];
   if (!r.handles.empty() && r.key == std::make_tuple(t, n_out, n_in)) return r;
   for (WeightHandle h : r.handles) b->release(h);
