@@ -526,6 +526,12 @@ std::span<const EnvKnob> env_knobs() {
        "then striding over more rows, so the copy holds few SMs beside the matmuls it overlaps "
        "(FISH_VK_PREFILL_F16_AHEAD); auto (default): one workgroup a 2,048 values up to the "
        "device's limit; the same results (unmeasured)"},
+      {"FISH_VK_PREFILL_F16_RESIDENT", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1/on/true/yes: a span keeps every weight's f16 copy (FISH_VK_PREFILL_F16) in a place of "
+       "its own, written by the first prefill forward that runs on it, so later prefills run no "
+       "copies: the copies' whole size in device memory (~3.5x a Q4_K_M's weights) for the "
+       "copy traffic; the same results; 0 (default) every prefill writes them into one or two "
+       "groups' regions"},
       {"FISH_VK_QUEUE",
        S::gpu,
        E::results,

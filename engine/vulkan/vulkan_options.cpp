@@ -113,6 +113,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> prefill_f16, env_int("FISH_VK_PREFILL_F16"));
   if (prefill_f16) o.prefill_f16 = int(*prefill_f16);  // the row's range: 0..65536; auto: -1
   FISH_ASSIGN_OR_RETURN(o.prefill_f16_ahead, env_switch_or_2("FISH_VK_PREFILL_F16_AHEAD", 1));
+  FISH_ASSIGN_OR_RETURN(o.prefill_f16_resident, env_switch("FISH_VK_PREFILL_F16_RESIDENT", false));
   FISH_ASSIGN_OR_RETURN(std::optional<int64_t> copy_wg, env_int("FISH_VK_PREFILL_F16_COPY_WG"));
   if (copy_wg) o.prefill_f16_copy_wg = uint32_t(*copy_wg);  // the row's range: 1..65535; auto: 0
   FISH_ASSIGN_OR_RETURN(o.verify_split, env_switch("FISH_VK_VERIFY_SPLIT", false));

@@ -140,6 +140,11 @@
 //                             copy's workgroups launched first, beside the matmul's from its
 //                             first wave); the same results; 0 before its own matmuls behind a
 //                             barrier (A/B)
+//   FISH_VK_PREFILL_F16_RESIDENT=0|1  1: a span keeps every part's f16 copy in a place of its
+//                             own (the copies' sum of device memory instead of one or two
+//                             groups'), written by the first prefill forward that runs on it;
+//                             later prefills run no copies. The same values into the same
+//                             kernels: bitwise results. 0 (default) each prefill writes them
 //   FISH_VK_PREFILL_F16_COPY_WG=auto|N  at most N workgroups a f16 copy dispatch (spans and
 //                             per-matmul calls), each then striding over more of the rows, so
 //                             the copy holds few of the SMs beside the matmuls it overlaps;
@@ -223,8 +228,9 @@ struct VulkanOptions {
                                  // prefill tokens on (-1 auto, 0 never; device_weight.h)
   int prefill_f16_ahead = 1;     // FISH_VK_PREFILL_F16_AHEAD: a span's next group's copies
                                  // beside this group's matmuls (1 after them, 2 before, 0 no)
-  uint32_t prefill_f16_copy_wg = 0;  // FISH_VK_PREFILL_F16_COPY_WG: workgroups a copy dispatch
-                                     // at most (0 auto: one a 2,048 values, the device's cap)
+  bool prefill_f16_resident = false;  // FISH_VK_PREFILL_F16_RESIDENT: a span's copies written once
+  uint32_t prefill_f16_copy_wg = 0;   // FISH_VK_PREFILL_F16_COPY_WG: workgroups a copy dispatch
+                                      // at most (0 auto: one a 2,048 values, the device's cap)
   bool verify_split = false;  // FISH_VK_VERIFY_SPLIT: 5..8-token span forwards as decode chunks
   uint32_t flash_cm = 2;      // FISH_VK_FLASH_CM: 0 f32, 1 span_attention_flash_cm, 2 ..._cm2
   char coopmat_tile = 0;      // FISH_VK_COOPMAT_TILE: a CoopmatTile::name (coopmat.h); 0 the rule

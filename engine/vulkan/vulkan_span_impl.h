@@ -93,6 +93,8 @@ struct MatmulStep {
   std::vector<Pipeline> cm16;
   VkDescriptorSet deq_set = VK_NULL_HANDLE, set16 = VK_NULL_HANDLE, half_set16 = VK_NULL_HANDLE;
   uint64_t wh_off = 0;
+  // FISH_VK_PREFILL_F16_RESIDENT: its index in wh_written_ (build_prefill_f16).
+  uint32_t copy_id = 0;
 };
 
 // The matmuls of one input (q/k/v, gate/up, wo, down) and, when one of them decodes with
@@ -344,12 +346,14 @@ class VulkanSpan final : public LayerSpan {
   Status build_prefetch();
   // The f16 weight copies of FISH_VK_PREFILL_F16 (device_weight.h prefill_f16): wh_, sized for
   // the group whose qualifying parts need the most (a group's copies are all written before its
-  // first matmul), and each such step's pipelines and sets.
+  // first matmul; two such regions under FISH_VK_PREFILL_F16_AHEAD, every part its own place
+  // under FISH_VK_PREFILL_F16_RESIDENT), and each such step's pipelines and sets.
   Status build_prefill_f16();
   // Whether step st's matmul over n_tok tokens runs on its f16 copy.
   bool on_f16_copy(const MatmulStep& st, uint32_t n_tok) const;
   // Records the dequant_f16_ dispatches of group's steps that run on copies at n_tok tokens (no
-  // barrier); whether there were any.
+  // barrier; under FISH_VK_PREFILL_F16_RESIDENT only those not recorded before); whether there
+  // were any.
   bool copies(const MatmulGroup& group, uint32_t n_tok);
   // Prefetch dispatches over the next FISH_VK_PREFETCH_MB MiB of the stream from pf_; ops' set
   // bound again after them.
@@ -378,6 +382,9 @@ class VulkanSpan final : public LayerSpan {
   Buffer arena_, params_, kv_, x_host_;
   Buffer wh_;  // FISH_VK_PREFILL_F16's f16 weight copies (build_prefill_f16; empty: none)
   std::string wh_skipped_;  // why auto has none: the allocation's error (empty: not skipped)
+  // FISH_VK_PREFILL_F16_RESIDENT: whether each copy (MatmulStep::copy_id) has been recorded; a
+  // recorded copy is never written again (the span's weights do not change).
+  std::vector<uint8_t> wh_written_;
   // recording: the group whose copies were recorded beside the previous group's matmuls
   const MatmulGroup* copied_ahead_ = nullptr;
   // The output head (has_head_): its matvec group over xn row 0 into ARENA's logits region, the

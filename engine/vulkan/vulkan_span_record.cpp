@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cassert>
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -53,9 +54,11 @@ Status VulkanSpan::build_prefetch() {
 }
 
 bool VulkanSpan::copies(const MatmulGroup& group, uint32_t n_tok) {
+  const bool resident = ctx_.options().prefill_f16_resident;
   bool any = false;
   for (const MatmulStep& st : group.steps)
     if (n_tok > FISH_MATVEC_WIDE_TOK && on_f16_copy(st, n_tok)) {
+      if (resident && std::exchange(wh_written_[st.copy_id], uint8_t(1))) continue;
       const MatmulPush pc = dequant_push(*st.w, *st.part);
       cmds_.bind(st.deq, st.deq_set);
       cmds_.push(st.deq, &pc, sizeof pc);
@@ -83,21 +86,25 @@ Status VulkanSpan::build_prefill_f16() {
     for (MatmulGroup* g : {&L.qkv, &L.wo, &L.gate_up, &L.down}) groups.push_back(g);
   // FISH_VK_PREFILL_F16_AHEAD: group i's copies in region i % 2, written beside group i - 1's
   // matmuls; else one region. A region's size: its groups' largest sum of copies.
-  const bool ahead = o.prefill_f16_ahead != 0;
+  // FISH_VK_PREFILL_F16_RESIDENT: one region holding every copy, each written once.
+  const bool ahead = o.prefill_f16_ahead != 0, resident = o.prefill_f16_resident;
   uint64_t need[2] = {0, 0};
+  uint32_t n_copies = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
-    uint64_t off = 0;
+    uint64_t off = resident ? need[0] : 0;
     for (MatmulStep& st : groups[i]->steps)
       if (wants(st)) {
         st.wh_off = off;
+        st.copy_id = n_copies++;
         off += f16_copy_bytes(*st.w, *st.part);
       }
-    uint64_t& n = need[ahead ? i % 2 : 0];
+    uint64_t& n = need[ahead && !resident ? i % 2 : 0];
     n = std::max(n, off);
     if (ahead && i + 1 < groups.size()) groups[i]->next = groups[i + 1];
   }
-  for (size_t i = 1; ahead && i < groups.size(); i += 2)
+  for (size_t i = 1; ahead && !resident && i < groups.size(); i += 2)
     for (MatmulStep& st : groups[i]->steps) st.wh_off += need[0];
+  wh_written_.assign(n_copies, 0);
   if (need[0] + need[1] == 0) return Status::success();
   auto skip = [&](std::string why) {  // auto: the prefill runs without copies, and says why
     wh_skipped_ = std::move(why);
@@ -209,7 +216,7 @@ std::string VulkanSpan::chunks_note() const {
   if (!wh_skipped_.empty()) return s + "; no f16 weight copies (" + wh_skipped_ + ")";
   if (wh_.bytes == 0) return s;
   const uint32_t wg = ctx_.options().prefill_f16_copy_wg;
-  return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{}{})",
+  return s + fmt::format("; prefill matmuls on f16 weight copies from {} tokens ({:.1f} MiB{}{}{})",
                          prefill_f16_min_tok(ctx_.options(), ctx_.features()),
                          double(wh_.bytes) / double(1 << 20),
                          ctx_.options().prefill_f16_ahead == 2
@@ -217,7 +224,10 @@ std::string VulkanSpan::chunks_note() const {
                          : ctx_.options().prefill_f16_ahead == 1
                              ? ", each beside the previous group's matmuls"
                              : "",
-                         wg > 0 ? fmt::format(", at most {} workgroups a copy", wg) : "");
+                         wg > 0 ? fmt::format(", at most {} workgroups a copy", wg) : "",
+                         ctx_.options().prefill_f16_resident
+                             ? ", resident: each written by the first prefill that needs it"
+                             : "");
 }
 
 void VulkanSpan::matvec_recorded(const MatmulStep& st) {

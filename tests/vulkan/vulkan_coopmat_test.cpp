@@ -868,7 +868,7 @@ std::shared_ptr<const Model> synthetic_model(const char* arch, int64_t window) {
 // The span's kernels line into *kernels where given.
 std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBackend& b,
                                const std::vector<int32_t>& tokens, size_t n_prefill,
-                               std::string* kernels = nullptr) {
+                               std::string* kernels = nullptr, int prefills = 1) {
   std::vector<float> all;
   std::shared_ptr<const GpuPlacement> pl = GpuPlacement::place_layers(
       *model, b, test::placement_request(-1, SpanRequest{kCtx, 128, 16}));
@@ -884,10 +884,13 @@ std::vector<float> span_logits(std::shared_ptr<const Model> model, vk::VulkanBac
   if (!s.ok()) return all;
   EXPECT_TRUE(s.value()->span_active());
   const std::span<const int32_t> t(tokens);
-  auto lg = s.value()->forward(t.subspan(0, n_prefill), 0, LogitsMode::all);
-  EXPECT_TRUE(lg.ok()) << lg.error().message;
-  if (!lg.ok()) return all;
-  all.assign(lg.value().begin(), lg.value().end());
+  Result<std::span<const float>> lg = std::span<const float>{};
+  for (int p = 0; p < prefills; ++p) {  // each prefill from position 0 again
+    lg = s.value()->forward(t.subspan(0, n_prefill), 0, LogitsMode::all);
+    EXPECT_TRUE(lg.ok()) << lg.error().message;
+    if (!lg.ok()) return all;
+    all.insert(all.end(), lg.value().begin(), lg.value().end());
+  }
   for (size_t i = n_prefill; i < tokens.size(); ++i) {
     lg = s.value()->append(t.subspan(i, 1));
     EXPECT_TRUE(lg.ok()) << lg.error().message;
@@ -1098,6 +1101,48 @@ TEST(VulkanPrefillF16, CopiesAheadLeaveLogitsBitwiseEqual) {
     EXPECT_EQ(k_here.find("each beside"), std::string::npos) << k_here;
     ASSERT_EQ(a.size(), b.size());
     ASSERT_FALSE(a.empty());
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+  }
+}
+
+// FISH_VK_PREFILL_F16_RESIDENT: every copy in a place of its own, written by the first prefill
+// chunk that runs on it; the first prefill's second chunk (lavapipe: 64 + 36 tokens) and a second
+// prefill of the same session (from position 0 again) run no copies and read the resident ones.
+// The logits of both prefills and the decode steps after are bitwise those of copies written
+// before each group's matmuls (AHEAD=0, every chunk). Two groups' copies in one place (the
+// regions the other settings share) would leave the later chunks reading another group's
+// weights; a copy skipped before it was ever written, zeros.
+TEST(VulkanPrefillF16, ResidentCopiesLeaveLogitsBitwiseEqual) {
+  auto model = synthetic_model("llama", 0);
+  ASSERT_TRUE(model);
+  const std::vector<int32_t> tokens = copy_tokens(41, 5);
+  for (const int level : {1, 0}) {
+    SCOPED_TRACE(fmt::format("FISH_VK_PREFILL_F16_RESIDENT=1 FISH_VK_PREFILL_F16_AHEAD={}", level));
+    std::unique_ptr<vk::VulkanBackend> here, resident;
+    std::string why;
+    if (!copy_backends(
+            &here, &resident,
+            [](vk::VulkanOptions& o) {
+              o.prefill_f16 = 1;
+              o.prefill_f16_ahead = 0;
+            },
+            [&](vk::VulkanOptions& o) {
+              o.prefill_f16_ahead = level;
+              o.prefill_f16_resident = true;
+            },
+            &why))
+      GTEST_SKIP() << why;
+    std::string k_here, k_resident;
+    const std::vector<float> a = span_logits(model, *resident, tokens, 100, &k_resident, 2);
+    const std::vector<float> b = span_logits(model, *here, tokens, 100, &k_here, 2);
+    EXPECT_NE(k_resident.find("resident: each written by the first prefill that needs it"),
+              std::string::npos)
+        << k_resident;
+    EXPECT_EQ(k_here.find("resident"), std::string::npos) << k_here;
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(a.size(), size_t(2 * 100 + 4) * size_t(model->params().n_vocab));
     size_t differ = 0;
     for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
     EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
