@@ -49,7 +49,10 @@
 //     (Session::forward_greedy_rows, as speculative_decode runs it: the span's head over the
 //     rows) then kv_truncate(128); tok_per_s and ratio_to_1 = median
 //     verify time / median time of one decode step (forward_greedy of one token at 128, the
-//     span's head) measured in the same benchmark.
+//     span's head, submitted and waited for as a verify is) measured in the same benchmark;
+//     ratio_to_pipelined = the same over one step of the pipelined greedy decode
+//     (Session::decode_greedy, 16 steps from 128: the step tg128 runs, each forward recorded
+//     while the previous one runs), the step a verify replaces in plain decoding.
 //   BM_VulkanDeviceCopy / BM_VulkanShaderCopy: what vkCmdCopyBuffer (copy engine) and a compute
 //     shader (shaders/copy_u4.comp.glsl, uvec4 grid-stride) move, bytes read + written per s;
 //     the shader copy is what a kernel can reach, the reference for the matvec GB/s.
@@ -955,6 +958,7 @@ struct VerifySetup {
   std::string error;
 };
 constexpr int64_t kVerifyPos = 128;
+constexpr int64_t kVerifyPiped = 16;  // pipelined decode steps a reference run (positions 128..)
 
 std::string verify_model_path(int which) {
   if (which == 1) {
@@ -1043,6 +1047,17 @@ void BM_VulkanVerify(benchmark::State& state) {
     if (i >= 3) step.push_back(seconds(t0));
     (void)s.kv_truncate(kVerifyPos);
   }
+  // The pipelined decode step (Session::decode_greedy: the next forward recorded while the GPU
+  // runs this one, as tg128 runs), the time of 16 steps from the same position over 16: what a
+  // verify replaces in plain greedy decoding, where a verify itself waits for its ids.
+  std::vector<double> piped;
+  for (int i = 0; i < 4 && s.pipelined_decode(); ++i) {
+    const auto t0 = Clock::now();
+    const auto r = s.decode_greedy(toks[0], kVerifyPiped, [](int32_t) { return true; });
+    if (!r.ok()) return state.SkipWithError(r.error().message.c_str());
+    if (i >= 1) piped.push_back(seconds(t0) / double(kVerifyPiped));
+    (void)s.kv_truncate(kVerifyPos);
+  }
   for (int i = 0; i < 3; ++i) {  // warm-up of this n_tok's kernels
     (void)s.forward_greedy_rows(toks, kVerifyPos);
     (void)s.kv_truncate(kVerifyPos);
@@ -1058,11 +1073,15 @@ void BM_VulkanVerify(benchmark::State& state) {
     verify.push_back(dt);
     state.SetIterationTime(dt);
   }
-  const double t_verify = median_of(verify), t_step = median_of(step);
+  const double t_verify = median_of(verify), t_step = median_of(step), t_piped = median_of(piped);
   state.counters["verify_ms"] = 1e3 * t_verify;
   state.counters["decode_step_ms"] = 1e3 * t_step;
   state.counters["tok_per_s"] = t_verify > 0 ? double(n_tok) / t_verify : 0.0;
   state.counters["ratio_to_1"] = t_step > 0 ? t_verify / t_step : 0.0;
+  if (t_piped > 0) {  // absent where the span does not pipeline (FISH_GPU_PIPELINE=0)
+    state.counters["decode_pipelined_ms"] = 1e3 * t_piped;
+    state.counters["ratio_to_pipelined"] = t_verify / t_piped;
+  }
   if (s.gpu_fallbacks() > 0) state.SkipWithError("a span forward failed and ran on the CPU");
   state.SetLabel(fmt::format("{} q4_k_m n_tok {}", which == 0 ? "llama-1b" : "llama-8b", n_tok));
 }
