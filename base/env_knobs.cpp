@@ -396,6 +396,12 @@ std::span<const EnvKnob> env_knobs() {
        "act*mul epilogue (matvec_idot_swiglu, FISH_VK_ACT_FUSE) also runs a pipeline compiled "
        "for each token count (1..4); the same results (H100 tg128: 1B 1.016x, 8B 1.017x); 0: "
        "one pipeline for any count (A/B)"},
+      {"FISH_VK_IDOT_FOLD", S::gpu, E::results, switch_words(), 0, -1, vk_options,
+       "1/on/true/yes: the q4_k / q5_k / q6_k integer-dot decode matvecs fold each sub-block's "
+       "scale into one factor a row and chunk, which a verify's tokens share, and add each "
+       "sub-block's term with one fma a token (specialisation constant FOLD): fewer f32 "
+       "operations a token, other roundings; 0 (default) each chunk's sum first (A/B; "
+       "unmeasured)"},
       {"FISH_VK_IDOT_GROUPS",
        S::gpu,
        E::results,

@@ -96,6 +96,11 @@ layout(constant_id = 3) const uint GROUPS = 1u;
 // weight decoding is the same expression for every token and the compiler can share it; 0 (the
 // default) any n_tok up to FISH_MATVEC_MAX_TOK. Same arithmetic in the same order either way.
 layout(constant_id = 4) const uint EXACT = 0u;
+// FOLD (FISH_VK_IDOT_FOLD, q4_k / q5_k / q6_k): 1 folds each sub-block's row scale into one
+// factor per chunk and row (d x scale, dmin x min), which every token of a verify shares, and
+// adds each sub-block's term into the accumulator with one fma a token (chunk_acc); 0 (the
+// default) chunk_dot's sum, added once. Other roundings (the products' order), not other math.
+layout(constant_id = 5) const uint FOLD = 0u;
 const uint NT = EXACT == 0u ? FISH_MATVEC_MAX_TOK : EXACT;  // accumulator slots a row
 bool tok_live(uint t) {
   return EXACT != 0u || t < pc.n_tok;
@@ -259,6 +264,49 @@ float chunk_dot(Raw r, uint c, XQ q) {
 #endif
 #else
 #error "matvec_idot.comp.glsl: TYPE_Q4_0, Q4_1, Q8_0, Q4_K, Q5_K or Q6_K (shaders/CMakeLists.txt)"
+#endif
+
+// acc + the chunk's dot (FOLD: the same terms, the row's factors first, one fma a term).
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+float chunk_acc(Raw r, uint c, XQ q, float acc) {
+  if (FOLD == 0u) return acc + chunk_dot(r, c, q);
+  const uint s0 = 2u * ((c & 7u) >> 1u);
+  const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  int lo = 0, hi = 0;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    const uvec2 k = kq_codes(r, s0, j);
+    lo += dot4(k.x, q.lo[j]);
+    hi += dot4(k.y, q.hi[j]);
+  }
+  // (d sc) and (dmin m) are the row's, the same for every token: computed once a chunk.
+  acc = fma((dm.x * float(sm0.x)) * q.ds.x, float(lo), acc);
+  acc = fma((dm.x * float(sm1.x)) * q.ds.z, float(hi), acc);
+  if ((c & 1u) == 0u) {  // the minimums times their blocks' sums: once per pair of chunks
+    acc = fma(-(dm.y * float(sm0.y)), q.ds.y, acc);
+    acc = fma(-(dm.y * float(sm1.y)), q.ds.w, acc);
+  }
+  return acc;
+}
+#elif defined(TYPE_Q6_K)
+float chunk_acc(Raw r, uint c, XQ q, float acc) {
+  if (FOLD == 0u) return acc + chunk_dot(r, c, q);
+  const float d4 = 0.25 * unpackHalf2x16(r.d).x;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
+    const uvec2 lo4 = ((k >> 1u) == 0u ? lq << 2u : lq >> 2u) & 0x3C3C3C3Cu;
+    const uvec2 hi2 = (r.qh << (6u - 2u * k)) & 0xC0C0C0C0u;
+    const uvec2 b = (lo4 | hi2) ^ 0x80808080u;
+    const int sum = dot4(b.x, q.c[k].x) + dot4(b.y, q.c[k].y);
+    const float d8 = k == 0u ? q.ds01.x : k == 1u ? q.ds01.z : k == 2u ? q.ds23.x : q.ds23.z;
+    acc = fma((d4 * sbyte(r.sc, 2u * k + (r.g >> 1u))) * d8, float(sum), acc);
+  }
+  return acc;
+}
+#else
+float chunk_acc(Raw r, uint c, XQ q, float acc) {
+  return acc + chunk_dot(r, c, q);
+}
 #endif
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
@@ -494,7 +542,7 @@ void main() {
             const uint c = in_block(c0 + u * gt, place);
             const XQ q = load_xq(codes0 + t * pc.n_in, t * ds_stride, c);
             [[unroll]] for (uint r = 0u; r < ROWS; ++r)
-              acc[r * NT + t] += chunk_dot(raw[u * ROWS + r], c, q);
+              acc[r * NT + t] = chunk_acc(raw[u * ROWS + r], c, q, acc[r * NT + t]);
           }
         }
       }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -60,8 +61,11 @@ uint32_t idot_workgroup(int64_t n_in, uint32_t forced) {
   return wg;
 }
 
-PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
-                         int64_t n_in) {
+namespace {
+
+// The idot pipelines' constants without FOLD (ROWS, WG, AHEAD, GROUPS).
+PipelineSpec idot_base_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                            int64_t n_in) {
   PipelineSpec s;
   s.module = matmul_module(type, n_tok, k);
   if (n_tok <= FISH_MATVEC_MAX_TOK && k == MatvecKernel::idot) {
@@ -71,19 +75,34 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
   return s;
 }
 
+// FISH_VK_IDOT_FOLD: FOLD, the sixth constant, after EXACT (0, any count, where none is set).
+PipelineSpec with_fold(PipelineSpec s, const VulkanOptions& o) {
+  if (!o.idot_fold || s.constants.empty()) return s;
+  if (s.constants.size() == 4) s.constants.push_back(0);
+  s.constants.push_back(1);
+  return s;
+}
+
+}  // namespace
+
+PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
+                         int64_t n_in) {
+  return with_fold(idot_base_spec(type, n_tok, k, o, n_in), o);
+}
+
 PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                                int64_t n_in) {
-  PipelineSpec s = matmul_spec(type, n_tok, k, o, n_in);
+  PipelineSpec s = idot_base_spec(type, n_tok, k, o, n_in);
   if (o.idot_exact && !s.constants.empty() && n_tok >= 1) {
     s.constants.push_back(uint32_t(n_tok));
     s.constants[0] = exact_rows(o, n_tok);  // FISH_VK_IDOT_ROWS_MULTI from 2 tokens
   }
-  return s;
+  return with_fold(std::move(s), o);
 }
 
 PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in,
                              std::string_view variant, int64_t n_tok) {
-  PipelineSpec s = matmul_spec(type, 1, MatvecKernel::idot, o, n_in);
+  PipelineSpec s = idot_base_spec(type, 1, MatvecKernel::idot, o, n_in);
   s.module = fmt::format("{}_{}", variant, type_name(type));
   const bool pn = variant == "matvec_idot_pn" || variant == "matvec_idot_swiglu_pn";
   if (variant == "matvec_idot_res" || pn) s.bindings = {1, 1, 1, 1};  // + FISH_BINDING_P
@@ -96,7 +115,7 @@ PipelineSpec matmul_res_spec(GgmlType type, const VulkanOptions& o, int64_t n_in
       !s.constants.empty())
     s.constants[0] = act_rows(o);
   if (o.idot_exact && n_tok >= 1) s.constants.push_back(uint32_t(n_tok));  // EXACT
-  return s;
+  return with_fold(std::move(s), o);
 }
 
 uint32_t act_rows(const VulkanOptions& o) {

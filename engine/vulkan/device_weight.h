@@ -81,7 +81,9 @@ PipelineSpec matmul_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const Vul
                          int64_t n_in);
 // matmul_spec for a dispatch of exactly n_tok tokens: with FISH_VK_IDOT_EXACT (o.idot_exact), an
 // idot decode pipeline of 1..FISH_MATVEC_MAX_TOK tokens gets n_tok as its EXACT constant (the
-// fifth), so its token loops need no branch on the count; else matmul_spec's.
+// fifth), so its token loops need no branch on the count; else matmul_spec's. With
+// FISH_VK_IDOT_FOLD (o.idot_fold) every idot spec here ends with FOLD = 1, the sixth (EXACT 0
+// before it where none is set).
 PipelineSpec matvec_exact_spec(GgmlType type, int64_t n_tok, MatvecKernel k, const VulkanOptions& o,
                                int64_t n_in);
 // A fused variant of that idot pipeline (matvec_idot.comp.glsl), the same constants and

@@ -81,6 +81,7 @@ Result<VulkanOptions> VulkanOptions::from_env() {
   if (groups && *groups != "auto") o.idot_groups = uint32_t(std::stoul(*groups));  // 1, 2, 4
   FISH_ASSIGN_OR_RETURN(o.idot_exact, env_switch("FISH_VK_IDOT_EXACT", true));
   FISH_ASSIGN_OR_RETURN(o.idot_exact_fused, env_switch("FISH_VK_IDOT_EXACT_FUSED", true));
+  FISH_ASSIGN_OR_RETURN(o.idot_fold, env_switch("FISH_VK_IDOT_FOLD", false));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows_act, env_word("FISH_VK_IDOT_ROWS_ACT"));
   if (rows_act && *rows_act != "auto") o.idot_rows_act = uint32_t(std::stoul(*rows_act));
   FISH_ASSIGN_OR_RETURN(std::optional<std::string> rows_multi, env_word("FISH_VK_IDOT_ROWS_MULTI"));

@@ -42,6 +42,11 @@
 //                             act*mul variant (matvec_idot_swiglu_<type>, the default path's
 //                             largest matvecs) gets those per-count pipelines too; the same
 //                             results; 0 one swiglu pipeline for any count (A/B)
+//   FISH_VK_IDOT_FOLD=0|1     1: the q4_k / q5_k / q6_k integer-dot decode matvecs fold each
+//                             sub-block's scale into one factor a row and chunk, shared by a
+//                             verify's tokens, and add each sub-block's term with one fma a
+//                             token (specialisation constant FOLD); other roundings; 0 (default)
+//                             each chunk's sum first (A/B)
 //   FISH_VK_HEAD=1|0          a span holding the model's last layer also runs the output head
 //                             (final rmsnorm, output matrix; argmax when the caller decodes
 //                             greedily), 1 (default); 0 returns x and the head runs outside (A/B)
@@ -203,6 +208,7 @@ struct VulkanOptions {
   uint32_t idot_groups = 0;      // FISH_VK_IDOT_GROUPS; 0: idot_groups' rule (device_weight.h)
   bool idot_exact = true;        // FISH_VK_IDOT_EXACT: pipelines for the exact token count
   bool idot_exact_fused = true;  // FISH_VK_IDOT_EXACT_FUSED: and for the swiglu variant
+  bool idot_fold = false;        // FISH_VK_IDOT_FOLD: the K-quant scales folded per row (FOLD)
   bool head = true;              // FISH_VK_HEAD: the output head in the span
   int attn_split = -1;           // FISH_VK_ATTN_SPLIT: -1 auto, 0 off, N splits
   int attn_decode = -1;          // FISH_VK_ATTN_DECODE: -1 auto (long contexts), 0 off, 1 always

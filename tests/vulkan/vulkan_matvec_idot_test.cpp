@@ -181,17 +181,21 @@ TEST_F(VulkanMatvecIdot, EveryIdotTypeMatchesBothReferencesAtEveryTokenCount) {
 TEST_F(VulkanMatvecIdot, EveryVariantMatchesBothReferencesForEveryTypeAndTokenCount) {
   struct Variant {
     uint32_t rows, ahead, groups;
+    bool fold = false;  // FISH_VK_IDOT_FOLD
   };
   std::mt19937 rng(47);
   for (const Variant v : {Variant{2, 1, 1}, Variant{2, 2, 1}, Variant{2, 4, 1}, Variant{2, 8, 1},
-                          Variant{4, 4, 1}, Variant{2, 1, 4}, Variant{2, 4, 2}, Variant{1, 8, 4}}) {
-    SCOPED_TRACE(fmt::format("rows {} ahead {} groups {}", v.rows, v.ahead, v.groups));
+                          Variant{4, 4, 1}, Variant{2, 1, 4}, Variant{2, 4, 2}, Variant{1, 8, 4},
+                          Variant{2, 1, 1, true}, Variant{2, 4, 2, true}}) {
+    SCOPED_TRACE(
+        fmt::format("rows {} ahead {} groups {} fold {}", v.rows, v.ahead, v.groups, v.fold));
     auto opt = vk::VulkanOptions::from_env();
     ASSERT_TRUE(opt.ok());
     opt->matvec = vk::MatvecMode::idot;
     opt->idot_rows = v.rows;
     opt->idot_ahead = v.ahead;
     opt->idot_groups = v.groups;
+    opt->idot_fold = v.fold;
     vk::VulkanBackend b(opt);
     ASSERT_TRUE(b.open().ok());
     check_every_type(b, 5 * v.rows * v.groups + 3, true, rng);
@@ -441,6 +445,17 @@ TEST(VulkanMatvecKnob, IdotPipelineFollowsTheVariantOptions) {
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, defaults, 8192), 2u);
   o.idot_groups = 4;  // FISH_VK_IDOT_GROUPS=4 wins over the rule
   EXPECT_EQ(vk::matvec_rows(vk::MatvecKernel::idot, o, 14336), 16u);
+  // FISH_VK_IDOT_FOLD: FOLD is the sixth constant, EXACT (0: any count) before it where unset.
+  vk::VulkanOptions f;
+  f.idot_fold = true;
+  EXPECT_EQ(vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::idot, f, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1, 0, 1}));
+  EXPECT_EQ(vk::matvec_exact_spec(GgmlType::q4_k, 3, vk::MatvecKernel::idot, f, 4096).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1, 3, 1}));
+  EXPECT_EQ(vk::matmul_res_spec(GgmlType::q6_k, f, 4096, "matvec_idot_swiglu", 2).constants,
+            (std::vector<uint32_t>{2, 32, 1, 1, 2, 1}));
+  EXPECT_TRUE(
+      vk::matmul_spec(GgmlType::q4_k, 1, vk::MatvecKernel::fast, f, 4096).constants.empty());
 }
 
 TEST(VulkanMatvecKnob, WorkgroupRuleIsOneWarpUpToSixteenChunksAThread) {
@@ -1084,6 +1099,63 @@ TEST_F(VulkanMatvecIdot, SpanExactTokenPipelinesLeaveLogitsBitwiseEqual) {
   }
   ASSERT_FALSE(logits[0].empty());
   for (size_t i = 1; i < kN; ++i) EXPECT_EQ(logits[i], logits[0]) << "setting " << i;
+}
+
+// FISH_VK_IDOT_FOLD: the span's idot matvecs (q/k/v, the swiglu gate / up, wo, down, the head;
+// a 3-token forward on the exact-count pipelines, then one-token steps), with the separate norms
+// and with the norms in the consumers' prologue (FISH_VK_NORM_FUSE=2: the pn and acc variants),
+// against the same span without it: the same sums in another rounding (which can flip a q8_1 code
+// of a later matvec's input: 0.77% of the largest logit on lavapipe), so top-1 equal at every
+// position and every logit within the span tests' 2% of the largest.
+TEST_F(VulkanMatvecIdot, SpanFoldedScalesMatchTheUnfoldedSpan) {
+  auto model =
+      test::synthetic_q4_k_m(idot_span_shape(), {19, 3}, "fish_idot_span_fused_3l_q4_k_m.gguf");
+  ASSERT_TRUE(model);
+  for (const int norm_fuse : {0, 2}) {
+    std::vector<float> logits[2];
+    for (const bool fold : {false, true}) {
+      SCOPED_TRACE(fmt::format("FISH_VK_NORM_FUSE={} FISH_VK_IDOT_FOLD={}", norm_fuse, fold));
+      auto opt = vk::VulkanOptions::from_env();
+      ASSERT_TRUE(opt.ok());
+      opt->matvec = vk::MatvecMode::idot;
+      opt->act_fuse = 1;
+      opt->norm_fuse = norm_fuse;
+      opt->idot_fold = fold;
+      vk::VulkanBackend b(opt);
+      ASSERT_TRUE(b.open().ok());
+      SpanSession ss = span_session(model, b);
+      ASSERT_TRUE(ss.s);
+      const std::vector<int32_t> prompt = {7, 48, 3};
+      auto lg = ss.s->forward(prompt, 0, LogitsMode::all);
+      for (int32_t tok : {11, 5, 29}) {
+        ASSERT_TRUE(lg.ok()) << lg.error().message;
+        logits[fold].insert(logits[fold].end(), lg.value().begin(), lg.value().end());
+        lg = ss.s->append(std::span<const int32_t>(&tok, 1));
+      }
+      ASSERT_TRUE(lg.ok()) << lg.error().message;
+      logits[fold].insert(logits[fold].end(), lg.value().begin(), lg.value().end());
+      EXPECT_EQ(ss.s->gpu_fallbacks(), 0);
+    }
+    const int64_t n_vocab = model->params().n_vocab;
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    ASSERT_EQ(logits[0].size(), size_t(3 + 3) * size_t(n_vocab));
+    double max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(double(logits[0][i])));
+      max_diff = std::max(max_diff, std::fabs(double(logits[1][i]) - double(logits[0][i])));
+    }
+    for (size_t p = 0; p < logits[0].size() / size_t(n_vocab); ++p) {
+      auto top = [&](const std::vector<float>& v) {
+        auto b = v.begin() + std::ptrdiff_t(p * size_t(n_vocab));
+        return std::max_element(b, b + n_vocab) - b;
+      };
+      EXPECT_EQ(top(logits[1]), top(logits[0])) << "norm_fuse " << norm_fuse << " position " << p;
+    }
+    EXPECT_GT(max_diff, 0.0) << "FOLD changed no rounding: is the constant reaching the kernel?";
+    EXPECT_LE(max_diff, 0.02 * max_abs) << "norm_fuse " << norm_fuse;
+    std::printf("idot span fold (norm_fuse %d): max |dlogit| %.3g of %.3g\n", norm_fuse, max_diff,
+                max_abs);
+  }
 }
 
 // Span decode with idot: span vs per-matmul (both idot: top-1 equal, logits within the span tests'
