@@ -177,16 +177,22 @@ XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   q.ds = XDS4((ds_vec2 + 8u * (c >> 3u) + 2u * (c16 >> 1u)) >> 1u);
   return q;
 }
-float chunk_dot(Raw r, uint c, XQ q) {
-  const uint s0 = 2u * ((c & 7u) >> 1u);
-  const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
-  const vec2 dm = unpackHalf2x16(r.hdr.x);
+// The chunk's integer dots with token q: its 16 values of sub-block s0 (x) and of s0 + 1 (y).
+ivec2 sub_dots(Raw r, uint s0, XQ q) {
   int lo = 0, hi = 0;
   [[unroll]] for (uint j = 0u; j < 4u; ++j) {
     const uvec2 k = kq_codes(r, s0, j);
     lo += dot4(k.x, q.lo[j]);
     hi += dot4(k.y, q.hi[j]);
   }
+  return ivec2(lo, hi);
+}
+float chunk_dot(Raw r, uint c, XQ q) {
+  const uint s0 = 2u * ((c & 7u) >> 1u);
+  const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  const ivec2 d = sub_dots(r, s0, q);
+  const int lo = d.x, hi = d.y;
   // The minimum of a sub-block times its whole block's sum: once per pair of chunks.
   const float mins = (c & 1u) == 0u ? float(sm0.y) * q.ds.y + float(sm1.y) * q.ds.w : 0.0;
   return dm.x * (float(sm0.x) * q.ds.x * float(lo) + float(sm1.x) * q.ds.z * float(hi)) -
@@ -208,18 +214,22 @@ XQ load_xq(uint codes_byte, uint ds_vec2, uint c) {
   q.ds23 = XDS4(b + 1u);
   return q;
 }
+// Run k's integer dot with token q (8 values of block 4h + k) and that block's d8.
+int run_dot(Raw r, XQ q, uint k) {
+  const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
+  // Low 4 bits to bits 2..5, high 2 bits to 6..7: the byte is 4q; ^ 0x80 makes it 4 (q - 32).
+  const uvec2 lo4 = ((k >> 1u) == 0u ? lq << 2u : lq >> 2u) & 0x3C3C3C3Cu;
+  const uvec2 hi2 = (r.qh << (6u - 2u * k)) & 0xC0C0C0C0u;
+  const uvec2 b = (lo4 | hi2) ^ 0x80808080u;
+  return dot4(b.x, q.c[k].x) + dot4(b.y, q.c[k].y);
+}
+float run_d8(XQ q, uint k) {
+  return k == 0u ? q.ds01.x : k == 1u ? q.ds01.z : k == 2u ? q.ds23.x : q.ds23.z;
+}
 float chunk_dot(Raw r, uint c, XQ q) {
   float s = 0.0;
-  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-    const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
-    // Low 4 bits to bits 2..5, high 2 bits to 6..7: the byte is 4q; ^ 0x80 makes it 4 (q - 32).
-    const uvec2 lo4 = ((k >> 1u) == 0u ? lq << 2u : lq >> 2u) & 0x3C3C3C3Cu;
-    const uvec2 hi2 = (r.qh << (6u - 2u * k)) & 0xC0C0C0C0u;
-    const uvec2 b = (lo4 | hi2) ^ 0x80808080u;
-    const int sum = dot4(b.x, q.c[k].x) + dot4(b.y, q.c[k].y);
-    const float d8 = k == 0u ? q.ds01.x : k == 1u ? q.ds01.z : k == 2u ? q.ds23.x : q.ds23.z;
-    s += sbyte(r.sc, 2u * k + (r.g >> 1u)) * d8 * float(sum);
-  }
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    s += sbyte(r.sc, 2u * k + (r.g >> 1u)) * run_d8(q, k) * float(run_dot(r, q, k));
   return 0.25 * unpackHalf2x16(r.d).x * s;
 }
 #elif defined(TYPE_Q8_0) || defined(TYPE_Q4_0) || defined(TYPE_Q4_1)
@@ -273,12 +283,8 @@ float chunk_acc(Raw r, uint c, XQ q, float acc) {
   const uint s0 = 2u * ((c & 7u) >> 1u);
   const uvec2 sm0 = scale_min(r.hdr, s0), sm1 = scale_min(r.hdr, s0 + 1u);
   const vec2 dm = unpackHalf2x16(r.hdr.x);
-  int lo = 0, hi = 0;
-  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-    const uvec2 k = kq_codes(r, s0, j);
-    lo += dot4(k.x, q.lo[j]);
-    hi += dot4(k.y, q.hi[j]);
-  }
+  const ivec2 d = sub_dots(r, s0, q);
+  const int lo = d.x, hi = d.y;
   // (d sc) and (dmin m) are the row's, the same for every token: computed once a chunk.
   acc = fma((dm.x * float(sm0.x)) * q.ds.x, float(lo), acc);
   acc = fma((dm.x * float(sm1.x)) * q.ds.z, float(hi), acc);
@@ -292,15 +298,9 @@ float chunk_acc(Raw r, uint c, XQ q, float acc) {
 float chunk_acc(Raw r, uint c, XQ q, float acc) {
   if (FOLD == 0u) return acc + chunk_dot(r, c, q);
   const float d4 = 0.25 * unpackHalf2x16(r.d).x;
-  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-    const uvec2 lq = (k & 1u) != 0u ? r.ql1 : r.ql0;
-    const uvec2 lo4 = ((k >> 1u) == 0u ? lq << 2u : lq >> 2u) & 0x3C3C3C3Cu;
-    const uvec2 hi2 = (r.qh << (6u - 2u * k)) & 0xC0C0C0C0u;
-    const uvec2 b = (lo4 | hi2) ^ 0x80808080u;
-    const int sum = dot4(b.x, q.c[k].x) + dot4(b.y, q.c[k].y);
-    const float d8 = k == 0u ? q.ds01.x : k == 1u ? q.ds01.z : k == 2u ? q.ds23.x : q.ds23.z;
-    acc = fma((d4 * sbyte(r.sc, 2u * k + (r.g >> 1u))) * d8, float(sum), acc);
-  }
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    acc = fma((d4 * sbyte(r.sc, 2u * k + (r.g >> 1u))) * run_d8(q, k), float(run_dot(r, q, k)),
+              acc);
   return acc;
 }
 #else
